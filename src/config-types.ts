@@ -1,0 +1,56 @@
+// The validated configuration, as the rest of Sluice sees it (contract section 7).
+// Every field is filled in: defaults are applied by the loader in config.ts, once, at start.
+
+export interface TokenConfig {
+  /** Shown in logs instead of the token. */
+  name: string;
+  /** Lowercase SHA-256 hex digest of the token (64 hex digits). */
+  sha256: string;
+}
+
+export interface ReplicasConfig {
+  /** Static replicas: base URLs (http: only, no path other than `/`, no query). */
+  urls?: string[];
+  /** Launched replicas: argv; `{port}` in an argument is replaced by the chosen port. */
+  command?: string[];
+  env: Record<string, string>;
+  /** Readiness path probed with GET; must begin with `/`. */
+  readyPath?: string;
+  startTimeoutMs: number;
+  min: number;
+  max: number;
+  idleTimeoutMs: number;
+  /** Requests in flight per replica; 0 = unlimited. */
+  concurrency: number;
+}
+
+export interface ServiceConfig {
+  slug: string;
+  tokens: TokenConfig[];
+  /** Upper-case HTTP methods relayed; always contains POST. */
+  methods: string[];
+  /** Lower-case header names forwarded from the caller in addition to content-type and accept. */
+  forwardHeaders: string[];
+  maxRequestBytes: number;
+  timeouts: { responseHeadersMs: number; bodyIdleMs: number };
+  queue: { maxRequests: number; maxWaitMs: number };
+  replicas: ReplicasConfig;
+}
+
+export interface ListenConfig {
+  host: string;
+  port: number;
+  tls?: { certFile: string; keyFile: string };
+}
+
+export interface Config {
+  listen: ListenConfig;
+  admin?: { host: string; port: number };
+  /** Front-end worker threads; 0 = one per CPU. */
+  workers: number;
+  /** Begins with `/`, no trailing `/` (the empty string is allowed for `/`). */
+  basePath: string;
+  drainTimeoutMs: number;
+  log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent' };
+  services: ServiceConfig[];
+}

@@ -1,0 +1,79 @@
+// The one error type Sluice produces itself (contract section 5), and its JSON body.
+// Errors relayed from a replica are not RelayErrors: they pass through untouched.
+
+export type ErrorCode =
+  | 'bad_request'
+  | 'invalid_path'
+  | 'unauthorized'
+  | 'not_found'
+  | 'service_not_found'
+  | 'method_not_allowed'
+  | 'payload_too_large'
+  | 'too_many_requests'
+  | 'client_closed'
+  | 'upstream_unavailable'
+  | 'upstream_error'
+  | 'queue_full'
+  | 'no_replica'
+  | 'draining'
+  | 'upstream_timeout'
+  | 'internal_error';
+
+/** Who caused the error: the caller, the replica, or the gateway itself. */
+export type ErrorSource = 'caller' | 'replica' | 'gateway';
+
+/** Status, default message and source of every code, in one place. */
+const CODES: Record<ErrorCode, { status: number; message: string; source: ErrorSource }> = {
+  bad_request: { status: 400, message: 'The request is malformed.', source: 'caller' },
+  invalid_path: { status: 400, message: 'The request path is not allowed.', source: 'caller' },
+  unauthorized: { status: 401, message: 'A valid bearer token is required.', source: 'caller' },
+  not_found: { status: 404, message: 'No such route.', source: 'caller' },
+  service_not_found: { status: 404, message: 'No such service.', source: 'caller' },
+  method_not_allowed: { status: 405, message: 'This method is not enabled for the service.', source: 'caller' },
+  payload_too_large: { status: 413, message: 'The request body is larger than the service accepts.', source: 'caller' },
+  too_many_requests: { status: 429, message: 'Too many failed authentication attempts; retry later.', source: 'caller' },
+  // Not sent to anyone (the caller is gone); it names the outcome in logs and metrics.
+  client_closed: { status: 499, message: 'The caller closed the connection.', source: 'caller' },
+  upstream_unavailable: { status: 502, message: 'The service replica could not be reached.', source: 'replica' },
+  // The replica failed after its status line was relayed; the caller sees a truncated body, not this.
+  upstream_error: { status: 502, message: 'The service replica failed while answering.', source: 'replica' },
+  queue_full: { status: 503, message: 'The service queue is full; retry later.', source: 'gateway' },
+  no_replica: { status: 503, message: 'No replica of the service became ready in time.', source: 'gateway' },
+  draining: { status: 503, message: 'The gateway is shutting down.', source: 'gateway' },
+  upstream_timeout: { status: 504, message: 'The service replica did not answer in time.', source: 'replica' },
+  internal_error: { status: 500, message: 'Internal gateway error.', source: 'gateway' },
+};
+
+export interface RelayErrorOptions {
+  message?: string;
+  cause?: unknown;
+  /** Extra response headers (`Allow`, `Retry-After`, `WWW-Authenticate`). */
+  headers?: Record<string, string>;
+  /** True when the replica never received a byte, so the request may go to another replica. */
+  retryable?: boolean;
+}
+
+export class RelayError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly source: ErrorSource;
+  readonly headers: Record<string, string> | undefined;
+  readonly retryable: boolean;
+
+  constructor(code: ErrorCode, options: RelayErrorOptions = {}) {
+    const spec = CODES[code];
+    super(options.message ?? spec.message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'RelayError';
+    this.code = code;
+    this.status = spec.status;
+    this.source = spec.source;
+    this.headers = options.headers;
+    this.retryable = options.retryable ?? false;
+  }
+
+  /** The JSON body sent to the caller: `{"error":{"code":…,"message":…}}`. */
+  body(): string {
+    return JSON.stringify({ error: { code: this.code, message: this.message } });
+  }
+}
+

@@ -1,0 +1,58 @@
+// The seam between the relay and a service's replicas. The relay asks the service's replica set
+// for a replica (`acquire`), uses it, and gives it back (`release`). Whether the replica was
+// ready at once, came later from the queue, or was started for this request is the set's business.
+import type { Dispatcher } from 'undici';
+import type { RelayError } from '../errors.js';
+
+/** One replica the relay may send requests to. */
+export interface Replica {
+  /** Unique within the process, e.g. `demo-1`; used in logs and metrics. */
+  readonly id: string;
+  /** `http://127.0.0.1:9000`: scheme, host and port, no path. */
+  readonly origin: string;
+  /** The `Host` header value for requests to this replica (`127.0.0.1:9000`). */
+  readonly host: string;
+  /** The pooled keep-alive connections to this replica (src/upstream/pools.ts). */
+  readonly dispatcher: Dispatcher;
+  /** Requests handed out and not yet released. */
+  inflight: number;
+}
+
+/**
+ * A request waiting for a replica. The relay's per-request context implements it, so handing out
+ * a replica costs no closure or promise. Exactly one of the two methods is called, exactly once,
+ * unless `cancel` removed the waiter first.
+ */
+export interface ReplicaWaiter {
+  /** A replica, already counted in `inflight`: the waiter must `release` it exactly once. */
+  onReplica(replica: Replica): void;
+  /** No replica will come: `queue_full`, `no_replica`, `draining` or `upstream_unavailable`. */
+  onNoReplica(error: RelayError): void;
+}
+
+/**
+ * How a request ended for the replica:
+ * - `ok`: the replica answered (any status, even if the caller went away meanwhile);
+ * - `unreachable`: connection refused or reset before any byte of the request was sent;
+ * - `failed`: the replica failed after it had received bytes (timeout, reset mid-stream).
+ */
+export type ReleaseOutcome = 'ok' | 'unreachable' | 'failed';
+
+export interface ReplicaSet {
+  readonly slug: string;
+  /**
+   * Hands the waiter a ready replica now (synchronously, the hot path), or queues it until one is
+   * ready (starting one if the service is cold), or fails it (`queue_full`, `draining`).
+   * With `exclude` (the retry after `unreachable`), only another replica that is ready now is
+   * handed out; if there is none the waiter fails at once with `upstream_unavailable`.
+   */
+  acquire(waiter: ReplicaWaiter, exclude?: Replica): void;
+  /** Removes a queued waiter (its caller went away); true if it was in the queue. */
+  cancel(waiter: ReplicaWaiter): boolean;
+  /** Gives a replica back; `unreachable` takes a static replica out of rotation until a probe succeeds. */
+  release(replica: Replica, outcome: ReleaseOutcome): void;
+  /** Stops taking requests: queued waiters get `503 draining`; in-flight requests go on. */
+  drain(): void;
+  /** Stops probes and replica processes and closes the connection pools. */
+  close(): Promise<void>;
+}
