@@ -1,0 +1,138 @@
+// `sluice demo` (`npm start`): the bundled demo config, the toy model server and the gateway in
+// one process, and a ready-to-paste curl line with the public development token.
+import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { startModelServer, type ModelServer } from '../examples/model-server.js';
+import type { Config, ServiceConfig } from './config-types.js';
+import { loadConfigFile } from './config.js';
+import { createLogger } from './log.js';
+import { startGateway } from './server.js';
+
+/** Public, for local development only; examples/demo.yaml holds its SHA-256 digest. */
+export const DEV_TOKEN = 'slc_dev_demo_token_do_not_use_in_production';
+
+/** examples/demo.yaml in the package root (this file runs as dist/src/demo.js). */
+export const DEMO_CONFIG_PATH = fileURLToPath(new URL('../../examples/demo.yaml', import.meta.url));
+
+type Gateway = Awaited<ReturnType<typeof startGateway>>;
+
+/**
+ * Starts the demo and resolves once it has stopped: after SIGINT or SIGTERM it drains the
+ * gateway, closes the model server and lets the process exit 0 (a second signal exits at once).
+ * Rejects if the config is invalid (the loader's ConfigError) or a server cannot start.
+ */
+export async function runDemo(): Promise<void> {
+  const config = loadConfigFile(DEMO_CONFIG_PATH, process.env);
+  const logger = createLogger(config.log.level);
+  const service = config.services.find((s) => s.slug === 'demo') ?? config.services[0];
+  if (!service) throw new Error(`${DEMO_CONFIG_PATH}: the demo config has no service`);
+
+  // A static replica is the model server, started here; a launched one is the gateway's to start.
+  let model: ModelServer | undefined;
+  const replicaUrl = service.replicas.urls?.[0];
+  if (replicaUrl !== undefined) {
+    const { host, port } = listenAddress(replicaUrl);
+    try {
+      model = await startModelServer({ host, port });
+    } catch (err) {
+      throw new Error(`the demo model server cannot listen on ${replicaUrl}: ${(err as Error).message}`, { cause: err });
+    }
+    logger.info({ url: model.url }, 'demo model server ready');
+  }
+
+  let gateway: Gateway;
+  try {
+    gateway = await startGateway(config, { logger });
+  } catch (err) {
+    await model?.close();
+    throw err;
+  }
+
+  process.stdout.write(banner(config, service, gateway.port, model));
+
+  const signal = await nextSignal();
+  const force = (): never => process.exit(0);
+  process.once('SIGINT', force).once('SIGTERM', force);
+  logger.info({ signal }, 'demo stopping');
+
+  const steps: Array<[string, () => Promise<void>]> = [
+    ['gateway drain', () => gateway.drain()],
+    ['gateway close', () => gateway.close()],
+    ['model server close', () => model?.close() ?? Promise.resolve()],
+  ];
+  for (const [step, run] of steps) {
+    try {
+      await run();
+    } catch (err) {
+      process.exitCode = 1;
+      logger.error({ step, err }, 'demo shutdown step failed');
+    }
+  }
+  logger.info({}, 'demo stopped');
+  logger.flush();
+  // Nothing should be left keeping the process alive; if something is, do not hang on it.
+  setTimeout(() => process.exit(), 2000).unref();
+}
+
+function nextSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (signal: NodeJS.Signals): void => {
+      process.off('SIGINT', on).off('SIGTERM', on);
+      resolve(signal);
+    };
+    process.on('SIGINT', on).on('SIGTERM', on);
+  });
+}
+
+/** Where to listen for a static replica URL like `http://127.0.0.1:9000`. */
+function listenAddress(url: string): { host: string; port: number } {
+  const u = new URL(url);
+  const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
+  return { host, port: u.port === '' ? 80 : Number(u.port) };
+}
+
+/** A host a local curl can reach: wildcard addresses become loopback. */
+function displayHost(host: string): string {
+  if (host === '0.0.0.0' || host === '') return '127.0.0.1';
+  if (host === '::') return '[::1]';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+function banner(config: Config, service: ServiceConfig, port: number, model: ModelServer | undefined): string {
+  const scheme = config.listen.tls ? 'https' : 'http';
+  const insecure = config.listen.tls ? '-k ' : '';
+  const gatewayUrl = `${scheme}://${displayHost(config.listen.host)}:${port}`;
+  const serviceUrl = `${gatewayUrl}${config.basePath}/${service.slug}`;
+  const devDigest = createHash('sha256').update(DEV_TOKEN).digest('hex');
+  const hasDevToken = service.tokens.some((t) => t.sha256 === devDigest);
+  const token = hasDevToken ? DEV_TOKEN : '<your token>';
+  const chatUrl = `${serviceUrl}/request/v1/chat/completions`;
+  const headers = `-H 'Authorization: Bearer ${token}' -H 'Content-Type: application/json'`;
+  const body = (stream: boolean): string =>
+    `'{"model":"demo",${stream ? '"stream":true,' : ''}"messages":[{"role":"user","content":"Hello there"}]}'`;
+  return [
+    '',
+    'Sluice demo is running.',
+    '',
+    `  gateway   ${gatewayUrl}`,
+    `  service   ${serviceUrl}`,
+    model
+      ? `  replica   ${model.url} (toy model server, started by the demo)`
+      : `  replica   started by the gateway on the first request`,
+    hasDevToken
+      ? `  token     ${DEV_TOKEN}  (public, for local development only)`
+      : `  token     the demo config's tokens were changed: use one of yours`,
+    '',
+    'Stream a chat completion:',
+    '',
+    `  curl ${insecure}-N ${chatUrl} ${headers} -d ${body(true)}`,
+    '',
+    'The same without streaming:',
+    '',
+    `  curl ${insecure}${chatUrl} ${headers} -d ${body(false)}`,
+    '',
+    'Press Ctrl-C to stop.',
+    '',
+    '',
+  ].join('\n');
+}
