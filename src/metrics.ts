@@ -1,0 +1,136 @@
+// Prometheus metrics (contract section 9): requests by service and status, time to first byte,
+// queue depth and wait, replica states and cold-start durations, bytes relayed.
+// Labelled children are looked up once and cached, so a finished request costs a few increments.
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+const COLD_START_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
+
+/** What the relay reports when a request is over. */
+export interface FinishedRequest {
+  slug: string;
+  status: number;
+  outcome: string;
+  bytesIn: number;
+  bytesOut: number;
+  /** Seconds from arrival to the first byte written to the caller; negative if none was. */
+  ttfbSeconds: number;
+  durationSeconds: number;
+  /** Seconds spent in the queue; negative if the request never waited. */
+  queueSeconds: number;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'service' | 'status' | 'outcome'>;
+  private readonly ttfb: Histogram<'service'>;
+  private readonly duration: Histogram<'service'>;
+  private readonly bytes: Counter<'service' | 'direction'>;
+  private readonly queueDepth: Gauge<'service'>;
+  private readonly queueWait: Histogram<'service'>;
+  private readonly replicaStates: Gauge<'service' | 'state'>;
+  private readonly coldStart: Histogram<'service' | 'result'>;
+  private readonly inflight: Gauge;
+  private readonly requestChildren = new Map<string, Counter.Internal>();
+
+  constructor() {
+    const registers = [this.registry];
+    this.requests = new Counter({
+      name: 'sluice_requests_total',
+      help: 'Relay requests by service, answered status and outcome.',
+      labelNames: ['service', 'status', 'outcome'],
+      registers,
+    });
+    this.ttfb = new Histogram({
+      name: 'sluice_time_to_first_byte_seconds',
+      help: 'From the request arriving to the first byte of the answer written to the caller.',
+      labelNames: ['service'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'sluice_request_duration_seconds',
+      help: 'From the request arriving to its answer being complete (or abandoned).',
+      labelNames: ['service'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.bytes = new Counter({
+      name: 'sluice_bytes_relayed_total',
+      help: 'Body bytes relayed: in = caller to replica, out = replica to caller.',
+      labelNames: ['service', 'direction'],
+      registers,
+    });
+    this.queueDepth = new Gauge({
+      name: 'sluice_queue_depth',
+      help: 'Requests waiting for a replica.',
+      labelNames: ['service'],
+      registers,
+    });
+    this.queueWait = new Histogram({
+      name: 'sluice_queue_wait_seconds',
+      help: 'Time requests spent waiting for a replica.',
+      labelNames: ['service'],
+      buckets: COLD_START_BUCKETS,
+      registers,
+    });
+    this.replicaStates = new Gauge({
+      name: 'sluice_replicas',
+      help: 'Replicas by service and state.',
+      labelNames: ['service', 'state'],
+      registers,
+    });
+    this.coldStart = new Histogram({
+      name: 'sluice_replica_start_seconds',
+      help: 'From a replica being started to it being ready (result=ready) or failing (result=failed).',
+      labelNames: ['service', 'result'],
+      buckets: COLD_START_BUCKETS,
+      registers,
+    });
+    this.inflight = new Gauge({
+      name: 'sluice_inflight_requests',
+      help: 'Relay requests being served (queued or streaming).',
+      registers,
+    });
+  }
+
+  requestStarted(): void {
+    this.inflight.inc();
+  }
+
+  requestFinished(r: FinishedRequest): void {
+    this.inflight.dec();
+    const key = `${r.slug}\u0000${r.status}\u0000${r.outcome}`;
+    let child = this.requestChildren.get(key);
+    if (child === undefined) {
+      child = this.requests.labels(r.slug, String(r.status), r.outcome);
+      this.requestChildren.set(key, child);
+    }
+    child.inc();
+    if (r.ttfbSeconds >= 0) this.ttfb.labels(r.slug).observe(r.ttfbSeconds);
+    this.duration.labels(r.slug).observe(r.durationSeconds);
+    if (r.bytesIn > 0) this.bytes.labels(r.slug, 'in').inc(r.bytesIn);
+    if (r.bytesOut > 0) this.bytes.labels(r.slug, 'out').inc(r.bytesOut);
+    if (r.queueSeconds >= 0) this.queueWait.labels(r.slug).observe(r.queueSeconds);
+  }
+
+  setQueueDepth(slug: string, depth: number): void {
+    this.queueDepth.labels(slug).set(depth);
+  }
+
+  setReplicaCount(slug: string, state: string, count: number): void {
+    this.replicaStates.labels(slug, state).set(count);
+  }
+
+  replicaStarted(slug: string, seconds: number, ready: boolean): void {
+    this.coldStart.labels(slug, ready ? 'ready' : 'failed').observe(seconds);
+  }
+
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

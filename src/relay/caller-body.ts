@@ -1,0 +1,173 @@
+// The caller's request body, from uWS onData to the replica, with backpressure both ways.
+// A body that arrives whole in the first onData call (most inference requests, fact 11) becomes one
+// Buffer that undici sends as is. Anything else streams: chunks are copied (fact 3), queued, and
+// pulled by undici through a Readable; the caller's socket is paused while the queue is full or
+// no replica has been assigned yet, so a body is never held in memory whole.
+import { Readable } from 'node:stream';
+import type { HttpResponse } from 'uWebSockets.js';
+
+/** How many bytes may wait for the replica before the caller's socket is paused. */
+const QUEUE_HIGH_WATER = 256 * 1024;
+
+export interface CallerBodyListener {
+  /** The first bytes (or the whole body) are here: the request can be dispatched. */
+  onBodyStart(): void;
+  /** The body crossed the service's `maxRequestBytes`. */
+  onBodyTooLarge(): void;
+}
+
+class BodyReadable extends Readable {
+  constructor(private readonly body: CallerBody) {
+    super({ highWaterMark: QUEUE_HIGH_WATER });
+  }
+
+  override _read(): void {
+    this.body.pull(this);
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.body.detach(this);
+    callback(error);
+  }
+}
+
+export class CallerBody {
+  /** Bytes received from the caller so far. */
+  received = 0;
+  /** The last byte has arrived. */
+  complete = false;
+  /** The whole body, when it arrived in a single onData call before anything was streamed. */
+  whole: Buffer | undefined = undefined;
+
+  private queue: Buffer[] = [];
+  private queuedBytes = 0;
+  private reader: BodyReadable | undefined = undefined;
+  /** A reader asked for more and got nothing yet: push straight to it. */
+  private wanted = false;
+  /** Bytes have left the queue for a reader: the body cannot be sent again (no retry). */
+  private consumed = false;
+  private paused = false;
+  private stopped = false;
+  private started = false;
+
+  constructor(
+    private readonly res: HttpResponse,
+    private readonly limit: number,
+    private readonly listener: CallerBodyListener,
+  ) {}
+
+  /** The uWS onData callback's work. `data` is only valid during the call (fact 3). */
+  onData(data: ArrayBuffer, isLast: boolean): void {
+    if (this.stopped) return;
+    const size = data.byteLength;
+    this.received += size;
+    if (this.received > this.limit) {
+      this.stop(true);
+      this.listener.onBodyTooLarge();
+      return;
+    }
+    if (isLast) this.complete = true;
+    if (!this.started && isLast) {
+      this.started = true;
+      this.whole = size === 0 ? Buffer.alloc(0) : Buffer.copyBytesFrom(new Uint8Array(data));
+      this.listener.onBodyStart();
+      return;
+    }
+    if (size > 0) {
+      this.queue.push(Buffer.copyBytesFrom(new Uint8Array(data)));
+      this.queuedBytes += size;
+    }
+    if (this.wanted && this.reader !== undefined) this.pull(this.reader);
+    else if (isLast && this.reader !== undefined && this.queue.length === 0) this.reader.push(null);
+    if (this.queuedBytes >= QUEUE_HIGH_WATER) this.pause();
+    if (!this.started) {
+      this.started = true;
+      this.listener.onBodyStart();
+    }
+  }
+
+  /** What undici sends: the whole Buffer, or a fresh stream over the queued and coming chunks. */
+  upstreamBody(): Buffer | Readable {
+    if (this.whole !== undefined) return this.whole;
+    if (this.reader !== undefined) this.reader.destroy();
+    this.reader = new BodyReadable(this);
+    return this.reader;
+  }
+
+  /** True if the body can be sent again (nothing of it has been handed to a connection). */
+  get resendable(): boolean {
+    return this.whole !== undefined || !this.consumed;
+  }
+
+  /** The first onData call has come. */
+  get hasStarted(): boolean {
+    return this.started;
+  }
+
+  /** Holds the caller's bytes back while the request waits for a replica (contract section 6). */
+  hold(): void {
+    if (!this.complete) this.pause();
+  }
+
+  /** A replica was assigned: let the bytes flow again (up to the queue's high-water mark). */
+  release(): void {
+    this.resumeIfRoom();
+  }
+
+  /** Moves queued chunks into the reader while it accepts them. Called by the reader's _read. */
+  pull(reader: BodyReadable): void {
+    if (reader !== this.reader) return;
+    this.wanted = false;
+    while (this.queue.length > 0) {
+      const chunk = this.queue.shift()!;
+      this.queuedBytes -= chunk.length;
+      this.consumed = true;
+      if (!reader.push(chunk)) {
+        this.resumeIfRoom();
+        return;
+      }
+    }
+    if (this.complete) {
+      reader.push(null);
+      return;
+    }
+    this.wanted = true;
+    this.resumeIfRoom();
+  }
+
+  /** The reader was destroyed (request ended or failed). */
+  detach(reader: BodyReadable): void {
+    if (reader === this.reader) {
+      this.reader = undefined;
+      this.wanted = false;
+    }
+  }
+
+  /**
+   * No more bytes are wanted: the rest of the body is discarded. Call it before the response ends,
+   * with `socketAlive` false once the caller is gone: a paused socket is resumed (our own pause,
+   * undone before the end, fact 9) so uWS can read past the rest of the body.
+   */
+  stop(socketAlive: boolean): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.queue = [];
+    this.queuedBytes = 0;
+    if (this.reader !== undefined) this.reader.destroy();
+    if (this.paused && socketAlive) this.res.resume();
+    this.paused = false;
+  }
+
+  private pause(): void {
+    if (this.paused || this.stopped) return;
+    this.paused = true;
+    this.res.pause();
+  }
+
+  private resumeIfRoom(): void {
+    // Only undo our own pause, never after the response ended (fact 9): the relay calls stop() first.
+    if (!this.paused || this.stopped || this.queuedBytes >= QUEUE_HIGH_WATER) return;
+    this.paused = false;
+    this.res.resume();
+  }
+}

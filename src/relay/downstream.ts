@@ -1,0 +1,198 @@
+// The one writer to a caller's uWS response. Everything Sluice sends to the caller goes through
+// here: the relayed status, the two allowed headers and each chunk (corked together, ARCHITECTURE
+// facts 4–6), Sluice's own JSON errors, and the unclean close that marks a truncated answer.
+// After the caller went away or the response ended, every call is a no-op (fact 1).
+import type { HttpResponse } from 'uWebSockets.js';
+import type { RelayError } from '../errors.js';
+import { statusLine } from '../status-line.js';
+
+/** Told when a caller that was slow can take more bytes (the upstream may resume). */
+export interface WritableListener {
+  onCallerWritable(): void;
+}
+
+const EMPTY = Buffer.alloc(0);
+
+export class Downstream {
+  /** The response was ended, closed, or the caller went away: `res` must not be touched. */
+  closed = false;
+  /** The status line has been written. */
+  headersSent = false;
+  /** Body bytes handed to uWS. */
+  bytesOut = 0;
+  /** `performance.now()` when the status line and first bytes were written; 0 before. */
+  firstByteAt = 0;
+
+  private status = 200;
+  private contentType: string | undefined = undefined;
+  /** The replica's Content-Length, or -1 for a chunked answer. */
+  private total = -1;
+  private bodyless = false;
+  /** Known-length mode: bytes tryEnd could not take yet, retried from onWritable (fact 5). */
+  private pending: Buffer | undefined = undefined;
+  private pendingOffset = 0;
+  private writableHooked = false;
+  /** The result of the last write: false when the caller is slow. */
+  private writable = true;
+  /** The chunk for `corkedWrite`: a field instead of a closure per chunk. */
+  private chunk: Buffer = EMPTY;
+  private readonly corkedWrite = (): void => this.writeNow(this.chunk);
+  private readonly corkedEnd = (): void => this.endNow();
+  private readonly onWritable = (offset: number): boolean => this.retry(offset);
+
+  constructor(
+    private readonly res: HttpResponse,
+    private readonly requestId: string,
+    private readonly listener: WritableListener,
+  ) {}
+
+  /** Records the replica's status and headers; they are written with the first chunk or the end. */
+  begin(status: number, contentType: string | undefined, contentLength: number, bodyless: boolean): void {
+    this.status = status;
+    this.contentType = contentType;
+    this.total = contentLength;
+    this.bodyless = bodyless;
+  }
+
+  /** Relays one chunk. Returns false when the caller is slow: pause the upstream until told. */
+  write(chunk: Buffer): boolean {
+    if (this.closed) return true;
+    this.chunk = chunk;
+    this.res.cork(this.corkedWrite);
+    this.chunk = EMPTY;
+    return this.writable;
+  }
+
+  /** The replica's answer is complete. */
+  end(): void {
+    if (this.closed) return;
+    this.res.cork(this.corkedEnd);
+  }
+
+  /**
+   * The answer cannot be completed: close the connection without a clean end, so the caller sees
+   * a short Content-Length body or a chunked body with no final chunk (contract section 4).
+   */
+  truncate(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.res.close();
+  }
+
+  /** Sends one of Sluice's own errors, or truncates if the relayed status was already sent. */
+  error(err: RelayError, closeConnection: boolean): void {
+    if (this.closed) return;
+    if (this.headersSent) {
+      this.truncate();
+      return;
+    }
+    this.closed = true;
+    this.headersSent = true;
+    this.status = err.status;
+    this.res.cork(() => {
+      const res = this.res;
+      res.writeStatus(statusLine(err.status));
+      res.writeHeader('content-type', 'application/json');
+      res.writeHeader('x-sluice-error', err.code);
+      res.writeHeader('x-request-id', this.requestId);
+      if (err.headers !== undefined) for (const name in err.headers) res.writeHeader(name, err.headers[name]!);
+      res.end(err.body(), closeConnection);
+    });
+  }
+
+  /** The caller went away (uWS onAborted). */
+  aborted(): void {
+    this.closed = true;
+  }
+
+  /** The status of the answer the caller got (relayed or Sluice's own). */
+  get statusCode(): number {
+    return this.status;
+  }
+
+  private writeHead(): void {
+    const res = this.res;
+    res.writeStatus(statusLine(this.status));
+    if (this.contentType !== undefined) res.writeHeader('content-type', this.contentType);
+    res.writeHeader('x-request-id', this.requestId);
+    this.headersSent = true;
+    this.firstByteAt = performance.now();
+  }
+
+  private writeNow(chunk: Buffer): void {
+    if (!this.headersSent) this.writeHead();
+    this.bytesOut += chunk.length;
+    if (this.total < 0) {
+      // uWS frames the chunk itself (fact 6); false means buffered, not dropped (fact 5).
+      this.writable = this.res.write(chunk);
+      if (!this.writable) this.hookWritable();
+      return;
+    }
+    if (this.pending !== undefined) {
+      // A chunk arrived while an earlier one waits for the caller (rare: the upstream was paused).
+      this.pending = Buffer.concat([this.pending, chunk]);
+      this.writable = false;
+      return;
+    }
+    this.tryEnd(chunk);
+  }
+
+  private tryEnd(chunk: Buffer): void {
+    const offset = this.res.getWriteOffset();
+    const [ok, done] = this.res.tryEnd(chunk, this.total);
+    if (done) {
+      this.closed = true;
+      this.writable = true;
+    } else if (!ok) {
+      this.pending = chunk;
+      this.pendingOffset = offset;
+      this.writable = false;
+      this.hookWritable();
+    } else {
+      this.writable = true;
+    }
+  }
+
+  private retry(offset: number): boolean {
+    if (this.closed) return true;
+    const pending = this.pending;
+    if (pending !== undefined) {
+      const [ok, done] = this.res.tryEnd(pending.subarray(offset - this.pendingOffset), this.total);
+      if (done) this.closed = true;
+      if (!ok && !done) return false;
+      this.pending = undefined;
+    }
+    this.writable = true;
+    this.listener.onCallerWritable();
+    return true;
+  }
+
+  private hookWritable(): void {
+    if (this.writableHooked) return;
+    this.writableHooked = true;
+    this.res.onWritable(this.onWritable);
+  }
+
+  private endNow(): void {
+    if (!this.headersSent) this.writeHead();
+    const res = this.res;
+    if (this.bodyless) {
+      // HEAD, 204 or 304: no body; keep the replica's Content-Length if it sent one.
+      if (this.total >= 0 && this.status !== 204 && this.status !== 304) res.endWithoutBody(this.total);
+      else res.endWithoutBody();
+      this.closed = true;
+    } else if (this.total < 0) {
+      res.end();
+      this.closed = true;
+    } else if (this.pending === undefined) {
+      // Known length: tryEnd ended the response with its last byte; a shorter body is truncated.
+      if (this.bytesOut === 0 && this.total === 0) {
+        res.end();
+        this.closed = true;
+      } else if (this.bytesOut < this.total) {
+        this.truncate();
+      }
+    }
+    // Otherwise the last bytes wait in `pending`; `retry` ends the response when they are written.
+  }
+}

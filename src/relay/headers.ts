@@ -1,0 +1,127 @@
+// Header policy, as pure functions: what Sluice reads from the caller, what the replica
+// receives (contract section 3) and what the caller receives (contract section 4).
+// The caller's headers are read once, in the uWS handler, into a CallerHeaders record.
+import type { HttpRequest } from 'uWebSockets.js';
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** What Sluice needs from the caller's headers, copied out of the uWS request. */
+export interface CallerHeaders {
+  authorization: string | undefined;
+  authorizationCount: number;
+  contentType: string | undefined;
+  accept: string | undefined;
+  contentLength: string | undefined;
+  contentLengthCount: number;
+  transferEncoding: string | undefined;
+  transferEncodingCount: number;
+  /** Name/value pairs of the service's `forwardHeaders`, in arrival order. */
+  forwarded: string[] | undefined;
+}
+
+// req.forEach calls back once per header; one module-level visitor (the handler is synchronous)
+// avoids a closure per request.
+let target: CallerHeaders;
+let forwardNames: ReadonlySet<string>;
+
+function visit(name: string, value: string): void {
+  switch (name) {
+    case 'authorization':
+      target.authorization = value;
+      target.authorizationCount += 1;
+      return;
+    case 'content-type':
+      if (target.contentType === undefined) target.contentType = value;
+      return;
+    case 'accept':
+      // RFC 9110 section 5.3: repeated list fields combine with a comma.
+      target.accept = target.accept === undefined ? value : `${target.accept}, ${value}`;
+      return;
+    case 'content-length':
+      target.contentLength = value;
+      target.contentLengthCount += 1;
+      return;
+    case 'transfer-encoding':
+      target.transferEncoding = value;
+      target.transferEncodingCount += 1;
+      return;
+    default:
+      if (forwardNames.size !== 0 && forwardNames.has(name)) (target.forwarded ??= []).push(name, value);
+  }
+}
+
+/** Reads the caller's headers (uWS gives names in lower case). Call inside the uWS handler. */
+export function readCallerHeaders(req: HttpRequest, forward: ReadonlySet<string>): CallerHeaders {
+  target = {
+    authorization: undefined,
+    authorizationCount: 0,
+    contentType: undefined,
+    accept: undefined,
+    contentLength: undefined,
+    contentLengthCount: 0,
+    transferEncoding: undefined,
+    transferEncodingCount: 0,
+    forwarded: undefined,
+  };
+  forwardNames = forward;
+  req.forEach(visit);
+  return target;
+}
+
+const DIGITS = /^[0-9]{1,15}$/;
+
+/**
+ * The request's framing, or why it is refused (RFC 9112 section 6.3: a message with both
+ * Content-Length and Transfer-Encoding, several or invalid Content-Length values, or a transfer
+ * coding Sluice does not decode cannot be framed safely).
+ * Returns the body length in bytes, -1 for a chunked body, or a string naming the problem.
+ */
+export function requestFraming(h: CallerHeaders): number | string {
+  if (h.transferEncodingCount > 0) {
+    if (h.contentLengthCount > 0) return 'both Content-Length and Transfer-Encoding';
+    if (h.transferEncodingCount > 1 || h.transferEncoding!.trim().toLowerCase() !== 'chunked') {
+      return 'a transfer coding other than chunked';
+    }
+    return -1;
+  }
+  if (h.contentLengthCount === 0) return 0;
+  if (h.contentLengthCount > 1) return 'duplicate Content-Length';
+  if (!DIGITS.test(h.contentLength!)) return 'invalid Content-Length';
+  return Number(h.contentLength);
+}
+
+/**
+ * The headers the replica receives, as undici's flat name/value array. Nothing else from the
+ * caller: no Authorization, Cookie, Connection or other hop-by-hop fields (RFC 9110 section 7.6.1).
+ * undici adds `host` (the replica's) and the framing: `content-length` when the caller sent one
+ * (same value, given here), else `transfer-encoding: chunked` for a streamed body.
+ */
+export function upstreamRequestHeaders(h: CallerHeaders, bodyLength: number, requestId: string): string[] {
+  const out = ['accept-encoding', 'identity', 'x-request-id', requestId];
+  if (h.contentType !== undefined) out.push('content-type', h.contentType);
+  if (h.accept !== undefined) out.push('accept', h.accept);
+  if (bodyLength >= 0 && h.contentLengthCount === 1) out.push('content-length', h.contentLength!);
+  if (h.forwarded !== undefined) {
+    for (let i = 0; i < h.forwarded.length; i++) out.push(h.forwarded[i]!);
+  }
+  return out;
+}
+
+/** The two replica headers the caller receives (contract section 4). */
+export interface ResponseHeaders {
+  contentType: string | undefined;
+  /** The replica's Content-Length, or -1 when it sent none (the caller then gets a chunked body). */
+  contentLength: number;
+}
+
+function first(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** Picks Content-Type and Content-Length from the replica's headers; drops everything else. */
+export function responseHeaders(headers: IncomingHttpHeaders): ResponseHeaders {
+  const length = first(headers['content-length']);
+  return {
+    contentType: first(headers['content-type']),
+    contentLength: length !== undefined && DIGITS.test(length) ? Number(length) : -1,
+  };
+}

@@ -1,0 +1,91 @@
+// `{path}` safety (contract section 1). The path and query are forwarded verbatim, never decoded
+// or re-encoded, so everything a replica or a proxy in front of it might decode into something
+// else is refused here instead: dot segments, encoded separators, control characters, `#`.
+// One pass over the characters, no allocation on the accepted path.
+
+/** Why a target was refused, for the error message (the caller sees it). */
+export type PathProblem =
+  | 'dot segment'
+  | 'encoded slash or backslash'
+  | 'backslash'
+  | 'empty first segment (//)'
+  | 'control character'
+  | 'fragment (#)'
+  | 'character that must be percent-encoded'
+  | 'malformed percent-encoding';
+
+const HEX = new Int8Array(128).fill(-1);
+for (let i = 0; i < 10; i++) HEX[0x30 + i] = i;
+for (let i = 0; i < 6; i++) {
+  HEX[0x41 + i] = 10 + i;
+  HEX[0x61 + i] = 10 + i;
+}
+
+function hexAt(s: string, i: number): number {
+  const c = s.charCodeAt(i);
+  return c < 128 ? HEX[c]! : -1;
+}
+
+/** True if `s[from, to)` is `.` or `..`, with any dot written as `%2e` or `%2E`. */
+function isDotSegment(s: string, from: number, to: number): boolean {
+  let dots = 0;
+  let i = from;
+  while (i < to) {
+    if (s.charCodeAt(i) === 0x2e) {
+      i += 1;
+    } else if (s.charCodeAt(i) === 0x25 && i + 2 < to && hexAt(s, i + 1) === 2 && (s.charCodeAt(i + 2) | 0x20) === 0x65) {
+      i += 3;
+    } else {
+      return false;
+    }
+    dots += 1;
+    if (dots > 2) return false;
+  }
+  return dots > 0;
+}
+
+/**
+ * Checks `{path}` (it begins with `/`; the router made sure) and returns the first problem found,
+ * or undefined when the path is safe to forward.
+ */
+export function pathProblem(path: string): PathProblem | undefined {
+  const length = path.length;
+  if (length > 1 && path.charCodeAt(1) === 0x2f) return 'empty first segment (//)';
+  let segmentStart = 1;
+  for (let i = 1; i < length; i++) {
+    const c = path.charCodeAt(i);
+    if (c === 0x2f) {
+      if (isDotSegment(path, segmentStart, i)) return 'dot segment';
+      segmentStart = i + 1;
+    } else if (c === 0x25) {
+      const high = i + 2 < length ? hexAt(path, i + 1) : -1;
+      const low = high >= 0 ? hexAt(path, i + 2) : -1;
+      if (low < 0) return 'malformed percent-encoding';
+      const byte = (high << 4) | low;
+      if (byte < 0x20 || byte === 0x7f) return 'control character';
+      if (byte === 0x2f || byte === 0x5c) return 'encoded slash or backslash';
+      i += 2;
+    } else if (c === 0x5c) {
+      return 'backslash';
+    } else if (c === 0x23) {
+      return 'fragment (#)';
+    } else if (c < 0x20 || c === 0x7f) {
+      return 'control character';
+    } else if (c === 0x20 || c > 0x7e) {
+      return 'character that must be percent-encoded';
+    }
+  }
+  if (isDotSegment(path, segmentStart, length)) return 'dot segment';
+  return undefined;
+}
+
+/** Checks the query string (forwarded verbatim): no `#`, nothing outside visible ASCII. */
+export function queryProblem(query: string): PathProblem | undefined {
+  for (let i = 0; i < query.length; i++) {
+    const c = query.charCodeAt(i);
+    if (c === 0x23) return 'fragment (#)';
+    if (c < 0x20 || c === 0x7f) return 'control character';
+    if (c === 0x20 || c > 0x7e) return 'character that must be percent-encoded';
+  }
+  return undefined;
+}

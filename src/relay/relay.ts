@@ -1,0 +1,279 @@
+// One relayed request, from the moment it passed authentication to its access-log line.
+//
+// Phases, in order (each one line):
+//   acquire          — ask the service's replica set for a replica; maybe wait in its queue
+//   requestFilter    — build the replica's request: path, allowed headers, framing, body
+//   dispatch         — hand it to the replica's connection pool (undici) with this object as handler
+//   upstreamResponse — status and the two allowed headers → downstream, then each chunk, with
+//                      backpressure both ways
+//   finish           — release the replica, count, log
+//
+// One object per request plays every role (replica waiter, undici handler, body and writer
+// listener), so the hot path allocates no closures beyond the two uWS callbacks.
+import type { Dispatcher } from 'undici';
+import type { HttpResponse } from 'uWebSockets.js';
+import type { ServiceConfig } from '../config-types.js';
+import { RelayError } from '../errors.js';
+import type { Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import { upstreamFailure } from '../upstream/errors.js';
+import { CallerBody, type CallerBodyListener } from './caller-body.js';
+import { Downstream, type WritableListener } from './downstream.js';
+import { type CallerHeaders, responseHeaders, upstreamRequestHeaders } from './headers.js';
+
+type DispatchController = Dispatcher.DispatchController;
+
+/** What a relayed request needs to know about its service (rebuilt on token reload). */
+export interface ServiceRuntime {
+  readonly config: ServiceConfig;
+  readonly replicas: ReplicaSet;
+}
+
+/** How a request ended, for logs and metrics. */
+export type Outcome =
+  | 'ok'
+  | 'client_closed'
+  | 'upstream_error'
+  | 'payload_too_large'
+  | 'queue_full'
+  | 'no_replica'
+  | 'draining'
+  | 'upstream_unavailable'
+  | 'upstream_timeout'
+  | 'internal_error';
+
+/** Told once per request, when it is over. */
+export interface RelayObserver {
+  onRelayFinished(request: RelayRequest): void;
+}
+
+/**
+ * The lifecycle of one request:
+ * - `waiting`: no replica yet (or a replica, but the body has not started arriving);
+ * - `queued`: in the replica set's queue; the caller's socket is paused;
+ * - `sending`: dispatched; no status line from the replica yet;
+ * - `receiving`: the replica's status line arrived; its body is being relayed;
+ * - `done`: finished; nothing more happens.
+ */
+type Phase = 'waiting' | 'queued' | 'sending' | 'receiving' | 'done';
+
+export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, CallerBodyListener, WritableListener {
+  readonly startedAt = performance.now();
+  readonly downstream: Downstream;
+  readonly body: CallerBody;
+  phase: Phase = 'waiting';
+  replica: Replica | undefined = undefined;
+  /** `performance.now()` when the request entered the queue, 0 if it never waited. */
+  queuedAt = 0;
+  /** Milliseconds spent in the queue. */
+  queuedMs = 0;
+  outcome: Outcome = 'ok';
+  /** The error behind a non-ok outcome, with the upstream's original error as `cause`. */
+  error: RelayError | undefined = undefined;
+  /** The request was sent again after the first replica could not be reached. */
+  retried = false;
+
+  private controller: DispatchController | undefined = undefined;
+  private callerGone = false;
+  /** Why the first replica could not be reached, kept for the answer if the retry finds none. */
+  private unreachable: RelayError | undefined = undefined;
+  /** Set by `acquire` answering synchronously. */
+  private answered = false;
+
+  /** uWS callbacks: bound once per request. */
+  readonly abortHandler = (): void => this.onCallerAborted();
+  readonly dataHandler = (data: ArrayBuffer, isLast: boolean): void => this.body.onData(data, isLast);
+
+  constructor(
+    private readonly service: ServiceRuntime,
+    private readonly observer: RelayObserver,
+    res: HttpResponse,
+    readonly method: string,
+    /** `{path}` as received, never decoded. */
+    readonly path: string,
+    /** `{path}?{query}` as received: the replica's request target. */
+    private readonly target: string,
+    private readonly headers: CallerHeaders,
+    /** From the framing: bytes, or -1 for a chunked body. */
+    private readonly bodyLength: number,
+    readonly requestId: string,
+    /** The name of the token that authenticated the request. */
+    readonly tokenName: string,
+  ) {
+    this.downstream = new Downstream(res, requestId, this);
+    this.body = new CallerBody(res, service.config.maxRequestBytes, this);
+  }
+
+  get slug(): string {
+    return this.service.config.slug;
+  }
+
+  // ── acquire ────────────────────────────────────────────────────────────────────────────────
+
+  /** Runs inside the uWS handler, after `onAborted` and `onData` were attached. */
+  start(): void {
+    this.service.replicas.acquire(this);
+    if (!this.answered) {
+      this.phase = 'queued';
+      this.queuedAt = performance.now();
+      this.body.hold();
+    }
+  }
+
+  onReplica(replica: Replica): void {
+    this.answered = true;
+    if (this.phase === 'queued') this.queuedMs = performance.now() - this.queuedAt;
+    this.phase = 'waiting';
+    this.replica = replica;
+    if (this.callerGone) {
+      this.finish('client_closed', undefined);
+      return;
+    }
+    if (this.body.hasStarted) this.dispatch();
+    else this.body.release();
+  }
+
+  onNoReplica(error: RelayError): void {
+    this.answered = true;
+    if (this.phase === 'queued') this.queuedMs = performance.now() - this.queuedAt;
+    this.fail(this.unreachable !== undefined && error.code === 'upstream_unavailable' ? this.unreachable : error);
+  }
+
+  // ── requestFilter + dispatch ───────────────────────────────────────────────────────────────
+
+  /** The body's first bytes are here (or all of it). */
+  onBodyStart(): void {
+    if (this.replica !== undefined && this.phase === 'waiting') this.dispatch();
+  }
+
+  private dispatch(): void {
+    const replica = this.replica!;
+    const timeouts = this.service.config.timeouts;
+    this.phase = 'sending';
+    replica.dispatcher.dispatch(
+      {
+        path: this.target,
+        method: this.method as Dispatcher.HttpMethod,
+        headers: upstreamRequestHeaders(this.headers, this.bodyLength, this.requestId),
+        body: this.body.upstreamBody(),
+        headersTimeout: timeouts.responseHeadersMs,
+        bodyTimeout: timeouts.bodyIdleMs,
+        idempotent: false,
+      },
+      this,
+    );
+  }
+
+  onBodyTooLarge(): void {
+    const error = new RelayError('payload_too_large', {
+      message: `The request body is larger than ${this.service.config.maxRequestBytes} bytes.`,
+    });
+    if (this.controller !== undefined && this.phase !== 'done') this.controller.abort(error);
+    else this.fail(error);
+  }
+
+  // ── upstreamResponse (undici DispatchHandler) ──────────────────────────────────────────────
+
+  onRequestStart(controller: DispatchController): void {
+    this.controller = controller;
+    if (this.callerGone || this.phase === 'done') controller.abort(new RelayError('client_closed'));
+  }
+
+  onResponseStart(_controller: DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    this.phase = 'receiving';
+    const picked = responseHeaders(headers);
+    const bodyless = this.method === 'HEAD' || statusCode === 204 || statusCode === 304;
+    this.downstream.begin(statusCode, picked.contentType, picked.contentLength, bodyless);
+  }
+
+  onResponseData(controller: DispatchController, chunk: Buffer): void {
+    if (!this.downstream.write(chunk)) controller.pause();
+  }
+
+  onResponseEnd(): void {
+    // The replica answered before reading the whole body: discard the rest of it.
+    if (!this.body.complete) this.body.stop(!this.callerGone);
+    this.downstream.end();
+    this.finish('ok', undefined);
+  }
+
+  onResponseError(_controller: DispatchController, err: Error): void {
+    if (this.phase === 'done') return;
+    if (this.callerGone) {
+      this.finish('client_closed', undefined);
+      return;
+    }
+    if (this.phase === 'receiving') {
+      // The status line was relayed: the caller must be able to tell the answer is incomplete.
+      this.body.stop(true);
+      this.downstream.truncate();
+      this.finish('upstream_error', new RelayError('upstream_error', { cause: err }));
+      return;
+    }
+    const error = upstreamFailure(err);
+    if (error.retryable && !this.retried && this.body.resendable && this.replica !== undefined) {
+      // Nothing reached the replica: once, another ready replica (contract section 5).
+      const unreachable = this.replica;
+      this.replica = undefined;
+      this.controller = undefined;
+      this.retried = true;
+      this.unreachable = error;
+      this.phase = 'waiting';
+      this.service.replicas.release(unreachable, 'unreachable');
+      this.service.replicas.acquire(this, unreachable);
+      return;
+    }
+    this.fail(error);
+  }
+
+  /** The caller can take more bytes: let the replica's stream flow again. */
+  onCallerWritable(): void {
+    this.controller?.resume();
+  }
+
+  // ── finish ─────────────────────────────────────────────────────────────────────────────────
+
+  private onCallerAborted(): void {
+    this.callerGone = true;
+    this.downstream.aborted();
+    this.body.stop(false);
+    switch (this.phase) {
+      case 'queued':
+        this.service.replicas.cancel(this);
+        this.finish('client_closed', undefined);
+        return;
+      case 'waiting':
+        this.finish('client_closed', undefined);
+        return;
+      case 'sending':
+      case 'receiving':
+        // onResponseError finishes the request; without a controller yet, onRequestStart aborts.
+        this.controller?.abort(new RelayError('client_closed'));
+        return;
+      case 'done':
+        return;
+    }
+  }
+
+  /** Answers with one of Sluice's errors (or truncates, if the relayed status was sent). */
+  private fail(error: RelayError): void {
+    if (this.phase === 'done') return;
+    // An unread body is not read further: answer and close the connection (contract section 2).
+    const closeConnection = !this.body.complete;
+    this.body.stop(false);
+    this.downstream.error(error, closeConnection);
+    this.finish(error.code as Outcome, error);
+  }
+
+  private finish(outcome: Outcome, error: RelayError | undefined): void {
+    if (this.phase === 'done') return;
+    this.phase = 'done';
+    this.outcome = outcome;
+    this.error = error;
+    const replica = this.replica;
+    if (replica !== undefined) {
+      this.replica = undefined;
+      this.service.replicas.release(replica, outcome === 'upstream_error' || outcome === 'upstream_timeout' ? 'failed' : 'ok');
+    }
+    this.observer.onRelayFinished(this);
+  }
+}

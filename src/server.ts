@@ -1,0 +1,381 @@
+// The uWebSockets.js front end: the relay route, the operations endpoints, and the drain.
+//
+// requestFilter runs synchronously inside the uWS handler, cheapest check first, and nothing
+// costly happens before authentication (contract section 2):
+//   route → service → framing → method → draining → auth rate limit → token → path → size
+// then a RelayRequest (src/relay/relay.ts) takes over.
+import { randomBytes } from 'node:crypto';
+import * as uWS from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import type { Config, ServiceConfig } from './config-types.js';
+import { RelayError } from './errors.js';
+import type { Logger } from './log.js';
+import { Metrics } from './metrics.js';
+import { AuthFailureLimiter } from './relay/auth-limiter.js';
+import { authenticate, type TokenEntry, tokenEntries } from './relay/auth.js';
+import { readCallerHeaders, requestFraming } from './relay/headers.js';
+import { pathProblem, queryProblem } from './relay/path.js';
+import { type RelayObserver, RelayRequest, type ServiceRuntime } from './relay/relay.js';
+import { createReplicaSet } from './replicas/replica-set.js';
+import type { ReplicaSet } from './replicas/types.js';
+import { statusLine } from './status-line.js';
+
+export interface Gateway {
+  /** The port the relay listens on (the real one when the config said 0). */
+  readonly port: number;
+  /** The port of the separate operations listener, if the config has `admin`. */
+  readonly adminPort: number | undefined;
+  /** Stops accepting, answers queued requests `503 draining`, lets streams finish until `drainTimeoutMs`, then closes. */
+  drain(): Promise<void>;
+  /** Closes everything now: listeners, connections, replicas. */
+  close(): Promise<void>;
+  /** Applies the tokens of a reloaded config (SIGHUP); other changes need a restart. */
+  reload(config: Config): void;
+}
+
+export interface GatewayOptions {
+  logger: Logger;
+}
+
+/** Per service: its config, replicas, and what the hot path looks up. */
+class ServiceEntry implements ServiceRuntime {
+  tokens: TokenEntry[];
+  readonly forward: ReadonlySet<string>;
+  readonly methods: ReadonlySet<string>;
+  readonly allow: string;
+
+  constructor(
+    readonly config: ServiceConfig,
+    readonly replicas: ReplicaSet,
+  ) {
+    this.tokens = tokenEntries(config.tokens);
+    this.forward = new Set(config.forwardHeaders.filter((name) => name !== 'content-type' && name !== 'accept'));
+    this.methods = new Set(config.methods);
+    this.allow = config.methods.join(', ');
+  }
+}
+
+const WWW_AUTHENTICATE = 'Bearer realm="sluice"';
+const WWW_AUTHENTICATE_INVALID = 'Bearer realm="sluice", error="invalid_token"';
+const REQUEST_SEGMENT = '/request/';
+const JSON_OK = '{"status":"ok"}';
+
+/** uWS gives the method in lower case; the common ones are mapped without allocating. */
+const METHODS: Record<string, string> = { post: 'POST', get: 'GET', put: 'PUT', patch: 'PATCH', delete: 'DELETE', head: 'HEAD', options: 'OPTIONS' };
+
+function upperMethod(method: string): string {
+  return METHODS[method] ?? method.toUpperCase();
+}
+
+class GatewayServer implements Gateway, RelayObserver {
+  port = 0;
+  adminPort: number | undefined = undefined;
+
+  private readonly logger: Logger;
+  private readonly metrics = new Metrics();
+  private readonly limiter = new AuthFailureLimiter();
+  private readonly services = new Map<string, ServiceEntry>();
+  private readonly prefix: string;
+  private readonly app: TemplatedApp;
+  private readonly adminApp: TemplatedApp | undefined;
+  private listenSocket: us_listen_socket | undefined;
+  private adminSocket: us_listen_socket | undefined;
+  /** Request ids: a random per-process prefix and a counter, cheap and unique. */
+  private readonly idPrefix = randomBytes(6).toString('hex');
+  private idCounter = 0;
+  private inflight = 0;
+  private draining = false;
+  private drained: Promise<void> | undefined;
+  private idleWaiter: (() => void) | undefined;
+  private closed: Promise<void> | undefined;
+
+  constructor(
+    private readonly config: Config,
+    options: GatewayOptions,
+  ) {
+    this.logger = options.logger;
+    this.prefix = `${config.basePath}/`;
+    for (const service of config.services) {
+      const replicas = createReplicaSet(service, { logger: this.logger });
+      this.services.set(service.slug, new ServiceEntry(service, replicas));
+    }
+    const tls = config.listen.tls;
+    this.app = tls === undefined ? uWS.App() : uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
+    if (config.admin === undefined) {
+      this.addOpsRoutes(this.app);
+    } else {
+      this.adminApp = uWS.App();
+      this.addOpsRoutes(this.adminApp);
+      this.adminApp.any('/*', (res) => this.reject(res, new RelayError('not_found'), false, undefined));
+    }
+    this.app.any('/*', this.handle);
+  }
+
+  async listen(): Promise<void> {
+    const { host, port } = this.config.listen;
+    this.listenSocket = await listenOn(this.app, host, port);
+    this.port = uWS.us_socket_local_port(this.listenSocket);
+    if (this.adminApp !== undefined) {
+      this.adminSocket = await listenOn(this.adminApp, this.config.admin!.host, this.config.admin!.port);
+      this.adminPort = uWS.us_socket_local_port(this.adminSocket);
+    }
+    this.logger.info(
+      { host, port: this.port, adminPort: this.adminPort, basePath: this.config.basePath, services: [...this.services.keys()] },
+      'gateway listening',
+    );
+  }
+
+  // ── requestFilter ──────────────────────────────────────────────────────────────────────────
+
+  private readonly handle = (res: HttpResponse, req: HttpRequest): void => {
+    const url = req.getUrl();
+    const prefix = this.prefix;
+    const slash = url.startsWith(prefix) ? url.indexOf('/', prefix.length) : -1;
+    if (slash < 0 || !url.startsWith(REQUEST_SEGMENT, slash)) {
+      this.reject(res, new RelayError('not_found'), false, undefined);
+      return;
+    }
+    const service = this.services.get(url.slice(prefix.length, slash));
+    if (service === undefined) {
+      this.reject(res, new RelayError('service_not_found'), false, undefined);
+      return;
+    }
+    const headers = readCallerHeaders(req, service.forward);
+    const framing = requestFraming(headers);
+    if (typeof framing === 'string') {
+      // Where this request ends is unknown, so whatever follows it on the connection is refused
+      // with it: close now, before uWS can run a request smuggled behind it (fact 10).
+      this.reject(res, new RelayError('bad_request', { message: `Invalid request framing: ${framing}.` }), true, service);
+      res.close();
+      return;
+    }
+    const hasBody = framing !== 0;
+    const method = upperMethod(req.getMethod());
+    if (!service.methods.has(method)) {
+      this.reject(res, new RelayError('method_not_allowed', { headers: { allow: service.allow } }), hasBody, service);
+      return;
+    }
+    if (this.draining) {
+      this.reject(res, new RelayError('draining', { headers: { 'retry-after': '5' } }), true, service);
+      return;
+    }
+    let address: string | undefined;
+    if (!this.limiter.idle) {
+      address = Buffer.from(res.getRemoteAddressAsText()).toString();
+      const wait = this.limiter.blockedFor(address, Date.now());
+      if (wait > 0) {
+        this.reject(res, new RelayError('too_many_requests', { headers: { 'retry-after': String(wait) } }), hasBody, service);
+        return;
+      }
+    }
+    const auth = headers.authorizationCount > 1 ? 'malformed' : authenticate(headers.authorization, service.tokens);
+    if (typeof auth === 'string') {
+      if (auth === 'malformed') {
+        this.reject(res, new RelayError('bad_request', { message: 'The Authorization header must be "Bearer <token>".' }), hasBody, service);
+        return;
+      }
+      this.limiter.recordFailure(address ?? Buffer.from(res.getRemoteAddressAsText()).toString(), Date.now());
+      const challenge = auth === 'missing' ? WWW_AUTHENTICATE : WWW_AUTHENTICATE_INVALID;
+      this.reject(res, new RelayError('unauthorized', { headers: { 'www-authenticate': challenge } }), hasBody, service);
+      return;
+    }
+    const path = url.slice(slash + REQUEST_SEGMENT.length - 1);
+    const query = req.getQuery();
+    const problem = pathProblem(path) ?? (query === undefined ? undefined : queryProblem(query));
+    if (problem !== undefined) {
+      this.reject(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${problem}.` }), hasBody, service);
+      return;
+    }
+    if (framing > service.config.maxRequestBytes) {
+      const message = `The request body is larger than ${service.config.maxRequestBytes} bytes.`;
+      this.reject(res, new RelayError('payload_too_large', { message }), true, service);
+      return;
+    }
+    const target = query === undefined ? path : `${path}?${query}`;
+    const request = new RelayRequest(service, this, res, method, path, target, headers, framing, this.nextId(), auth.name);
+    res.onAborted(request.abortHandler);
+    res.onData(request.dataHandler);
+    this.inflight += 1;
+    this.metrics.requestStarted();
+    request.start();
+  };
+
+  private nextId(): string {
+    this.idCounter += 1;
+    return `${this.idPrefix}-${this.idCounter.toString(36)}`;
+  }
+
+  /** Answers a request refused before relaying, inside the uWS handler, and logs it. */
+  private reject(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined): void {
+    const id = this.nextId();
+    res.cork(() => {
+      res.writeStatus(statusLine(error.status));
+      res.writeHeader('content-type', 'application/json');
+      res.writeHeader('x-sluice-error', error.code);
+      res.writeHeader('x-request-id', id);
+      if (error.headers !== undefined) for (const name in error.headers) res.writeHeader(name, error.headers[name]!);
+      res.end(error.body(), closeConnection);
+    });
+    this.logger.info({ reqId: id, service: service?.config.slug, status: error.status, outcome: error.code }, 'request refused');
+  }
+
+  // ── finish ─────────────────────────────────────────────────────────────────────────────────
+
+  onRelayFinished(r: RelayRequest): void {
+    this.inflight -= 1;
+    const now = performance.now();
+    const d = r.downstream;
+    const status = r.outcome === 'client_closed' ? 499 : d.headersSent ? d.statusCode : (r.error?.status ?? 500);
+    const ttfbMs = d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1;
+    const ms = now - r.startedAt;
+    this.metrics.requestFinished({
+      slug: r.slug,
+      status,
+      outcome: r.outcome,
+      bytesIn: r.body.received,
+      bytesOut: d.bytesOut,
+      ttfbSeconds: ttfbMs / 1000,
+      durationSeconds: ms / 1000,
+      queueSeconds: r.queuedAt > 0 ? r.queuedMs / 1000 : -1,
+    });
+    const line = {
+      reqId: r.requestId,
+      service: r.slug,
+      token: r.tokenName,
+      method: r.method,
+      path: r.path,
+      status,
+      outcome: r.outcome,
+      bytesIn: r.body.received,
+      bytesOut: d.bytesOut,
+      ttfbMs: ttfbMs >= 0 ? round(ttfbMs) : undefined,
+      ms: round(ms),
+      queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,
+      retried: r.retried || undefined,
+      err: r.error?.cause === undefined ? undefined : describe(r.error.cause),
+    };
+    if (r.outcome === 'ok' || r.outcome === 'client_closed') this.logger.info(line, 'request');
+    else this.logger.warn(line, 'request');
+    if (this.inflight === 0 && this.idleWaiter !== undefined) this.idleWaiter();
+  }
+
+  // ── operations endpoints ───────────────────────────────────────────────────────────────────
+
+  private addOpsRoutes(app: TemplatedApp): void {
+    app.get('/healthz', (res) => {
+      res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(JSON_OK));
+    });
+    app.get('/readyz', (res) => {
+      res.cork(() => {
+        if (this.draining) {
+          res.writeStatus('503 Service Unavailable').writeHeader('content-type', 'application/json').end('{"status":"draining"}');
+        } else {
+          res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(JSON_OK);
+        }
+      });
+    });
+    app.get('/metrics', (res) => {
+      let aborted = false;
+      res.onAborted(() => {
+        aborted = true;
+      });
+      this.metrics.render().then(
+        (text) => {
+          if (!aborted) res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', this.metrics.contentType).end(text));
+        },
+        (err: unknown) => {
+          this.logger.error({ err }, 'metrics failed');
+          if (!aborted) res.cork(() => res.writeStatus('500 Internal Server Error').end());
+        },
+      );
+    });
+  }
+
+  // ── drain and close ────────────────────────────────────────────────────────────────────────
+
+  drain(): Promise<void> {
+    this.drained ??= this.runDrain();
+    return this.drained;
+  }
+
+  private async runDrain(): Promise<void> {
+    this.draining = true;
+    const started = performance.now();
+    this.logger.info({ inflight: this.inflight, timeoutMs: this.config.drainTimeoutMs }, 'drain started');
+    if (this.listenSocket !== undefined) uWS.us_listen_socket_close(this.listenSocket);
+    this.listenSocket = undefined;
+    for (const service of this.services.values()) service.replicas.drain();
+    if (this.inflight > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.config.drainTimeoutMs);
+        this.idleWaiter = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    this.logger.info({ inflight: this.inflight, ms: round(performance.now() - started) }, 'drain finished');
+    await this.close();
+  }
+
+  close(): Promise<void> {
+    this.closed ??= this.runClose();
+    return this.closed;
+  }
+
+  private async runClose(): Promise<void> {
+    this.draining = true;
+    if (this.listenSocket !== undefined) uWS.us_listen_socket_close(this.listenSocket);
+    if (this.adminSocket !== undefined) uWS.us_listen_socket_close(this.adminSocket);
+    this.listenSocket = undefined;
+    this.adminSocket = undefined;
+    // Closing the apps aborts what is still streaming (each request logs client_closed).
+    this.app.close();
+    this.adminApp?.close();
+    await Promise.all([...this.services.values()].map((service) => service.replicas.close()));
+    this.logger.info({}, 'gateway closed');
+  }
+
+  reload(config: Config): void {
+    const ignored: string[] = [];
+    for (const next of config.services) {
+      const service = this.services.get(next.slug);
+      if (service === undefined) ignored.push(next.slug);
+      else service.tokens = tokenEntries(next.tokens);
+    }
+    this.logger.info(
+      { services: config.services.filter((s) => this.services.has(s.slug)).map((s) => s.slug), ignored },
+      'tokens reloaded',
+    );
+  }
+}
+
+function listenOn(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, (socket) => {
+      if (socket === false) reject(new Error(`cannot listen on ${host}:${port} (address in use or not available)`));
+      else resolve(socket);
+    });
+  });
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}
+
+function describe(err: unknown): { code?: string; message: string } {
+  const code = (err as { code?: unknown }).code;
+  return { code: typeof code === 'string' ? code : undefined, message: err instanceof Error ? err.message : String(err) };
+}
+
+/** Builds the gateway and starts listening. Rejects with a one-line reason if it cannot. */
+export async function startGateway(config: Config, options: GatewayOptions): Promise<Gateway> {
+  const gateway = new GatewayServer(config, options);
+  try {
+    await gateway.listen();
+  } catch (err) {
+    await gateway.close();
+    throw err;
+  }
+  return gateway;
+}
