@@ -8,7 +8,7 @@ export function createLogger(level: string, destination?: pino.DestinationStream
   return pino(
     {
       level,
-      base: { service: 'sluice' },
+      name: 'sluice',
       redact: { paths: ['authorization', '*.authorization', 'headers.authorization', 'token'], censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
     },

@@ -241,7 +241,7 @@ class GatewayServer implements Gateway, RelayObserver {
     const line = {
       reqId: r.requestId,
       service: r.slug,
-      token: r.tokenName,
+      tokenName: r.tokenName,
       method: r.method,
       path: r.path,
       status,

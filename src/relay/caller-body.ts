@@ -8,6 +8,8 @@ import type { HttpResponse } from 'uWebSockets.js';
 
 /** How many bytes may wait for the replica before the caller's socket is paused. */
 const QUEUE_HIGH_WATER = 256 * 1024;
+/** How many chunks the stream handed to undici may hold (each at most one uWS read). */
+const READER_HIGH_WATER_CHUNKS = 4;
 
 export interface CallerBodyListener {
   /** The first bytes (or the whole body) are here: the request can be dispatched. */
@@ -18,7 +20,9 @@ export interface CallerBodyListener {
 
 class BodyReadable extends Readable {
   constructor(private readonly body: CallerBody) {
-    super({ highWaterMark: QUEUE_HIGH_WATER });
+    // Object mode, counting chunks: undici then never infers a Content-Length from a stream that
+    // has already ended (it does for byte streams), so a chunked caller body stays chunked.
+    super({ objectMode: true, highWaterMark: READER_HIGH_WATER_CHUNKS });
   }
 
   override _read(): void {
@@ -86,9 +90,13 @@ export class CallerBody {
     }
   }
 
-  /** What undici sends: the whole Buffer, or a fresh stream over the queued and coming chunks. */
-  upstreamBody(): Buffer | Readable {
-    if (this.whole !== undefined) return this.whole;
+  /**
+   * What undici sends: the whole Buffer, or a fresh stream over the queued and coming chunks.
+   * A whole body the caller sent chunked goes as a one-element iterable, which undici frames
+   * chunked as well (contract section 3: Content-Length only when the caller sent one).
+   */
+  upstreamBody(chunked: boolean): Buffer | Readable {
+    if (this.whole !== undefined) return chunked ? ([this.whole] as unknown as Readable) : this.whole;
     if (this.reader !== undefined) this.reader.destroy();
     this.reader = new BodyReadable(this);
     return this.reader;

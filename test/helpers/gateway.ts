@@ -1,0 +1,70 @@
+// Test harness: the real gateway on port 0 with a config built through the real validator,
+// and its log lines captured so tests can assert on them.
+import { Writable } from 'node:stream';
+import { parseConfig } from '../../src/config.js';
+import type { Config } from '../../src/config-types.js';
+import { createLogger } from '../../src/log.js';
+import { type Gateway, startGateway } from '../../src/server.js';
+import { sha256Hex } from '../../src/token.js';
+
+export const TEST_TOKEN = 'slc_test_token_for_the_black_box_tests_0123456789';
+export const TEST_TOKEN_SHA256 = sha256Hex(TEST_TOKEN);
+export const AUTH = { authorization: `Bearer ${TEST_TOKEN}` };
+
+/** A raw service entry as it would appear in a config file; the validator fills the defaults. */
+export type RawService = Record<string, unknown> & { slug?: string; replicas: Record<string, unknown> };
+
+export interface TestGateway {
+  gateway: Gateway;
+  port: number;
+  /** `http://127.0.0.1:PORT` */
+  origin: string;
+  /** The relay URL of `path` on service `slug` (default: the first service). */
+  url(path: string, slug?: string): string;
+  /** Every log line so far, parsed. */
+  logs: Record<string, unknown>[];
+  /** The raw log text so far. */
+  logText(): string;
+  close(): Promise<void>;
+}
+
+export function rawService(replicas: Record<string, unknown>, extra: Record<string, unknown> = {}): RawService {
+  return { slug: 'svc', tokens: [{ name: 'test', sha256: TEST_TOKEN_SHA256 }], replicas, ...extra };
+}
+
+export async function startTestGateway(services: RawService | RawService[], extra: Record<string, unknown> = {}): Promise<TestGateway> {
+  const list = Array.isArray(services) ? services : [services];
+  const config: Config = parseConfig({ listen: { host: '127.0.0.1', port: 0 }, log: { level: 'info' }, services: list, ...extra });
+  const chunks: string[] = [];
+  const logs: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      const text = chunk.toString();
+      chunks.push(text);
+      for (const line of text.split('\n')) if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>);
+      callback();
+    },
+  });
+  const logger = createLogger(config.log.level, sink);
+  const gateway = await startGateway(config, { logger });
+  const origin = `http://127.0.0.1:${gateway.port}`;
+  const firstSlug = config.services[0]!.slug;
+  return {
+    gateway,
+    port: gateway.port,
+    origin,
+    url: (path, slug = firstSlug) => `${origin}${config.basePath}/${slug}/request${path}`,
+    logs,
+    logText: () => chunks.join(''),
+    close: () => gateway.close(),
+  };
+}
+
+/** Polls `check` until it is true (events that have no promise to await, like a log line). */
+export async function eventually(check: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

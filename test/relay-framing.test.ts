@@ -1,0 +1,172 @@
+// Ambiguous request framing, written byte for byte on raw sockets (contract section 5,
+// ARCHITECTURE facts 7 and 10): a request whose end cannot be known is refused with 400 and
+// nothing of it — nor anything pipelined behind it — reaches the replica. RFC 9112 sections 6.1
+// and 6.3 also require the connection to be closed after such a request, so every case here
+// waits for the gateway to close it.
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { request } from 'undici';
+import { AUTH, TEST_TOKEN, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
+
+/** How long a raw exchange may take before the test fails instead of hanging. */
+const HANG_GUARD_MS = 10_000;
+
+interface RawExchange {
+  /** Everything the gateway sent before the connection closed. */
+  bytes: Buffer;
+  /** The socket error that ended the connection, if it was reset rather than closed. */
+  error: string | undefined;
+}
+
+/** Writes `data` in one write and collects the answer until the gateway closes the connection. */
+function rawExchange(port: number, data: string): Promise<RawExchange> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let error: string | undefined;
+    const socket = connect(port, '127.0.0.1');
+    const guard = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the gateway did not close the connection within ${HANG_GUARD_MS} ms; got ${JSON.stringify(Buffer.concat(chunks).toString('latin1'))}`));
+    }, HANG_GUARD_MS);
+    socket.on('connect', () => socket.write(data, 'latin1'));
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      error = err.code ?? err.message;
+    });
+    socket.on('close', () => {
+      clearTimeout(guard);
+      resolve({ bytes: Buffer.concat(chunks), error });
+    });
+  });
+}
+
+interface RawResponse {
+  status: number;
+  headers: Map<string, string[]>;
+  body: Buffer;
+  /** Bytes after the first response (a second response would be here). */
+  rest: Buffer;
+}
+
+/** Parses one HTTP/1.1 response (Content-Length framed, as all of Sluice's errors are). */
+function parseResponse(bytes: Buffer): RawResponse {
+  const text = bytes.toString('latin1');
+  const headEnd = text.indexOf('\r\n\r\n');
+  assert.ok(headEnd > 0, `a complete response head in ${JSON.stringify(text)}`);
+  const [statusLine, ...lines] = text.slice(0, headEnd).split('\r\n');
+  const match = /^HTTP\/1\.1 (\d{3})(?: .*)?$/.exec(statusLine!);
+  assert.ok(match, `a status line: ${JSON.stringify(statusLine)}`);
+  const headers = new Map<string, string[]>();
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    const name = line.slice(0, colon).trim().toLowerCase();
+    headers.set(name, [...(headers.get(name) ?? []), line.slice(colon + 1).trim()]);
+  }
+  const length = Number(headers.get('content-length')?.[0] ?? '0');
+  const bodyStart = headEnd + 4;
+  return {
+    status: Number(match[1]),
+    headers,
+    body: bytes.subarray(bodyStart, bodyStart + length),
+    rest: bytes.subarray(bodyStart + length),
+  };
+}
+
+/** Asserts a response is Sluice's own `400 bad_request`: JSON body and `X-Sluice-Error`. */
+function assertSluiceBadRequest(response: RawResponse): void {
+  assert.equal(response.status, 400);
+  assert.deepEqual(response.headers.get('x-sluice-error'), ['bad_request']);
+  assert.match(response.headers.get('content-type')?.[0] ?? '', /^application\/json/);
+  const body = JSON.parse(response.body.toString('utf8')) as { error: { code: string; message: string } };
+  assert.equal(body.error.code, 'bad_request');
+  assert.equal(typeof body.error.message, 'string');
+  assert.equal(response.rest.length, 0, 'nothing after the 400');
+}
+
+describe('ambiguous request framing on raw sockets', () => {
+  let replica: TestReplica;
+  let tg: TestGateway;
+  let base: string;
+  let controls = 0;
+
+  before(async () => {
+    replica = await startReplica(async (req, res) => {
+      const body = await readBody(req);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ url: req.url, bytes: body.length }));
+    });
+    tg = await startTestGateway(rawService({ urls: [replica.url] }));
+    base = new URL(tg.url('/')).pathname.slice(0, -1); // `/api/v1/services/svc/request`
+  });
+
+  after(async () => {
+    await tg?.close();
+    await replica?.close();
+  });
+
+  /** A valid request line and headers for `path`, authenticated, without framing headers. */
+  function head(path: string): string {
+    return `POST ${base}${path} HTTP/1.1\r\nHost: 127.0.0.1:${tg.port}\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Type: application/json\r\n`;
+  }
+
+  /**
+   * Sends a well-formed request on a fresh connection, after the case under test has finished,
+   * and asserts that only the control requests ever reached the replica. A refused request
+   * would have been dispatched from inside the gateway's handler for the earlier connection,
+   * so it would reach the replica before this control does.
+   */
+  async function assertOnlyControlsReachedReplica(): Promise<void> {
+    controls += 1;
+    const res = await request(tg.url(`/control-${controls}`), { method: 'POST', headers: AUTH, body: '{}' });
+    assert.equal(res.statusCode, 200);
+    await res.body.text();
+    assert.deepEqual(
+      replica.seen.map((r) => r.url),
+      Array.from({ length: controls }, (_, i) => `/control-${i + 1}`),
+      'the replica received nothing but the control requests',
+    );
+  }
+
+  for (const [label, lengths] of [
+    ['the first value is the real length', ['2', '40']],
+    ['the last value is the real length', ['40', '2']],
+  ] as const) {
+    test(`two different Content-Length headers with a request pipelined behind (${label}): nothing reaches the replica`, async () => {
+      const smuggled = `${head('/smuggled')}Content-Length: 2\r\n\r\n{}`;
+      const first = `${head('/first')}Content-Length: ${lengths[0]}\r\nContent-Length: ${lengths[1]}\r\n\r\n{}`;
+      const { bytes, error } = await rawExchange(tg.port, first + smuggled);
+      if (bytes.length > 0) {
+        // Either the 400 (then nothing else: no answer to the smuggled request) or a closed connection.
+        const response = parseResponse(bytes);
+        assertSluiceBadRequest(response);
+      }
+      console.log(`duplicate Content-Length (${label}): caller saw ${bytes.length > 0 ? '400' : `a closed connection (${error ?? 'FIN'})`}`);
+      await assertOnlyControlsReachedReplica();
+      assert.ok(!tg.logs.some((line) => line['path'] === '/smuggled' || line['path'] === '/first'), 'no relayed request was logged');
+    });
+  }
+
+  test('Transfer-Encoding: gzip, chunked is 400 bad_request and nothing reaches the replica', async () => {
+    const { bytes } = await rawExchange(tg.port, `${head('/gzip-chunked')}Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`);
+    assertSluiceBadRequest(parseResponse(bytes));
+    await assertOnlyControlsReachedReplica();
+  });
+
+  test('two identical Content-Length headers are 400 bad_request and nothing reaches the replica', async () => {
+    const { bytes } = await rawExchange(tg.port, `${head('/same-length')}Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}`);
+    assertSluiceBadRequest(parseResponse(bytes));
+    await assertOnlyControlsReachedReplica();
+  });
+
+  test('Content-Length with Transfer-Encoding: chunked is 400 and nothing reaches the replica', async () => {
+    const { bytes } = await rawExchange(
+      tg.port,
+      `${head('/length-and-chunked')}Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`,
+    );
+    // uWS may refuse this one itself, without Sluice's JSON body: any 400 will do.
+    assert.equal(parseResponse(bytes).status, 400);
+    await assertOnlyControlsReachedReplica();
+  });
+});
