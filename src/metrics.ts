@@ -2,6 +2,7 @@
 // queue depth and wait, replica states and cold-start durations, bytes relayed.
 // Labelled children are looked up once and cached, so a finished request costs a few increments.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { QueueOutcome, ReplicaEvents, ReplicaStateName } from './replicas/replica-set.js';
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 const COLD_START_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
@@ -16,20 +17,18 @@ export interface FinishedRequest {
   /** Seconds from arrival to the first byte written to the caller; negative if none was. */
   ttfbSeconds: number;
   durationSeconds: number;
-  /** Seconds spent in the queue; negative if the request never waited. */
-  queueSeconds: number;
 }
 
-export class Metrics {
+export class Metrics implements ReplicaEvents {
   readonly registry = new Registry();
   private readonly requests: Counter<'service' | 'status' | 'outcome'>;
   private readonly ttfb: Histogram<'service'>;
   private readonly duration: Histogram<'service'>;
   private readonly bytes: Counter<'service' | 'direction'>;
-  private readonly queueDepth: Gauge<'service'>;
-  private readonly queueWait: Histogram<'service'>;
+  private readonly queueDepthGauge: Gauge<'service'>;
+  private readonly queueWaitHistogram: Histogram<'service' | 'outcome'>;
   private readonly replicaStates: Gauge<'service' | 'state'>;
-  private readonly coldStart: Histogram<'service' | 'result'>;
+  private readonly coldStartHistogram: Histogram<'service' | 'result'>;
   private readonly inflight: Gauge;
   private readonly requestChildren = new Map<string, Counter.Internal>();
 
@@ -61,16 +60,16 @@ export class Metrics {
       labelNames: ['service', 'direction'],
       registers,
     });
-    this.queueDepth = new Gauge({
+    this.queueDepthGauge = new Gauge({
       name: 'sluice_queue_depth',
       help: 'Requests waiting for a replica.',
       labelNames: ['service'],
       registers,
     });
-    this.queueWait = new Histogram({
+    this.queueWaitHistogram = new Histogram({
       name: 'sluice_queue_wait_seconds',
-      help: 'Time requests spent waiting for a replica.',
-      labelNames: ['service'],
+      help: 'Time requests spent waiting for a replica, by how they left the queue (granted, expired, failed, cancelled, draining).',
+      labelNames: ['service', 'outcome'],
       buckets: COLD_START_BUCKETS,
       registers,
     });
@@ -80,7 +79,7 @@ export class Metrics {
       labelNames: ['service', 'state'],
       registers,
     });
-    this.coldStart = new Histogram({
+    this.coldStartHistogram = new Histogram({
       name: 'sluice_replica_start_seconds',
       help: 'From a replica being started to it being ready (result=ready) or failing (result=failed).',
       labelNames: ['service', 'result'],
@@ -111,19 +110,26 @@ export class Metrics {
     this.duration.labels(r.slug).observe(r.durationSeconds);
     if (r.bytesIn > 0) this.bytes.labels(r.slug, 'in').inc(r.bytesIn);
     if (r.bytesOut > 0) this.bytes.labels(r.slug, 'out').inc(r.bytesOut);
-    if (r.queueSeconds >= 0) this.queueWait.labels(r.slug).observe(r.queueSeconds);
   }
 
-  setQueueDepth(slug: string, depth: number): void {
-    this.queueDepth.labels(slug).set(depth);
+  // ── ReplicaEvents: the replica sets report here ───────────────────────────────────────────
+
+  queueDepth(service: string, depth: number): void {
+    this.queueDepthGauge.labels(service).set(depth);
   }
 
-  setReplicaCount(slug: string, state: string, count: number): void {
-    this.replicaStates.labels(slug, state).set(count);
+  queueWait(service: string, ms: number, outcome: QueueOutcome): void {
+    this.queueWaitHistogram.labels(service, outcome).observe(ms / 1000);
   }
 
-  replicaStarted(slug: string, seconds: number, ready: boolean): void {
-    this.coldStart.labels(slug, ready ? 'ready' : 'failed').observe(seconds);
+  replicaState(service: string, _replica: string, from: ReplicaStateName | null, to: ReplicaStateName, ms: number): void {
+    if (from !== null) this.replicaStates.labels(service, from).dec();
+    this.replicaStates.labels(service, to).inc();
+    if (from === 'starting' && to === 'failed') this.coldStartHistogram.labels(service, 'failed').observe(ms / 1000);
+  }
+
+  coldStart(service: string, _replica: string, ms: number): void {
+    this.coldStartHistogram.labels(service, 'ready').observe(ms / 1000);
   }
 
   render(): Promise<string> {

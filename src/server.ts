@@ -96,7 +96,7 @@ class GatewayServer implements Gateway, RelayObserver {
     this.logger = options.logger;
     this.prefix = `${config.basePath}/`;
     for (const service of config.services) {
-      const replicas = createReplicaSet(service, { logger: this.logger });
+      const replicas = createReplicaSet(service, { logger: this.logger, events: this.metrics });
       this.services.set(service.slug, new ServiceEntry(service, replicas));
     }
     const tls = config.listen.tls;
@@ -143,10 +143,7 @@ class GatewayServer implements Gateway, RelayObserver {
     const headers = readCallerHeaders(req, service.forward);
     const framing = requestFraming(headers);
     if (typeof framing === 'string') {
-      // Where this request ends is unknown, so whatever follows it on the connection is refused
-      // with it: close now, before uWS can run a request smuggled behind it (fact 10).
-      this.reject(res, new RelayError('bad_request', { message: `Invalid request framing: ${framing}.` }), true, service);
-      res.close();
+      this.refuseFraming(res, new RelayError('bad_request', { message: `Invalid request framing: ${framing}.` }), service);
       return;
     }
     const hasBody = framing !== 0;
@@ -205,6 +202,23 @@ class GatewayServer implements Gateway, RelayObserver {
     return `${this.idPrefix}-${this.idCounter.toString(36)}`;
   }
 
+  /**
+   * Refuses a request whose framing is ambiguous. Where it ends is unknown, so nothing after it on
+   * the connection may run. Answering at once would let uWS go on to a request pipelined behind it
+   * (fact 10); so the answer waits for the next turn of the event loop with the response still
+   * open, and uWS closes a connection that pipelines a request behind an unanswered one without
+   * running it. A caller that sent nothing more gets the 400, then the connection closes.
+   */
+  private refuseFraming(res: HttpResponse, error: RelayError, service: ServiceEntry): void {
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    setImmediate(() => {
+      if (!aborted) this.reject(res, error, true, service);
+    });
+  }
+
   /** Answers a request refused before relaying, inside the uWS handler, and logs it. */
   private reject(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined): void {
     const id = this.nextId();
@@ -236,7 +250,6 @@ class GatewayServer implements Gateway, RelayObserver {
       bytesOut: d.bytesOut,
       ttfbSeconds: ttfbMs / 1000,
       durationSeconds: ms / 1000,
-      queueSeconds: r.queuedAt > 0 ? r.queuedMs / 1000 : -1,
     });
     const line = {
       reqId: r.requestId,
