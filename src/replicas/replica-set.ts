@@ -179,7 +179,7 @@ class ReplicaSetImpl implements ManagedReplicaSet {
   private backoffUntil = 0;
   private backoffTimer: NodeJS.Timeout | undefined = undefined;
 
-  /** Pool closes in progress; `close()` awaits them. */
+  /** Launches and pool closes in progress; `close()` awaits them. */
   private readonly pending = new Set<Promise<void>>();
 
   // Errors that carry nothing request-specific are built once per set: a full queue under
@@ -583,7 +583,10 @@ class ReplicaSetImpl implements ManagedReplicaSet {
         return;
       }
       const r = this.create('', '', undefined);
-      void this.launch(r, forQueue ? 'queued requests' : 'min');
+      // Tracked so that `close()` also waits for a launch caught between port and spawn.
+      const launching = this.launch(r, forQueue ? 'queued requests' : 'min');
+      this.pending.add(launching);
+      void launching.finally(() => this.pending.delete(launching));
     }
   }
 
