@@ -123,6 +123,9 @@ class GatewayServer implements Gateway, RelayObserver {
       { host, port: this.port, adminPort: this.adminPort, basePath: this.config.basePath, services: [...this.services.keys()] },
       'gateway listening',
     );
+    if (this.config.workers !== 1) {
+      this.logger.warn({ workers: this.config.workers, serving: 1 }, 'workers setting not applied: one front-end thread');
+    }
   }
 
   // ── requestFilter ──────────────────────────────────────────────────────────────────────────
