@@ -121,6 +121,11 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
 
   onReplica(replica: Replica): void {
     this.answered = true;
+    if (this.phase === 'done') {
+      // Over before the replica came (it was cancelled too late to matter): give it back.
+      this.service.replicas.release(replica, 'ok');
+      return;
+    }
     if (this.phase === 'queued') this.queuedMs = performance.now() - this.queuedAt;
     this.phase = 'waiting';
     this.replica = replica;
@@ -238,9 +243,6 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
     this.body.stop(false);
     switch (this.phase) {
       case 'queued':
-        this.service.replicas.cancel(this);
-        this.finish('client_closed', undefined);
-        return;
       case 'waiting':
         this.finish('client_closed', undefined);
         return;
@@ -266,6 +268,8 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
 
   private finish(outcome: Outcome, error: RelayError | undefined): void {
     if (this.phase === 'done') return;
+    // A queued request that ends (caller gone, body too large) leaves the queue: it never reaches a replica.
+    if (this.phase === 'queued') this.service.replicas.cancel(this);
     this.phase = 'done';
     this.outcome = outcome;
     this.error = error;
