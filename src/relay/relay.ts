@@ -139,7 +139,11 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
 
   onNoReplica(error: RelayError): void {
     this.answered = true;
-    if (this.phase === 'queued') this.queuedMs = performance.now() - this.queuedAt;
+    if (this.phase === 'queued') {
+      // The set has already taken it out of its queue.
+      this.queuedMs = performance.now() - this.queuedAt;
+      this.phase = 'waiting';
+    }
     this.fail(this.unreachable !== undefined && error.code === 'upstream_unavailable' ? this.unreachable : error);
   }
 
