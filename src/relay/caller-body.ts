@@ -8,6 +8,12 @@ import type { HttpResponse } from 'uWebSockets.js';
 
 /** How many bytes may wait for the replica before the caller's socket is paused. */
 const QUEUE_HIGH_WATER = 256 * 1024;
+/**
+ * The same while the request waits in the service's queue: lower, since a thousand requests may
+ * wait. The socket is not paused below it, so a caller that leaves while queued is noticed at
+ * once (a paused socket is not read, and its close would only be seen on resume).
+ */
+const HOLD_HIGH_WATER = 64 * 1024;
 /** How many chunks the stream handed to undici may hold (each at most one uWS read). */
 const READER_HIGH_WATER_CHUNKS = 4;
 
@@ -52,6 +58,7 @@ export class CallerBody {
   private consumed = false;
   private paused = false;
   private stopped = false;
+  private highWater = QUEUE_HIGH_WATER;
   private started = false;
 
   constructor(
@@ -83,7 +90,7 @@ export class CallerBody {
     }
     if (this.wanted && this.reader !== undefined) this.pull(this.reader);
     else if (isLast && this.reader !== undefined && this.queue.length === 0) this.reader.push(null);
-    if (this.queuedBytes >= QUEUE_HIGH_WATER) this.pause();
+    if (this.queuedBytes >= this.highWater) this.pause();
     if (!this.started) {
       this.started = true;
       this.listener.onBodyStart();
@@ -112,13 +119,15 @@ export class CallerBody {
     return this.started;
   }
 
-  /** Holds the caller's bytes back while the request waits for a replica (contract section 6). */
+  /** The request waits for a replica: keep at most HOLD_HIGH_WATER bytes, then pause the caller. */
   hold(): void {
-    if (!this.complete) this.pause();
+    this.highWater = HOLD_HIGH_WATER;
+    if (this.queuedBytes >= this.highWater) this.pause();
   }
 
   /** A replica was assigned: let the bytes flow again (up to the queue's high-water mark). */
   release(): void {
+    this.highWater = QUEUE_HIGH_WATER;
     this.resumeIfRoom();
   }
 
@@ -174,7 +183,7 @@ export class CallerBody {
 
   private resumeIfRoom(): void {
     // Only undo our own pause, never after the response ended (fact 9): the relay calls stop() first.
-    if (!this.paused || this.stopped || this.queuedBytes >= QUEUE_HIGH_WATER) return;
+    if (!this.paused || this.stopped || this.queuedBytes >= this.highWater) return;
     this.paused = false;
     this.res.resume();
   }

@@ -1,0 +1,47 @@
+// A burst of 200 concurrent requests to a cold service whose replica takes about 1.5 s to load:
+// every one succeeds with its own body, and exactly one replica is started (max 1).
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { Agent, request } from 'undici';
+import { AUTH, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { RECORDING_REPLICA, recordFile, recorded, transitions } from './helpers/launched.js';
+
+let tg: TestGateway | undefined;
+const agent = new Agent({ connections: 250 });
+
+after(async () => {
+  await tg?.close();
+  await agent.close();
+});
+
+test('200 concurrent requests to a cold service all succeed on the one replica started', async () => {
+  const file = recordFile();
+  tg = await startTestGateway(
+    rawService({
+      command: [process.execPath, RECORDING_REPLICA],
+      env: { START_DELAY_MS: '1500', RECORD_FILE: file },
+      readyPath: '/health',
+      max: 1,
+    }),
+  );
+  const started = Date.now();
+  const answers = await Promise.all(
+    Array.from({ length: 200 }, async (_, i) => {
+      const res = await request(tg!.url('/echo'), { method: 'POST', headers: AUTH, body: `request ${i}`, dispatcher: agent });
+      return { status: res.statusCode, body: (await res.body.json()) as { pid: number; body: string } };
+    }),
+  );
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed >= 1400, `the replica took its 1.5 s to load (${elapsed} ms)`);
+  const pids = new Set<number>();
+  answers.forEach((answer, i) => {
+    assert.equal(answer.status, 200, `request ${i}`);
+    assert.equal(answer.body.body, `request ${i}`, `request ${i} got its own answer`);
+    pids.add(answer.body.pid);
+  });
+  assert.equal(pids.size, 1, 'one replica served them all');
+  assert.equal(transitions(tg.logs, 'starting').length, 1, 'exactly one replica was started');
+  assert.equal(recorded(file).length, 200, 'each request reached the replica once');
+  const queued = tg.logs.filter((l) => l.msg === 'request' && typeof l.queuedMs === 'number');
+  assert.equal(queued.length, 200, 'all 200 waited in the queue');
+});

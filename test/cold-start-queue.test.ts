@@ -1,0 +1,84 @@
+// The queue in front of a cold service, through the gateway: bounded length (503 queue_full),
+// bounded wait (503 no_replica), a failed start (every queued request answered promptly, the next
+// one tries again), and a caller that leaves while queued (it never reaches a replica).
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect } from 'node:net';
+import { after, test } from 'node:test';
+import { request } from 'undici';
+import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { RECORDING_REPLICA, recordFile, recorded, transitions } from './helpers/launched.js';
+
+const gateways: TestGateway[] = [];
+after(async () => {
+  await Promise.all(gateways.map((g) => g.close()));
+});
+
+async function gatewayFor(replicas: Record<string, unknown>, queue: Record<string, unknown>): Promise<TestGateway> {
+  const tg = await startTestGateway(rawService({ command: [process.execPath, RECORDING_REPLICA], readyPath: '/health', ...replicas }, { queue }));
+  gateways.push(tg);
+  return tg;
+}
+
+async function post(tg: TestGateway, path: string, body = 'x'): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
+  const res = await request(tg.url(path), { method: 'POST', headers: AUTH, body });
+  return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
+}
+
+test('over queue.maxRequests: 503 queue_full with Retry-After; the queued ones are served', async () => {
+  const tg = await gatewayFor({ env: { START_DELAY_MS: '1000' } }, { maxRequests: 2 });
+  const first = post(tg, '/echo', 'one');
+  const second = post(tg, '/echo', 'two');
+  await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="svc"}')) === 2, 5000, 'two queued requests');
+  const third = await post(tg, '/echo', 'three');
+  assert.equal(third.status, 503);
+  assert.equal(JSON.parse(third.text).error.code, 'queue_full');
+  assert.equal(third.headers['x-sluice-error'], 'queue_full');
+  assert.ok(Number(third.headers['retry-after']) >= 1, 'Retry-After is set');
+  assert.equal((await first).status, 200);
+  assert.equal((await second).status, 200);
+});
+
+test('past queue.maxWaitMs: 503 no_replica with Retry-After', async () => {
+  const tg = await gatewayFor({ env: { START_DELAY_MS: '5000' } }, { maxWaitMs: 300 });
+  const started = Date.now();
+  const answer = await post(tg, '/echo');
+  assert.equal(answer.status, 503);
+  assert.equal(JSON.parse(answer.text).error.code, 'no_replica');
+  assert.ok(Number(answer.headers['retry-after']) >= 1);
+  const waited = Date.now() - started;
+  assert.ok(waited >= 250 && waited < 4000, `answered after the 300 ms wait (${waited} ms)`);
+});
+
+test('a replica that exits at once: every queued request gets no_replica within a second, and the next request starts one again', async () => {
+  const tg = await gatewayFor({ command: [process.execPath, '-e', 'process.exit(3)'], startTimeoutMs: 30_000 }, {});
+  const started = Date.now();
+  const answers = await Promise.all(Array.from({ length: 5 }, () => post(tg, '/echo')));
+  const elapsed = Date.now() - started;
+  for (const answer of answers) {
+    assert.equal(answer.status, 503);
+    assert.equal(JSON.parse(answer.text).error.code, 'no_replica');
+  }
+  assert.ok(elapsed < 1000, `answered promptly (${elapsed} ms)`);
+  const startsBefore = transitions(tg.logs, 'starting').length;
+  const again = await post(tg, '/echo');
+  assert.equal(again.status, 503, 'the command still fails');
+  assert.ok(transitions(tg.logs, 'starting').length > startsBefore, 'the later request started a replica again');
+});
+
+test('a caller that disconnects while queued never reaches the replica', async () => {
+  const file = recordFile();
+  const tg = await gatewayFor({ env: { START_DELAY_MS: '800', RECORD_FILE: file } }, {});
+  const socket = connect(tg.port, '127.0.0.1');
+  await once(socket, 'connect');
+  socket.write(`POST ${new URL(tg.url('/echo?who=leaver')).pathname}?who=leaver HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\nContent-Length: 2\r\n\r\n{}`);
+  await eventually(() => tg.logs.some((l) => l.msg === 'replica state' && l.to === 'starting'), 5000, 'the cold start');
+  socket.destroy();
+  await eventually(() => tg.logs.some((l) => l.msg === 'request' && l.outcome === 'client_closed'), 5000, 'the client_closed log line');
+  // A request that stays is served once the replica is ready; by then the leaver would have gone first.
+  const stayer = await post(tg, '/echo?who=stayer');
+  assert.equal(stayer.status, 200);
+  const lines = recorded(file);
+  assert.ok(lines.some((l) => l.includes('who=stayer')));
+  assert.ok(!lines.some((l) => l.includes('who=leaver')), `the leaver never reached the replica: ${lines.join('; ')}`);
+});

@@ -1,0 +1,32 @@
+// Helpers for gateway-level lifecycle tests: launched replicas from test/fixtures/recording-replica.ts.
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The compiled recording replica (dist/test/fixtures/recording-replica.js). */
+export const RECORDING_REPLICA = fileURLToPath(new URL('../fixtures/recording-replica.js', import.meta.url));
+
+/** A fresh file path the replica records requests into. */
+export function recordFile(): string {
+  return join(mkdtempSync(join(tmpdir(), 'sluice-test-')), 'requests.log');
+}
+
+/** Lines `pid METHOD url` the replicas recorded. */
+export function recorded(file: string): string[] {
+  return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((line) => line !== '') : [];
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `replica state` log lines of a service going to `to`. */
+export function transitions(logs: Record<string, unknown>[], to: string): Record<string, unknown>[] {
+  return logs.filter((line) => line.msg === 'replica state' && line.to === to);
+}
