@@ -1,0 +1,107 @@
+// The benchmark's child processes (replica, gateways, bare relay), started with an IPC channel.
+// Protocol: the child sends `{ type: 'ready', port }` once it listens; the parent sends
+// `{ type: 'stop' }` and the child closes and exits. A child exits by itself when the parent
+// goes away (IPC `disconnect`), and the parent SIGKILLs whatever is still alive when it exits,
+// so no run leaves an orphan behind, even on error or Ctrl-C.
+import { type ChildProcess, fork } from 'node:child_process';
+import { once } from 'node:events';
+
+export interface Child {
+  readonly name: string;
+  readonly pid: number;
+  readonly port: number;
+  readonly process: ChildProcess;
+  /** Asks the child to close and exit; SIGKILL after `graceMs`. Resolves with the exit code. */
+  stop(graceMs?: number): Promise<number | null>;
+}
+
+export interface ChildOptions {
+  env?: Record<string, string>;
+  /** Node flags for the child (default none: the parent's own flags are not inherited). */
+  execArgv?: string[];
+  /** Where the child's stdout goes: ignored, inherited, or an open file descriptor. */
+  stdout?: 'ignore' | 'inherit' | number;
+  readyTimeoutMs?: number;
+}
+
+const live = new Set<ChildProcess>();
+
+function killAll(): void {
+  for (const child of live) {
+    try {
+      child.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  live.clear();
+}
+
+let installed = false;
+
+/** Kills every child on exit and on SIGINT/SIGTERM/SIGHUP. Call once, at the start of a run. */
+export function installCleanup(): void {
+  if (installed) return;
+  installed = true;
+  process.on('exit', killAll);
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(signal, () => {
+      process.stderr.write(`\nbench: ${signal}, stopping children\n`);
+      killAll();
+      process.exit(130);
+    });
+  }
+}
+
+export async function startChild(name: string, script: URL, options: ChildOptions = {}): Promise<Child> {
+  const proc = fork(script, [], {
+    env: { ...process.env, ...options.env },
+    execArgv: options.execArgv ?? [],
+    stdio: ['ignore', options.stdout ?? 'ignore', 'inherit', 'ipc'],
+  });
+  live.add(proc);
+  proc.once('exit', () => live.delete(proc));
+  const timeoutMs = options.readyTimeoutMs ?? 15_000;
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => fail(new Error(`${name}: not ready after ${timeoutMs} ms`)), timeoutMs);
+    const onMessage = (m: unknown): void => {
+      if (typeof m === 'object' && m !== null && (m as { type?: unknown }).type === 'ready') {
+        cleanup();
+        resolve((m as { port: number }).port);
+      }
+    };
+    const onExit = (code: number | null, signal: string | null): void =>
+      fail(new Error(`${name}: exited before it was ready (code ${code}, signal ${signal})`));
+    const onError = (err: Error): void => fail(new Error(`${name}: ${err.message}`));
+    function cleanup(): void {
+      clearTimeout(timer);
+      proc.off('message', onMessage);
+      proc.off('exit', onExit);
+      proc.off('error', onError);
+    }
+    function fail(err: Error): void {
+      cleanup();
+      proc.kill('SIGKILL');
+      reject(err);
+    }
+    proc.on('message', onMessage);
+    proc.once('exit', onExit);
+    proc.once('error', onError);
+  });
+  return {
+    name,
+    pid: proc.pid!,
+    port,
+    process: proc,
+    async stop(graceMs = 5_000): Promise<number | null> {
+      if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+      const exited = once(proc, 'exit') as Promise<[number | null, string | null]>;
+      if (proc.connected) proc.send({ type: 'stop' });
+      else proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
+      const [code] = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}

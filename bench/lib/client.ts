@@ -1,0 +1,179 @@
+// Our own client for what autocannon cannot see: time to first byte and per-token timing.
+// undici's dispatch() with a handler object, timed with process.hrtime.bigint().
+import { type Dispatcher, Pool } from 'undici';
+import { nsToUs } from './stats.js';
+
+export interface Target {
+  /** `http://127.0.0.1:PORT` */
+  origin: string;
+  /** What goes before the replica path: '' for direct and bare, `/api/v1/services/bench/request` for sluice. */
+  prefix: string;
+  headers: Record<string, string>;
+}
+
+export interface Timed {
+  /** Request sent (dispatch called) → first body chunk in JS, µs. */
+  ttfbUs: number;
+  /** Request sent → end of the answer, µs. */
+  totalUs: number;
+}
+
+function timedRequest(pool: Pool, options: Dispatcher.DispatchOptions): Promise<Timed> {
+  return new Promise((resolve, reject) => {
+    let status = 0;
+    let first = 0n;
+    const t0 = process.hrtime.bigint();
+    pool.dispatch(options, {
+      onRequestStart() {}, // selects undici's controller-style handler API
+      onResponseStart(_c, code) {
+        status = code;
+      },
+      onResponseData() {
+        if (first === 0n) first = process.hrtime.bigint();
+      },
+      onResponseEnd() {
+        const end = process.hrtime.bigint();
+        if (status !== 200) reject(new Error(`status ${status}`));
+        else resolve({ ttfbUs: nsToUs((first === 0n ? end : first) - t0), totalUs: nsToUs(end - t0) });
+      },
+      onResponseError(_c, err) {
+        reject(err);
+      },
+    });
+  });
+}
+
+/**
+ * `requests` POSTs of `body` to `path`, `concurrency` at a time, each on its own keep-alive
+ * connection (warmed first, not counted). Returns one TTFB sample per request.
+ */
+export async function measureTtfb(
+  target: Target,
+  path: string,
+  body: string,
+  requests: number,
+  concurrency: number,
+): Promise<number[]> {
+  const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1 });
+  const options: Dispatcher.DispatchOptions = {
+    method: 'POST',
+    path: target.prefix + path,
+    headers: { ...target.headers, 'content-type': 'application/json' },
+    body,
+  };
+  try {
+    const warm = Array.from({ length: concurrency * 4 }, () => timedRequest(pool, options));
+    await Promise.all(warm);
+    const samples: number[] = [];
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < requests) {
+        next += 1;
+        samples.push((await timedRequest(pool, options)).ttfbUs);
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+    return samples;
+  } finally {
+    await pool.close();
+  }
+}
+
+export interface StreamTiming {
+  /** Request sent → first token event in JS, µs (includes the replica's gap before it). */
+  ttftUs: number;
+  /** Time between consecutive token arrivals, µs. */
+  gapsUs: number[];
+  /** Replica wrote the token → token in the client's JS, µs (same CLOCK_MONOTONIC, see replica.ts). */
+  deliveryUs: number[];
+  tokens: number;
+}
+
+function timedStream(pool: Pool, options: Dispatcher.DispatchOptions): Promise<StreamTiming> {
+  return new Promise((resolve, reject) => {
+    let status = 0;
+    let carry = '';
+    let last = 0n;
+    const t0 = process.hrtime.bigint();
+    const timing: StreamTiming = { ttftUs: -1, gapsUs: [], deliveryUs: [], tokens: 0 };
+    pool.dispatch(options, {
+      onRequestStart() {}, // selects undici's controller-style handler API
+      onResponseStart(_c, code) {
+        status = code;
+      },
+      onResponseData(_c, chunk) {
+        const now = process.hrtime.bigint();
+        carry += chunk.toString('latin1');
+        let end: number;
+        while ((end = carry.indexOf('\n\n')) >= 0) {
+          const event = carry.slice(0, end);
+          carry = carry.slice(end + 2);
+          const t = /"t":"(\d+)"/.exec(event);
+          if (t === null) continue;
+          if (timing.tokens === 0) timing.ttftUs = nsToUs(now - t0);
+          else timing.gapsUs.push(nsToUs(now - last));
+          timing.deliveryUs.push(nsToUs(now - BigInt(t[1]!)));
+          timing.tokens += 1;
+          last = now;
+        }
+      },
+      onResponseEnd() {
+        if (status !== 200) reject(new Error(`status ${status}`));
+        else resolve(timing);
+      },
+      onResponseError(_c, err) {
+        reject(err);
+      },
+    });
+  });
+}
+
+/** `streams` SSE requests, `concurrency` at a time; each must deliver `tokens` token events. */
+export async function measureStreams(
+  target: Target,
+  streams: number,
+  concurrency: number,
+  tokens: number,
+  gapMs: number,
+): Promise<StreamTiming[]> {
+  const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1 });
+  const options: Dispatcher.DispatchOptions = {
+    method: 'POST',
+    path: `${target.prefix}/v1/stream?tokens=${tokens}&gap_ms=${gapMs}`,
+    headers: { ...target.headers, 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: '{"stream":true}',
+  };
+  try {
+    await timedStream(pool, { ...options, path: `${target.prefix}/v1/stream?tokens=1&gap_ms=0` });
+    const results: StreamTiming[] = [];
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < streams) {
+        next += 1;
+        const timing = await timedStream(pool, options);
+        if (timing.tokens !== tokens) throw new Error(`stream delivered ${timing.tokens} of ${tokens} tokens`);
+        results.push(timing);
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+    return results;
+  } finally {
+    await pool.close();
+  }
+}
+
+/** One POST, for a sanity check: status and body text. */
+export async function fetchOnce(target: Target, path: string, body: string): Promise<{ status: number; body: string }> {
+  const pool = new Pool(target.origin, { connections: 1 });
+  try {
+    const res = await pool.request({
+      method: 'POST',
+      path: target.prefix + path,
+      headers: { ...target.headers, 'content-type': 'application/json' },
+      body,
+    });
+    return { status: res.statusCode, body: await res.body.text() };
+  } finally {
+    await pool.close();
+  }
+}

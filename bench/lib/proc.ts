@@ -1,0 +1,41 @@
+// What Linux says about a process: resident memory and CPU time (from /proc; undefined elsewhere).
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+let ticksPerSecond: number | undefined;
+
+function clockTicks(): number {
+  if (ticksPerSecond === undefined) {
+    try {
+      ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      ticksPerSecond = 100;
+    }
+  }
+  return ticksPerSecond;
+}
+
+/** A `kB` field of /proc/<pid>/status (`VmRSS`, `VmHWM`), in MiB. */
+export function statusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text);
+    return match === null ? undefined : Number(match[1]) / 1024;
+  } catch {
+    return undefined;
+  }
+}
+
+/** User + system CPU seconds used so far by every thread of the process. */
+export function cpuSeconds(pid: number): number | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces) start at field 3 (state).
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    const utime = Number(fields[11]);
+    const stime = Number(fields[12]);
+    return (utime + stime) / clockTicks();
+  } catch {
+    return undefined;
+  }
+}
