@@ -32,6 +32,7 @@ test('a command that exits at once: every queued waiter gets no_replica within 1
       assert.equal(o.error?.status, 503);
       assert.ok(Number(o.error?.headers?.['retry-after']) >= 1, 'Retry-After in whole seconds');
     }
+    console.log(`exit at once: 20 queued waiters answered no_replica ${elapsed.toFixed(1)} ms after the first acquire`);
     assert.ok(elapsed < 1_000, `all queued waiters answered after ${elapsed.toFixed(0)} ms`);
     const failed = await events.reached('failed', 'svc-1');
     assert.equal(failed.from, 'starting');

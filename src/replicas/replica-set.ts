@@ -386,7 +386,7 @@ class ReplicaSetImpl implements ManagedReplicaSet {
       this.events.queueWait(this.slug, waitedMs, 'expired');
       this.events.queueDepth(this.slug, this.queue.size);
     }
-    this.log.info({ service: this.slug, waitedMs: Math.round(waitedMs) }, 'queued request expired');
+    this.log.debug({ service: this.slug, waitedMs: Math.round(waitedMs) }, 'queued request expired');
     try {
       waiter.onNoReplica(this.waitExpiredError);
     } catch (err) {

@@ -50,6 +50,8 @@ export interface SpawnReplicaOptions {
 const MAX_LINE_CHARS = 8 * 1024;
 /** Lines kept for the log of a failed start. */
 const RECENT_LINES = 20;
+/** After the process exits, how long to wait for the rest of its output. */
+const STDIO_DRAIN_MS = 100;
 /** A port handed out is not handed out again for this long. */
 const PORT_QUARANTINE_MS = 60_000;
 
@@ -121,7 +123,16 @@ export function spawnReplica(options: SpawnReplicaOptions): ReplicaProcess {
     options.onExit(exit);
     resolveExited(exit);
   };
-  child.once('exit', (code, signal) => finish({ code, signal }));
+  child.once('exit', (code, signal) => {
+    liveChildren.delete(child);
+    // 'close' follows once stdout and stderr have ended: waiting for it (briefly: a grandchild
+    // may hold the pipes open) lets the last lines of output reach the log of a failure.
+    const late = setTimeout(() => finish({ code, signal }), STDIO_DRAIN_MS);
+    child.once('close', () => {
+      clearTimeout(late);
+      finish({ code, signal });
+    });
+  });
   child.on('error', (error) => {
     // Spawning failed (no 'exit' follows), or a later kill() failed (the process is gone anyway).
     if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) {
