@@ -1,6 +1,7 @@
 // `sluice demo` (`npm start`): the bundled demo config, the toy model server and the gateway in
 // one process, and a ready-to-paste curl line with the public development token.
 import { createHash } from 'node:crypto';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startModelServer, type ModelServer } from '../examples/model-server.js';
 import type { Config, ServiceConfig } from './config-types.js';
@@ -22,7 +23,7 @@ type Gateway = Awaited<ReturnType<typeof startGateway>>;
  * Rejects if the config is invalid (the loader's ConfigError) or a server cannot start.
  */
 export async function runDemo(): Promise<void> {
-  const config = loadConfigFile(DEMO_CONFIG_PATH, process.env);
+  const config = withPackagePaths(loadConfigFile(DEMO_CONFIG_PATH, process.env));
   const logger = createLogger(config.log.level);
   const service = config.services.find((s) => s.slug === 'demo') ?? config.services[0];
   if (!service) throw new Error(`${DEMO_CONFIG_PATH}: the demo config has no service`);
@@ -84,6 +85,19 @@ function nextSignal(): Promise<NodeJS.Signals> {
   });
 }
 
+/**
+ * The demo's replica command names `dist/examples/model-server.js` relative to the package root;
+ * resolve it there, so `npx sluice demo` works from any directory.
+ */
+function withPackagePaths(config: Config): Config {
+  const root = fileURLToPath(new URL('../../', import.meta.url));
+  for (const service of config.services) {
+    const command = service.replicas.command;
+    if (command !== undefined) service.replicas.command = command.map((arg) => (arg.startsWith('dist/') ? join(root, arg) : arg));
+  }
+  return config;
+}
+
 /** Where to listen for a static replica URL like `http://127.0.0.1:9000`. */
 function listenAddress(url: string): { host: string; port: number } {
   const u = new URL(url);
@@ -118,7 +132,7 @@ function banner(config: Config, service: ServiceConfig, port: number, model: Mod
     `  service   ${serviceUrl}`,
     model
       ? `  replica   ${model.url} (toy model server, started by the demo)`
-      : `  replica   started by the gateway on the first request`,
+      : `  replica   the toy model server, started by the gateway on the first request (a cold start:\n            it pretends to load a model for a moment) and stopped after ${service.replicas.idleTimeoutMs / 1000} s idle`,
     hasDevToken
       ? `  token     ${DEV_TOKEN}  (public, for local development only)`
       : `  token     the demo config's tokens were changed: use one of yours`,
