@@ -14,6 +14,10 @@ interface Upstream {
   server: Server;
   port: number;
   healthy: boolean;
+  /** /health answers after this long. */
+  healthDelayMs: number;
+  /** Called when a /health request arrives. */
+  onHealth: () => void;
   close(): Promise<void>;
 }
 
@@ -21,13 +25,18 @@ async function upstream(name: string, port = 0): Promise<Upstream> {
   const state: Upstream = {
     server: createServer((req, res) => {
       if (req.url === '/health') {
-        res.writeHead(state.healthy ? 200 : 503).end();
+        state.onHealth();
+        const answer = (): void => void res.writeHead(state.healthy ? 200 : 503).end();
+        if (state.healthDelayMs > 0) setTimeout(answer, state.healthDelayMs);
+        else answer();
         return;
       }
       res.writeHead(200, { 'content-type': 'text/plain' }).end(name);
     }),
     port: 0,
     healthy: true,
+    healthDelayMs: 0,
+    onHealth: () => undefined,
     close: () =>
       new Promise<void>((resolve) => {
         state.server.closeAllConnections();
@@ -170,6 +179,30 @@ test('static with readyPath: a failing periodic probe takes the replica out, a s
       5_000,
       'svc-1 back in rotation',
     );
+  } finally {
+    await set.close();
+    await up.close();
+  }
+});
+
+test('regression: a replica taken out while a periodic probe is in flight still gets probed back in', async () => {
+  const up = await upstream('only');
+  up.healthDelayMs = 300;
+  const { logger } = captureLogger();
+  const events = new Recorder();
+  const set = createReplicaSet(serviceConfig({ urls: [`http://127.0.0.1:${up.port}`], readyPath: '/health' }), {
+    logger,
+    events,
+    tuning: { probeIntervalMs: 50, recoveryProbeMs: 50 },
+  });
+  try {
+    // Wait until a periodic probe is out, then report the replica unreachable meanwhile.
+    await within(5_000, 'a periodic probe', new Promise<void>((resolve) => (up.onHealth = resolve)));
+    up.onHealth = () => undefined;
+    const r = acquire(set)!.replica!;
+    set.release(r, 'unreachable');
+    await events.transitions.next((t) => t.from === 'ready' && t.to === 'unreachable', 1_000, 'taken out');
+    await events.transitions.next((t) => t.from === 'unreachable' && t.to === 'ready', 5_000, 'probed back in');
   } finally {
     await set.close();
     await up.close();

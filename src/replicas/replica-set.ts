@@ -720,11 +720,20 @@ class ReplicaSetImpl implements ManagedReplicaSet {
   private async recheck(r: ManagedReplica): Promise<void> {
     r.probeTimer = undefined;
     const state = r.state;
-    if (r.probing || (state !== 'ready' && state !== 'unreachable')) return;
+    if (state !== 'ready' && state !== 'unreachable') return;
+    if (r.probing) {
+      // A probe started in the previous state is still out: look again after the interval.
+      this.scheduleRecheck(r);
+      return;
+    }
     r.probing = true;
     const result = await this.probe(r);
     r.probing = false;
-    if (r.state !== state) return; // moved meanwhile; entering the new state scheduled its probe
+    if (r.state !== state) {
+      // Moved meanwhile (its result is stale): make sure the new state's probe is scheduled.
+      this.scheduleRecheck(r);
+      return;
+    }
     this.noteProbe(r, result);
     if (state === 'unreachable' && result.ok) {
       this.transition(r, 'ready', 'probe succeeded');
