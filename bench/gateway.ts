@@ -17,6 +17,7 @@ if (replicaUrl === undefined || replicaUrl === '') {
 
 const config = parseConfig({
   listen: { host: '127.0.0.1', port: 0 },
+  workers: 1, // what startGateway serves today (one front-end thread); says so instead of a warning
   log: { level: process.env['BENCH_LOG_LEVEL'] || 'warn' },
   services: [
     {

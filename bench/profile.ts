@@ -1,0 +1,89 @@
+// `node dist/bench/profile.js` (after `npm run build`): the real gateway under `node --cpu-prof`,
+// relaying autocannon's load to the benchmark replica, then where its CPU time went.
+// It starts its own replica and gateway (child processes), loads the gateway after a warm-up,
+// stops it (the profile is written on exit), and prints the top self-time functions and the
+// share of each part of the stack, counting only the samples taken while the load ran.
+// Settings:
+//   BENCH_PROFILE_DURATION_S  load duration (default 10)
+//   BENCH_WARMUP_S            unprofiled-in-the-summary warm-up first (default 2)
+//   BENCH_CONNECTIONS         autocannon connections (default 50)
+//   BENCH_LOG_LEVEL           the gateway's log level (default warn; `info` logs every request)
+//   BENCH_PROFILE_WORKLOAD    json (POST small JSON, default) | sse (20 tokens per answer, no gap)
+//   BENCH_PROFILE_TOP         how many functions to list (default 15)
+//   BENCH_PROFILE_DIR         where the .cpuprofile goes (default .bench-results/profiles)
+//   BENCH_PROFILE_TARGET      gateway (default) | bare: profile the bare uWS + undici relay
+//                             instead, to see which costs are the stack's and which are Sluice's
+import autocannon from 'autocannon';
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { formatSummary, readProfile, summarizeProfile } from './cpuprofile.js';
+import { type Child, installCleanup, startChild } from './lib/children.js';
+import { cpuSeconds, statusMiB } from './lib/proc.js';
+import { choiceEnv, intEnv } from './lib/settings.js';
+import { BENCH_SLUG, BENCH_TOKEN, INFER_PATH, INFER_REQUEST, STREAM_PATH } from './lib/workload.js';
+
+const durationS = intEnv('BENCH_PROFILE_DURATION_S', 10, 1, 3_600);
+const warmupS = intEnv('BENCH_WARMUP_S', 2, 0, 600);
+const connections = intEnv('BENCH_CONNECTIONS', 50, 1, 10_000);
+const top = intEnv('BENCH_PROFILE_TOP', 15, 1, 1_000);
+const logLevel = choiceEnv('BENCH_LOG_LEVEL', 'warn', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const);
+const workload = choiceEnv('BENCH_PROFILE_WORKLOAD', 'json', ['json', 'sse'] as const);
+const target = choiceEnv('BENCH_PROFILE_TARGET', 'gateway', ['gateway', 'bare'] as const);
+const dir = resolve(process.env['BENCH_PROFILE_DIR'] || join('.bench-results', 'profiles'));
+
+const script = (name: string): URL => new URL(`./${name}.js`, import.meta.url);
+
+async function main(): Promise<void> {
+  installCleanup();
+  mkdirSync(dir, { recursive: true });
+  const name = `${target === 'gateway' ? `gateway-${logLevel}` : 'bare'}-${workload}-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`;
+  const file = join(dir, name);
+  const children: Child[] = [];
+  let window: [number, number] = [0, 0];
+  let stats = '';
+  try {
+    const replica = await startChild('replica', script('replica'));
+    children.push(replica);
+    const measured = await startChild(target, script(target === 'gateway' ? 'gateway' : 'bare-relay'), {
+      env: { BENCH_REPLICA_URL: `http://127.0.0.1:${replica.port}`, BENCH_LOG_LEVEL: logLevel },
+      execArgv: ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}`],
+    });
+    children.push(measured);
+    const path = workload === 'json' ? INFER_PATH : `${STREAM_PATH}?tokens=20&gap_ms=0`;
+    const load = (duration: number) =>
+      autocannon({
+        url: `http://127.0.0.1:${measured.port}${target === 'gateway' ? `/api/v1/services/${BENCH_SLUG}/request` : ''}${path}`,
+        method: 'POST',
+        headers: { authorization: `Bearer ${BENCH_TOKEN}`, 'content-type': 'application/json' },
+        body: INFER_REQUEST,
+        connections,
+        duration,
+        pipelining: 1,
+      });
+    if (warmupS > 0) {
+      process.stderr.write(`profile: warm-up ${warmupS} s\n`);
+      await load(warmupS);
+    }
+    process.stderr.write(`profile: ${target}, ${workload} load, ${connections} connections × ${durationS} s${target === 'gateway' ? `, log level ${logLevel}` : ''}\n`);
+    const cpu0 = cpuSeconds(measured.pid);
+    const from = Number(process.hrtime.bigint() / 1000n);
+    const r = await load(durationS);
+    window = [from, Number(process.hrtime.bigint() / 1000n)];
+    const cpu1 = cpuSeconds(measured.pid);
+    const cpuS = cpu0 === undefined || cpu1 === undefined ? Number.NaN : cpu1 - cpu0;
+    const requests = Object.values(r.statusCodeStats).reduce((n, v) => n + Number(v.count), 0);
+    stats =
+      `${target} under --cpu-prof: ${Math.round(r.requests.mean)} req/s (mean of per-second samples), latency p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, ` +
+      `errors ${r.errors + r.non2xx}; ${target} CPU ${((cpuS / r.duration) * 100).toFixed(0)}% of a core, ${((cpuS * 1e6) / requests).toFixed(1)} µs/request; ` +
+      `RSS ${statusMiB(measured.pid, 'VmRSS')?.toFixed(1)} MiB\n(the profiler itself costs some throughput; compare peers with npm run bench, not here)`;
+  } finally {
+    await Promise.all(children.map((c) => c.stop(15_000)));
+  }
+  const summary = summarizeProfile(readProfile(file), top, window[0], window[1]);
+  process.stdout.write(`\n${stats}\n\n${formatSummary(summary)}\n\nprofile: ${file}\n(open it in Chrome DevTools › Performance, or https://www.speedscope.app)\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`profile: failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+});
