@@ -141,7 +141,7 @@ test('a cancelled waiter leaves the queue and is never handed a replica', async 
 });
 
 test('readiness → grant latency: queued requests go out within ms of the readiness answer', async () => {
-  const runs = 7;
+  const runs = Number(process.env['LATENCY_RUNS'] ?? '7');
   const probeToGrant: number[] = [];
   const listenToGrant: number[] = [];
   for (let run = 0; run < runs; run++) {
