@@ -124,7 +124,8 @@ export class Metrics implements ReplicaEvents {
 
   replicaState(service: string, _replica: string, from: ReplicaStateName | null, to: ReplicaStateName, ms: number): void {
     if (from !== null) this.replicaStates.labels(service, from).dec();
-    this.replicaStates.labels(service, to).inc();
+    // Stopped and failed replicas are gone: the gauge counts the replicas that exist.
+    if (to !== 'stopped' && to !== 'failed') this.replicaStates.labels(service, to).inc();
     if (from === 'starting' && to === 'failed') this.coldStartHistogram.labels(service, 'failed').observe(ms / 1000);
   }
 
