@@ -26,7 +26,10 @@ export interface Replica {
 export interface ReplicaWaiter {
   /** A replica, already counted in `inflight`: the waiter must `release` it exactly once. */
   onReplica(replica: Replica): void;
-  /** No replica will come: `queue_full`, `no_replica`, `draining` or `upstream_unavailable`. */
+  /**
+   * No replica will come: `queue_full`, `no_replica`, `draining` or `upstream_unavailable`.
+   * The error may be an instance shared by many waiters: never modify it.
+   */
   onNoReplica(error: RelayError): void;
 }
 
@@ -49,7 +52,7 @@ export interface ReplicaSet {
   acquire(waiter: ReplicaWaiter, exclude?: Replica): void;
   /** Removes a queued waiter (its caller went away); true if it was in the queue. */
   cancel(waiter: ReplicaWaiter): boolean;
-  /** Gives a replica back; `unreachable` takes a static replica out of rotation until a probe succeeds. */
+  /** Gives a replica back; `unreachable` takes the replica (static or launched) out of rotation until a probe succeeds. */
   release(replica: Replica, outcome: ReleaseOutcome): void;
   /** Stops taking requests: queued waiters get `503 draining`; in-flight requests go on. */
   drain(): void;
