@@ -49,6 +49,8 @@ const S = {
   keepLogs: process.env['BENCH_KEEP_LOGS'] === '1',
 };
 
+const LOADAVG_AT_START = loadavg();
+
 const LABEL: Record<PeerName, string> = {
   direct: 'direct',
   sluice: `sluice[${S.logLevel}]`,
@@ -183,6 +185,7 @@ interface TtfbRun {
 interface SseRun {
   ttftP50Us: number;
   ttftP90Us: number;
+  firstDeliveryP50Us: number;
   gapP50Us: number;
   gapP99Us: number;
   deliveryP50Us: number;
@@ -226,12 +229,10 @@ function report(peers: Peer[], results: Map<PeerName, PeerResults>): string {
   const get = (name: PeerName): PeerResults | undefined => results.get(name);
   const has = (phase: Phase): boolean => S.phases.includes(phase);
   out.push(
-    `Sluice bench — node ${process.version}, ${cpus().length} CPUs, load avg ${loadavg()
-      .map((l) => l.toFixed(2))
-      .join(' ')}; medians of ${S.rounds} round(s), peers interleaved`,
+    `Sluice bench — node ${process.version}, ${cpus().length} CPUs, load avg ${LOADAVG_AT_START.map((l) => l.toFixed(2)).join(' ')} at start; medians of ${S.rounds} round(s), peers interleaved`,
   );
   if (has('throughput')) {
-    out.push('', `Throughput — POST ${INFER_REQUEST.length} B JSON → ${INFER_ANSWER.length} B JSON, autocannon ${S.connections} connections × ${S.durationS} s, pipelining 1`);
+    out.push('', `Throughput — POST ${INFER_REQUEST.length} B JSON → ${INFER_ANSWER.length} B JSON, autocannon ${S.connections} connections × ${S.durationS} s, pipelining 1; range = (max − min) / median of the rounds' req/s; µs/req = CPU time of that process per request`);
     const rows = peers.map((p) => {
       const r = get(p.name)!.load;
       const reqs = r.map((x) => x.reqPerSecMean);
@@ -243,7 +244,7 @@ function report(peers: Peer[], results: Map<PeerName, PeerResults>): string {
         LABEL[p.name],
         fmt(med(r, (x) => x.reqPerSecMean)),
         fmt(med(r, (x) => x.reqPerSecP50)),
-        `±${spread.toFixed(0)}%`,
+        `${spread.toFixed(0)}%`,
         fmt(med(r, (x) => x.latencyP50Ms), 1),
         fmt(med(r, (x) => x.latencyP99Ms), 1),
         p.relay === undefined ? '–' : `${fmt((relayCpu / med(r, (x) => x.durationS)) * 100)}%`,
@@ -254,7 +255,7 @@ function report(peers: Peer[], results: Map<PeerName, PeerResults>): string {
       ];
     });
     out.push(
-      table(['peer', 'req/s mean', 'req/s p50', 'spread', 'lat p50 ms', 'lat p99 ms', 'relay CPU', 'relay µs/req', 'replica µs/req', 'client µs/req', 'errors'], rows),
+      table(['peer', 'req/s mean', 'req/s p50', 'range', 'lat p50 ms', 'lat p99 ms', 'relay CPU', 'relay µs/req', 'replica µs/req', 'client µs/req', 'errors'], rows),
     );
   }
   if (has('ttfb')) {
@@ -276,7 +277,7 @@ function report(peers: Peer[], results: Map<PeerName, PeerResults>): string {
   if (has('sse')) {
     out.push(
       '',
-      `SSE — ${S.sseStreams} streams (${S.sseConcurrency} at a time) × ${S.sseTokens} tokens, ${S.sseGapMs} ms apart; delivery = replica wrote the token → client read it; ms`,
+      `SSE — ${S.sseStreams} streams (${S.sseConcurrency} at a time) × ${S.sseTokens} tokens, ${S.sseGapMs} ms apart; TTFT includes the replica's ${S.sseGapMs} ms before the first token; delivery = replica wrote the token → client read it; ms`,
     );
     const rows = peers.map((p) => {
       const r = get(p.name)!.sse;
@@ -284,6 +285,7 @@ function report(peers: Peer[], results: Map<PeerName, PeerResults>): string {
         LABEL[p.name],
         ms(med(r, (x) => x.ttftP50Us)),
         ms(med(r, (x) => x.ttftP90Us)),
+        ms(med(r, (x) => x.firstDeliveryP50Us)),
         ms(med(r, (x) => x.gapP50Us)),
         ms(med(r, (x) => x.gapP99Us)),
         ms(med(r, (x) => x.deliveryP50Us)),
@@ -291,7 +293,7 @@ function report(peers: Peer[], results: Map<PeerName, PeerResults>): string {
         ms(med(r, (x) => x.deliveryP99Us)),
       ];
     });
-    out.push(table(['peer', 'TTFT p50', 'TTFT p90', 'gap p50', 'gap p99', 'deliv p50', 'deliv p90', 'deliv p99'], rows));
+    out.push(table(['peer', 'TTFT p50', 'TTFT p90', '1st deliv p50', 'gap p50', 'gap p99', 'deliv p50', 'deliv p90', 'deliv p99'], rows));
   }
   const relays = peers.filter((p) => p.relay !== undefined);
   if (relays.length > 0) {
@@ -334,6 +336,7 @@ function report(peers: Peer[], results: Map<PeerName, PeerResults>): string {
     }
     if (direct && has('sse')) {
       parts.push(`added TTFT ${signed(med(s.sse, (x) => x.ttftP50Us) - med(direct.sse, (x) => x.ttftP50Us))} µs`);
+      parts.push(`added first-token delivery ${signed(med(s.sse, (x) => x.firstDeliveryP50Us) - med(direct.sse, (x) => x.firstDeliveryP50Us))} µs`);
       parts.push(`added per-token delivery ${signed(med(s.sse, (x) => x.deliveryP50Us) - med(direct.sse, (x) => x.deliveryP50Us))} µs`);
       parts.push(`gap p50 Δ ${signed(med(s.sse, (x) => x.gapP50Us) - med(direct.sse, (x) => x.gapP50Us))} µs`);
     }
@@ -402,6 +405,7 @@ async function main(): Promise<void> {
           results.get(p.name)!.sse.push({
             ttftP50Us: percentile(ttft, 50),
             ttftP90Us: percentile(ttft, 90),
+            firstDeliveryP50Us: percentile(streams.map((s) => s.firstDeliveryUs), 50),
             gapP50Us: percentile(gaps, 50),
             gapP99Us: percentile(gaps, 99),
             deliveryP50Us: percentile(delivery, 50),
@@ -449,6 +453,7 @@ async function main(): Promise<void> {
     node: process.version,
     cpus: cpus().length,
     cpuModel: cpus()[0]?.model,
+    loadavgAtStart: LOADAVG_AT_START,
     loadavgAtEnd: loadavg(),
     settings: S,
     labels: LABEL,

@@ -82,6 +82,8 @@ export async function measureTtfb(
 export interface StreamTiming {
   /** Request sent → first token event in JS, µs (includes the replica's gap before it). */
   ttftUs: number;
+  /** Replica wrote the first token → it reached the client's JS, µs (the relay's status line and first chunk). */
+  firstDeliveryUs: number;
   /** Time between consecutive token arrivals, µs. */
   gapsUs: number[];
   /** Replica wrote the token → token in the client's JS, µs (same CLOCK_MONOTONIC, see replica.ts). */
@@ -95,7 +97,7 @@ function timedStream(pool: Pool, options: Dispatcher.DispatchOptions): Promise<S
     let carry = '';
     let last = 0n;
     const t0 = process.hrtime.bigint();
-    const timing: StreamTiming = { ttftUs: -1, gapsUs: [], deliveryUs: [], tokens: 0 };
+    const timing: StreamTiming = { ttftUs: -1, firstDeliveryUs: -1, gapsUs: [], deliveryUs: [], tokens: 0 };
     pool.dispatch(options, {
       onRequestStart() {}, // selects undici's controller-style handler API
       onResponseStart(_c, code) {
@@ -110,9 +112,14 @@ function timedStream(pool: Pool, options: Dispatcher.DispatchOptions): Promise<S
           carry = carry.slice(end + 2);
           const t = /"t":"(\d+)"/.exec(event);
           if (t === null) continue;
-          if (timing.tokens === 0) timing.ttftUs = nsToUs(now - t0);
-          else timing.gapsUs.push(nsToUs(now - last));
-          timing.deliveryUs.push(nsToUs(now - BigInt(t[1]!)));
+          const delivery = nsToUs(now - BigInt(t[1]!));
+          if (timing.tokens === 0) {
+            timing.ttftUs = nsToUs(now - t0);
+            timing.firstDeliveryUs = delivery;
+          } else {
+            timing.gapsUs.push(nsToUs(now - last));
+          }
+          timing.deliveryUs.push(delivery);
           timing.tokens += 1;
           last = now;
         }
@@ -144,7 +151,8 @@ export async function measureStreams(
     body: '{"stream":true}',
   };
   try {
-    await timedStream(pool, { ...options, path: `${target.prefix}/v1/stream?tokens=1&gap_ms=0` });
+    // Warm-up, not counted: one full stream per connection.
+    await Promise.all(Array.from({ length: concurrency }, () => timedStream(pool, options)));
     const results: StreamTiming[] = [];
     let next = 0;
     const worker = async (): Promise<void> => {
