@@ -18,7 +18,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFi
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Child, installCleanup, startChild } from './lib/children.js';
+import { atExit, type Child, installCleanup, startChild } from './lib/children.js';
 import { fetchOnce, measureStreams, measureTtfb, type Target } from './lib/client.js';
 import { cpuSeconds, statusMiB } from './lib/proc.js';
 import { choiceEnv, intEnv, listEnv } from './lib/settings.js';
@@ -82,6 +82,7 @@ async function startPeers(replica: Child): Promise<Peer[]> {
       const level = name === 'sluice' ? S.logLevel : 'info';
       const logFile = join(tmpdir(), `sluice-bench-${process.pid}-${name}.log`);
       const fd = openSync(logFile, 'w');
+      if (!S.keepLogs) atExit(() => rmSync(logFile, { force: true }));
       try {
         const relay = await startChild(name, script('gateway'), {
           env: { BENCH_REPLICA_URL: replicaUrl, BENCH_LOG_LEVEL: level },

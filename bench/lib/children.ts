@@ -25,8 +25,21 @@ export interface ChildOptions {
 }
 
 const live = new Set<ChildProcess>();
+const exitTasks: (() => void)[] = [];
+
+/** Runs `task` (synchronous: remove a temporary file…) when this process exits, however it exits. */
+export function atExit(task: () => void): void {
+  exitTasks.push(task);
+}
 
 function killAll(): void {
+  for (const task of exitTasks.splice(0)) {
+    try {
+      task();
+    } catch {
+      // best effort
+    }
+  }
   for (const child of live) {
     try {
       child.kill('SIGKILL');
