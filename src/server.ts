@@ -366,9 +366,17 @@ class GatewayServer implements Gateway, RelayObserver {
   }
 }
 
+/** `uWS.LIBUS_LISTEN_EXCLUSIVE_PORT`: exported by the module, missing from its typings. */
+const EXCLUSIVE_PORT = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+
+/** The four-argument listen that uWS has but its typings lack. */
+type ListenWithOptions = (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void;
+
 function listenOn(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
   return new Promise((resolve, reject) => {
-    app.listen(host, port, (socket) => {
+    // Exclusive: without it uWS sets SO_REUSEPORT, and a second gateway on the same port would
+    // start and silently split the traffic instead of failing.
+    (app.listen as unknown as ListenWithOptions).call(app, host, port, EXCLUSIVE_PORT, (socket) => {
       if (socket === false) reject(new Error(`cannot listen on ${host}:${port} (address in use or not available)`));
       else resolve(socket);
     });
