@@ -19,6 +19,27 @@ export interface FinishedRequest {
   durationSeconds: number;
 }
 
+interface ServiceChildren {
+  /** By `status * 64 + outcome index`. */
+  requests: Map<number, Counter.Internal>;
+  ttfb: Histogram.Internal<'service'>;
+  duration: Histogram.Internal<'service'>;
+  bytesIn: Counter.Internal;
+  bytesOut: Counter.Internal;
+}
+
+const OUTCOMES = new Map<string, number>();
+
+/** A small number per outcome name, for the cache key of the requests counter. */
+function outcomeIndex(outcome: string): number {
+  let index = OUTCOMES.get(outcome);
+  if (index === undefined) {
+    index = OUTCOMES.size;
+    OUTCOMES.set(outcome, index);
+  }
+  return index;
+}
+
 export class Metrics implements ReplicaEvents {
   readonly registry = new Registry();
   private readonly requests: Counter<'service' | 'status' | 'outcome'>;
@@ -30,7 +51,7 @@ export class Metrics implements ReplicaEvents {
   private readonly replicaStates: Gauge<'service' | 'state'>;
   private readonly coldStartHistogram: Histogram<'service' | 'result'>;
   private readonly inflight: Gauge;
-  private readonly requestChildren = new Map<string, Counter.Internal>();
+  private readonly services = new Map<string, ServiceChildren>();
 
   constructor() {
     const registers = [this.registry];
@@ -99,17 +120,33 @@ export class Metrics implements ReplicaEvents {
 
   requestFinished(r: FinishedRequest): void {
     this.inflight.dec();
-    const key = `${r.slug}\u0000${r.status}\u0000${r.outcome}`;
-    let child = this.requestChildren.get(key);
+    const service = this.service(r.slug);
+    let child = service.requests.get(r.status * 64 + outcomeIndex(r.outcome));
     if (child === undefined) {
       child = this.requests.labels(r.slug, String(r.status), r.outcome);
-      this.requestChildren.set(key, child);
+      service.requests.set(r.status * 64 + outcomeIndex(r.outcome), child);
     }
     child.inc();
-    if (r.ttfbSeconds >= 0) this.ttfb.labels(r.slug).observe(r.ttfbSeconds);
-    this.duration.labels(r.slug).observe(r.durationSeconds);
-    if (r.bytesIn > 0) this.bytes.labels(r.slug, 'in').inc(r.bytesIn);
-    if (r.bytesOut > 0) this.bytes.labels(r.slug, 'out').inc(r.bytesOut);
+    if (r.ttfbSeconds >= 0) service.ttfb.observe(r.ttfbSeconds);
+    service.duration.observe(r.durationSeconds);
+    if (r.bytesIn > 0) service.bytesIn.inc(r.bytesIn);
+    if (r.bytesOut > 0) service.bytesOut.inc(r.bytesOut);
+  }
+
+  /** The labelled children of one service, looked up once. */
+  private service(slug: string): ServiceChildren {
+    let children = this.services.get(slug);
+    if (children === undefined) {
+      children = {
+        requests: new Map(),
+        ttfb: this.ttfb.labels(slug),
+        duration: this.duration.labels(slug),
+        bytesIn: this.bytes.labels(slug, 'in'),
+        bytesOut: this.bytes.labels(slug, 'out'),
+      };
+      this.services.set(slug, children);
+    }
+    return children;
   }
 
   // ── ReplicaEvents: the replica sets report here ───────────────────────────────────────────
