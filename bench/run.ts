@@ -217,7 +217,6 @@ function med<T>(runs: T[], pick: (run: T) => number | undefined): number {
 const fmt = (v: number, digits = 0): string => (Number.isFinite(v) ? v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '–');
 const ms = (us: number): string => (Number.isFinite(us) ? `${(us / 1000).toFixed(us < 10_000 ? 3 : 1)}` : '–');
 const signed = (v: number, digits = 0): string => (Number.isFinite(v) ? `${v >= 0 ? '+' : ''}${fmt(v, digits)}` : '–');
-const ratio = (a: number, b: number): string => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? (a / b).toFixed(2) : '–');
 
 function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
@@ -315,38 +314,64 @@ function report(peers: Peer[], results: Map<PeerName, PeerResults>): string {
       ),
     );
   }
-  out.push('', 'Key ratios and deltas (medians across rounds)');
-  const direct = get('direct');
-  const bare = get('bare');
-  for (const name of ['sluice', 'sluice-info'] as const) {
-    const s = get(name);
-    if (s === undefined) continue;
-    const parts: string[] = [];
-    if (has('throughput')) {
-      const rps = med(s.load, (x) => x.reqPerSecMean);
-      if (direct) parts.push(`req/s ÷ direct ${ratio(rps, med(direct.load, (x) => x.reqPerSecMean))}`);
-      if (bare) {
-        parts.push(`req/s ÷ bare ${ratio(rps, med(bare.load, (x) => x.reqPerSecMean))}`);
-        const cpu = (r: PeerResults): number => (med(r.load, (x) => x.relayCpuS) * 1e6) / med(r.load, (x) => x.requests);
-        parts.push(`relay CPU/req ÷ bare ${ratio(cpu(s), cpu(bare))}`);
+  out.push('', keyRatios(peers, results));
+  return out.join('\n');
+}
+
+/**
+ * Ratios and differences taken within each round (the peers of one round ran minutes apart at
+ * most, so a machine that gets busier or quieter during the run shifts both sides), then the
+ * median across rounds, with the per-round values in brackets.
+ */
+function keyRatios(peers: Peer[], results: Map<PeerName, PeerResults>): string {
+  const direct = results.get('direct');
+  const bare = results.get('bare');
+  const subjects = peers.filter((p) => p.name !== 'direct').map((p) => p.name);
+  const has = (phase: Phase): boolean => S.phases.includes(phase);
+  const cpuPerReq = (x: LoadRun): number | undefined => (x.relayCpuS === undefined ? undefined : (x.relayCpuS * 1e6) / x.requests);
+  type Measure = { label: string; base: PeerResults | undefined; baseName: PeerName; kind: 'ratio' | 'delta'; series: (r: PeerResults) => (number | undefined)[] };
+  const measures: Measure[] = [];
+  if (has('throughput')) {
+    measures.push({ label: 'req/s ÷ direct', base: direct, baseName: 'direct', kind: 'ratio', series: (r) => r.load.map((x) => x.reqPerSecMean) });
+    measures.push({ label: 'req/s ÷ bare', base: bare, baseName: 'bare', kind: 'ratio', series: (r) => r.load.map((x) => x.reqPerSecMean) });
+    measures.push({ label: 'relay CPU µs/req ÷ bare', base: bare, baseName: 'bare', kind: 'ratio', series: (r) => r.load.map(cpuPerReq) });
+  }
+  if (has('ttfb')) {
+    measures.push({ label: 'added TTFB p50, sequential (µs)', base: direct, baseName: 'direct', kind: 'delta', series: (r) => r.ttfbSeq.map((x) => x.p50Us) });
+    measures.push({ label: `added TTFB p50, ${S.ttfbConcurrency} concurrent (µs)`, base: direct, baseName: 'direct', kind: 'delta', series: (r) => r.ttfbConc.map((x) => x.p50Us) });
+  }
+  if (has('sse')) {
+    measures.push({ label: 'added TTFT p50 (µs)', base: direct, baseName: 'direct', kind: 'delta', series: (r) => r.sse.map((x) => x.ttftP50Us) });
+    measures.push({ label: 'added first-token delivery p50 (µs)', base: direct, baseName: 'direct', kind: 'delta', series: (r) => r.sse.map((x) => x.firstDeliveryP50Us) });
+    measures.push({ label: 'added per-token delivery p50 (µs)', base: direct, baseName: 'direct', kind: 'delta', series: (r) => r.sse.map((x) => x.deliveryP50Us) });
+    measures.push({ label: 'token gap p50 − direct (µs)', base: direct, baseName: 'direct', kind: 'delta', series: (r) => r.sse.map((x) => x.gapP50Us) });
+  }
+  const cell = (m: Measure, name: PeerName): string => {
+    const subject = results.get(name);
+    if (m.base === undefined || subject === undefined || name === m.baseName) return '–';
+    const a = m.series(subject);
+    const b = m.series(m.base);
+    const perRound: number[] = [];
+    for (let i = 0; i < Math.min(a.length, b.length); i++) {
+      const x = a[i];
+      const y = b[i];
+      if (x === undefined || y === undefined || !Number.isFinite(x) || !Number.isFinite(y)) continue;
+      if (m.kind === 'ratio') {
+        if (y > 0) perRound.push(x / y);
+      } else {
+        perRound.push(x - y);
       }
     }
-    if (direct && has('ttfb')) {
-      parts.push(`added TTFB seq ${signed(med(s.ttfbSeq, (x) => x.p50Us) - med(direct.ttfbSeq, (x) => x.p50Us))} µs`);
-      parts.push(`c${S.ttfbConcurrency} ${signed(med(s.ttfbConc, (x) => x.p50Us) - med(direct.ttfbConc, (x) => x.p50Us))} µs`);
-    }
-    if (direct && has('sse')) {
-      parts.push(`added TTFT ${signed(med(s.sse, (x) => x.ttftP50Us) - med(direct.sse, (x) => x.ttftP50Us))} µs`);
-      parts.push(`added first-token delivery ${signed(med(s.sse, (x) => x.firstDeliveryP50Us) - med(direct.sse, (x) => x.firstDeliveryP50Us))} µs`);
-      parts.push(`added per-token delivery ${signed(med(s.sse, (x) => x.deliveryP50Us) - med(direct.sse, (x) => x.deliveryP50Us))} µs`);
-      parts.push(`gap p50 Δ ${signed(med(s.sse, (x) => x.gapP50Us) - med(direct.sse, (x) => x.gapP50Us))} µs`);
-    }
-    out.push(`  ${LABEL[name]}: ${parts.join('; ')}`);
-  }
-  if (bare && direct && has('throughput')) {
-    out.push(`  bare: req/s ÷ direct ${ratio(med(bare.load, (x) => x.reqPerSecMean), med(direct.load, (x) => x.reqPerSecMean))}`);
-  }
-  return out.join('\n');
+    if (perRound.length === 0) return '–';
+    const show = (v: number): string => (m.kind === 'ratio' ? v.toFixed(2) : signed(v));
+    const mid = show(median(perRound));
+    return perRound.length === 1 ? mid : `${mid} [${perRound.map(show).join(' ')}]`;
+  };
+  const rows = measures.map((m) => [m.label, ...subjects.map((name) => cell(m, name))]);
+  return [
+    'Key ratios and deltas — taken within each round, then the median across rounds [per-round values]',
+    table(['measure', ...subjects.map((name) => LABEL[name])], rows),
+  ].join('\n');
 }
 
 // ── main ─────────────────────────────────────────────────────────────────────────────────────
