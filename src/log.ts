@@ -30,7 +30,7 @@ export function createLogger(level: string, destination?: pino.DestinationStream
 function batchedStdout(): pino.DestinationStream {
   const stream = pino.destination({ fd: 1, sync: false, minLength: BATCH_BYTES });
   const timer = setInterval(() => {
-    if (stream.destroyed) clearInterval(timer);
+    if ((stream as unknown as { destroyed: boolean }).destroyed) clearInterval(timer);
     else stream.flush();
   }, FLUSH_EVERY_MS).unref();
   return stream;
