@@ -138,6 +138,12 @@ export class Downstream {
   }
 
   private tryEnd(chunk: Buffer): void {
+    if (this.bytesOut === this.total && chunk.length === this.total) {
+      // The whole answer in one chunk (the common case): end() writes it with its length.
+      this.res.end(chunk);
+      this.closed = true;
+      return;
+    }
     const offset = this.res.getWriteOffset();
     const [ok, done] = this.res.tryEnd(chunk, this.total);
     if (done) {
