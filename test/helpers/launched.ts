@@ -17,14 +17,8 @@ export function recorded(file: string): string[] {
   return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter((line) => line !== '') : [];
 }
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** Whether a process is alive (a zombie counts as gone): the replica-set tests' check. */
+export { pidAlive as isAlive } from '../fixtures/replica-harness.js';
 
 /** `replica state` log lines of a service going to `to`. */
 export function transitions(logs: Record<string, unknown>[], to: string): Record<string, unknown>[] {
