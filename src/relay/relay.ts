@@ -264,7 +264,7 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
   private fail(error: RelayError): void {
     if (this.phase === 'done') return;
     // An unread body is not read further: answer and close the connection (contract section 2).
-    const closeConnection = !this.body.complete;
+    const closeConnection = this.bodyLength !== 0 && !this.body.complete;
     this.body.stop(false);
     this.downstream.error(error, closeConnection);
     this.finish(error.code as Outcome, error);
