@@ -106,7 +106,7 @@ class GatewayServer implements Gateway, RelayObserver {
     } else {
       this.adminApp = uWS.App();
       this.addOpsRoutes(this.adminApp);
-      this.adminApp.any('/*', (res) => this.reject(res, new RelayError('not_found'), false, undefined));
+      this.adminApp.any('/*', (res, req) => this.reject(res, new RelayError('not_found'), false, undefined, req.getMethod() === 'head'));
     }
     this.app.any('/*', this.handle);
   }
@@ -132,31 +132,32 @@ class GatewayServer implements Gateway, RelayObserver {
 
   private readonly handle = (res: HttpResponse, req: HttpRequest): void => {
     const url = req.getUrl();
+    const method = upperMethod(req.getMethod());
+    const head = method === 'HEAD';
     const prefix = this.prefix;
     const slash = url.startsWith(prefix) ? url.indexOf('/', prefix.length) : -1;
     if (slash < 0 || !url.startsWith(REQUEST_SEGMENT, slash)) {
-      this.reject(res, new RelayError('not_found'), false, undefined);
+      this.reject(res, new RelayError('not_found'), false, undefined, head);
       return;
     }
     const service = this.services.get(url.slice(prefix.length, slash));
     if (service === undefined) {
-      this.reject(res, new RelayError('service_not_found'), false, undefined);
+      this.reject(res, new RelayError('service_not_found'), false, undefined, head);
       return;
     }
     const headers = readCallerHeaders(req, service.forward);
     const framing = requestFraming(headers);
     if (typeof framing === 'string') {
-      this.refuseFraming(res, new RelayError('bad_request', { message: `Invalid request framing: ${framing}.` }), service);
+      this.refuseFraming(res, new RelayError('bad_request', { message: `Invalid request framing: ${framing}.` }), service, head);
       return;
     }
     const hasBody = framing !== 0;
-    const method = upperMethod(req.getMethod());
     if (!service.methods.has(method)) {
-      this.reject(res, new RelayError('method_not_allowed', { headers: { allow: service.allow } }), hasBody, service);
+      this.reject(res, new RelayError('method_not_allowed', { headers: { allow: service.allow } }), hasBody, service, head);
       return;
     }
     if (this.draining) {
-      this.reject(res, new RelayError('draining', { headers: { 'retry-after': '5' } }), true, service);
+      this.reject(res, new RelayError('draining', { headers: { 'retry-after': '5' } }), true, service, head);
       return;
     }
     let address: string | undefined;
@@ -164,31 +165,31 @@ class GatewayServer implements Gateway, RelayObserver {
       address = Buffer.from(res.getRemoteAddressAsText()).toString();
       const wait = this.limiter.blockedFor(address, Date.now());
       if (wait > 0) {
-        this.reject(res, new RelayError('too_many_requests', { headers: { 'retry-after': String(wait) } }), hasBody, service);
+        this.reject(res, new RelayError('too_many_requests', { headers: { 'retry-after': String(wait) } }), hasBody, service, head);
         return;
       }
     }
     const auth = headers.authorizationCount > 1 ? 'malformed' : authenticate(headers.authorization, service.tokens);
     if (typeof auth === 'string') {
       if (auth === 'malformed') {
-        this.reject(res, new RelayError('bad_request', { message: 'The Authorization header must be "Bearer <token>".' }), hasBody, service);
+        this.reject(res, new RelayError('bad_request', { message: 'The Authorization header must be "Bearer <token>".' }), hasBody, service, head);
         return;
       }
       this.limiter.recordFailure(address ?? Buffer.from(res.getRemoteAddressAsText()).toString(), Date.now());
       const challenge = auth === 'missing' ? WWW_AUTHENTICATE : WWW_AUTHENTICATE_INVALID;
-      this.reject(res, new RelayError('unauthorized', { headers: { 'www-authenticate': challenge } }), hasBody, service);
+      this.reject(res, new RelayError('unauthorized', { headers: { 'www-authenticate': challenge } }), hasBody, service, head);
       return;
     }
     const path = url.slice(slash + REQUEST_SEGMENT.length - 1);
     const query = req.getQuery();
     const problem = pathProblem(path) ?? (query === undefined ? undefined : queryProblem(query));
     if (problem !== undefined) {
-      this.reject(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${problem}.` }), hasBody, service);
+      this.reject(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${problem}.` }), hasBody, service, head);
       return;
     }
     if (framing > service.config.maxRequestBytes) {
       const message = `The request body is larger than ${service.config.maxRequestBytes} bytes.`;
-      this.reject(res, new RelayError('payload_too_large', { message }), true, service);
+      this.reject(res, new RelayError('payload_too_large', { message }), true, service, head);
       return;
     }
     const target = query === undefined ? path : `${path}?${query}`;
@@ -212,18 +213,18 @@ class GatewayServer implements Gateway, RelayObserver {
    * open, and uWS closes a connection that pipelines a request behind an unanswered one without
    * running it. A caller that sent nothing more gets the 400, then the connection closes.
    */
-  private refuseFraming(res: HttpResponse, error: RelayError, service: ServiceEntry): void {
+  private refuseFraming(res: HttpResponse, error: RelayError, service: ServiceEntry, head: boolean): void {
     let aborted = false;
     res.onAborted(() => {
       aborted = true;
     });
     setImmediate(() => {
-      if (!aborted) this.reject(res, error, true, service);
+      if (!aborted) this.reject(res, error, true, service, head);
     });
   }
 
   /** Answers a request refused before relaying, inside the uWS handler, and logs it. */
-  private reject(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined): void {
+  private reject(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined, head: boolean): void {
     const id = this.nextId();
     res.cork(() => {
       res.writeStatus(statusLine(error.status));
@@ -231,7 +232,9 @@ class GatewayServer implements Gateway, RelayObserver {
       res.writeHeader('x-sluice-error', error.code);
       res.writeHeader('x-request-id', id);
       if (error.headers !== undefined) for (const name in error.headers) res.writeHeader(name, error.headers[name]!);
-      res.end(error.body(), closeConnection);
+      // A HEAD answer has no body (RFC 9110 section 9.3.2); a body would desync the connection.
+      // No body for HEAD. (This uWS build aborts the process on endWithoutBody with arguments.)
+      res.end(head ? '' : error.body(), closeConnection);
     });
     this.logger.info({ reqId: id, service: service?.config.slug, status: error.status, outcome: error.code }, 'request refused');
   }
@@ -278,6 +281,12 @@ class GatewayServer implements Gateway, RelayObserver {
   // ── operations endpoints ───────────────────────────────────────────────────────────────────
 
   private addOpsRoutes(app: TemplatedApp): void {
+    for (const path of ['/healthz', '/readyz', '/metrics']) {
+      app.head(path, (res) => {
+        const status = path === '/readyz' && this.draining ? '503 Service Unavailable' : '200 OK';
+        res.cork(() => res.writeStatus(status).endWithoutBody());
+      });
+    }
     app.get('/healthz', (res) => {
       res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(JSON_OK));
     });

@@ -73,7 +73,7 @@ export class CallerBody {
     const size = data.byteLength;
     this.received += size;
     if (this.received > this.limit) {
-      this.stop(true);
+      this.stop();
       this.listener.onBodyTooLarge();
       return;
     }
@@ -90,7 +90,7 @@ export class CallerBody {
     }
     if (this.wanted && this.reader !== undefined) this.pull(this.reader);
     else if (isLast && this.reader !== undefined && this.queue.length === 0) this.reader.push(null);
-    if (this.queuedBytes >= this.highWater) this.pause();
+    if (!isLast && this.queuedBytes >= this.highWater) this.pause();
     if (!this.started) {
       this.started = true;
       this.listener.onBodyStart();
@@ -122,7 +122,7 @@ export class CallerBody {
   /** The request waits for a replica: keep at most HOLD_HIGH_WATER bytes, then pause the caller. */
   hold(): void {
     this.highWater = HOLD_HIGH_WATER;
-    if (this.queuedBytes >= this.highWater) this.pause();
+    if (!this.complete && this.queuedBytes >= this.highWater) this.pause();
   }
 
   /** A replica was assigned: let the bytes flow again (up to the queue's high-water mark). */
@@ -161,28 +161,41 @@ export class CallerBody {
   }
 
   /**
-   * No more bytes are wanted: the rest of the body is discarded. Call it before the response ends,
-   * with `socketAlive` false once the caller is gone: a paused socket is resumed (our own pause,
-   * undone before the end, fact 9) so uWS can read past the rest of the body.
+   * The rest of the body is not wanted (the answer is about to end, or an error answers it): it is
+   * discarded as it arrives. Call it while the response is still open: a paused socket is resumed
+   * (our own pause, undone before the end, fact 9) so uWS can read past the rest of the body and
+   * the connection stays usable. The stream undici reads is left to end with the request.
    */
-  stop(socketAlive: boolean): void {
+  discard(): void {
     if (this.stopped) return;
     this.stopped = true;
     this.queue = [];
     this.queuedBytes = 0;
-    if (this.reader !== undefined) this.reader.destroy();
-    if (this.paused && socketAlive) this.res.resume();
+    if (this.paused) this.res.resume();
     this.paused = false;
   }
 
+  /**
+   * The request is over: drop everything and end the stream undici reads. Never touches the
+   * socket (the response may have ended, or the caller gone); call `discard` first if it is open.
+   */
+  stop(): void {
+    this.stopped = true;
+    this.queue = [];
+    this.queuedBytes = 0;
+    this.paused = false;
+    if (this.reader !== undefined) this.reader.destroy();
+  }
+
   private pause(): void {
-    if (this.paused || this.stopped) return;
+    // Nothing more to read once the last byte is in: a paused socket would only stall the connection.
+    if (this.paused || this.stopped || this.complete) return;
     this.paused = true;
     this.res.pause();
   }
 
   private resumeIfRoom(): void {
-    // Only undo our own pause, never after the response ended (fact 9): the relay calls stop() first.
+    // Only undo our own pause, never after the response ended (fact 9): the relay discards first.
     if (!this.paused || this.stopped || this.queuedBytes >= this.highWater) return;
     this.paused = false;
     this.res.resume();

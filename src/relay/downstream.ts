@@ -6,9 +6,11 @@ import type { HttpResponse } from 'uWebSockets.js';
 import type { RelayError } from '../errors.js';
 import { statusLine } from '../status-line.js';
 
-/** Told when a caller that was slow can take more bytes (the upstream may resume). */
-export interface WritableListener {
+export interface DownstreamListener {
+  /** A caller that was slow can take more bytes (the upstream may resume). */
   onCallerWritable(): void;
+  /** The response is about to end (its last byte is being written): `res` is still usable. */
+  onResponseEnding(): void;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -43,7 +45,7 @@ export class Downstream {
   constructor(
     private readonly res: HttpResponse,
     private readonly requestId: string,
-    private readonly listener: WritableListener,
+    private readonly listener: DownstreamListener,
   ) {}
 
   /** Records the replica's status and headers; they are written with the first chunk or the end. */
@@ -79,8 +81,8 @@ export class Downstream {
     this.res.close();
   }
 
-  /** Sends one of Sluice's own errors, or truncates if the relayed status was already sent. */
-  error(err: RelayError, closeConnection: boolean): void {
+  /** Sends one of Sluice's own errors (no body for HEAD), or truncates if the relayed status was sent. */
+  error(err: RelayError, closeConnection: boolean, head: boolean): void {
     if (this.closed) return;
     if (this.headersSent) {
       this.truncate();
@@ -96,7 +98,8 @@ export class Downstream {
       res.writeHeader('x-sluice-error', err.code);
       res.writeHeader('x-request-id', this.requestId);
       if (err.headers !== undefined) for (const name in err.headers) res.writeHeader(name, err.headers[name]!);
-      res.end(err.body(), closeConnection);
+      // No body for HEAD. (This uWS build aborts the process on endWithoutBody with arguments.)
+      res.end(head ? '' : err.body(), closeConnection);
     });
   }
 
@@ -134,6 +137,7 @@ export class Downstream {
       this.writable = false;
       return;
     }
+    if (this.bytesOut >= this.total) this.listener.onResponseEnding();
     this.tryEnd(chunk);
   }
 
@@ -163,6 +167,7 @@ export class Downstream {
     if (this.closed) return true;
     const pending = this.pending;
     if (pending !== undefined) {
+      if (this.bytesOut >= this.total) this.listener.onResponseEnding();
       const [ok, done] = this.res.tryEnd(pending.subarray(offset - this.pendingOffset), this.total);
       if (done) this.closed = true;
       if (!ok && !done) return false;
@@ -182,10 +187,15 @@ export class Downstream {
   private endNow(): void {
     if (!this.headersSent) this.writeHead();
     const res = this.res;
+    if (this.bodyless || this.total < 0 || (this.pending === undefined && this.bytesOut <= this.total)) {
+      this.listener.onResponseEnding();
+    }
     if (this.bodyless) {
-      // HEAD, 204 or 304: no body; keep the replica's Content-Length if it sent one.
-      if (this.total >= 0 && this.status !== 204 && this.status !== 304) res.endWithoutBody(this.total);
-      else res.endWithoutBody();
+      // HEAD, 204 or 304: no body. A HEAD answer keeps the replica's Content-Length: written by
+      // hand here, since endWithoutBody() writes none (and this uWS build aborts the process when
+      // endWithoutBody is given a length).
+      if (this.total >= 0 && this.status !== 204 && this.status !== 304) res.writeHeader('content-length', String(this.total));
+      res.endWithoutBody();
       this.closed = true;
     } else if (this.total < 0) {
       res.end();

@@ -14,10 +14,10 @@ import type { Dispatcher } from 'undici';
 import type { HttpResponse } from 'uWebSockets.js';
 import type { ServiceConfig } from '../config-types.js';
 import { RelayError } from '../errors.js';
-import type { Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { upstreamFailure } from '../upstream/errors.js';
 import { CallerBody, type CallerBodyListener } from './caller-body.js';
-import { Downstream, type WritableListener } from './downstream.js';
+import { Downstream, type DownstreamListener } from './downstream.js';
 import { type CallerHeaders, responseHeaders, upstreamRequestHeaders } from './headers.js';
 
 type DispatchController = Dispatcher.DispatchController;
@@ -56,7 +56,7 @@ export interface RelayObserver {
  */
 type Phase = 'waiting' | 'queued' | 'sending' | 'receiving' | 'done';
 
-export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, CallerBodyListener, WritableListener {
+export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, CallerBodyListener, DownstreamListener {
   readonly startedAt = performance.now();
   readonly downstream: Downstream;
   readonly body: CallerBody;
@@ -130,7 +130,7 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
     this.phase = 'waiting';
     this.replica = replica;
     if (this.callerGone) {
-      this.finish('client_closed', undefined);
+      this.finish('client_closed', undefined, 'ok');
       return;
     }
     if (this.body.hasStarted) this.dispatch();
@@ -199,26 +199,36 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
   }
 
   onResponseEnd(): void {
-    // The replica answered before reading the whole body: discard the rest of it.
-    if (!this.body.complete) this.body.stop(!this.callerGone);
+    this.controller = undefined;
     this.downstream.end();
-    this.finish('ok', undefined);
+    this.finish('ok', undefined, 'ok');
+  }
+
+  /**
+   * The answer's last byte is being written: the rest of an unfinished upload is discarded, and a
+   * socket paused for it is resumed while the response is still open (fact 9).
+   */
+  onResponseEnding(): void {
+    this.body.discard();
   }
 
   onResponseError(_controller: DispatchController, err: Error): void {
     if (this.phase === 'done') return;
+    this.controller = undefined;
     if (this.callerGone) {
-      this.finish('client_closed', undefined);
+      this.finish('client_closed', undefined, 'ok');
       return;
     }
-    if (this.phase === 'receiving') {
+    if (this.phase === 'receiving' && this.downstream.headersSent) {
       // The status line was relayed: the caller must be able to tell the answer is incomplete.
-      this.body.stop(true);
+      this.body.stop();
       this.downstream.truncate();
-      this.finish('upstream_error', new RelayError('upstream_error', { cause: err }));
+      const tooLarge = err instanceof RelayError && err.code === 'payload_too_large';
+      this.finish(tooLarge ? 'payload_too_large' : 'upstream_error', tooLarge ? err : new RelayError('upstream_error', { cause: err }), tooLarge ? 'ok' : 'failed');
       return;
     }
-    const error = upstreamFailure(err);
+    // Nothing of the answer reached the caller yet (at most the replica's status, not written).
+    const error = this.phase === 'receiving' && !(err instanceof RelayError) ? new RelayError('upstream_unavailable', { cause: err }) : upstreamFailure(err);
     if (error.retryable && !this.retried && this.body.resendable && this.replica !== undefined) {
       // Nothing reached the replica: once, another ready replica (contract section 5).
       const unreachable = this.replica;
@@ -231,7 +241,8 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
       this.service.replicas.acquire(this, unreachable);
       return;
     }
-    this.fail(error);
+    // A refused retry takes that replica out of rotation too.
+    this.fail(error, error.retryable ? 'unreachable' : error.code === 'payload_too_large' ? 'ok' : 'failed');
   }
 
   /** The caller can take more bytes: let the replica's stream flow again. */
@@ -244,11 +255,11 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
   private onCallerAborted(): void {
     this.callerGone = true;
     this.downstream.aborted();
-    this.body.stop(false);
+    this.body.stop();
     switch (this.phase) {
       case 'queued':
       case 'waiting':
-        this.finish('client_closed', undefined);
+        this.finish('client_closed', undefined, 'ok');
         return;
       case 'sending':
       case 'receiving':
@@ -261,26 +272,29 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
   }
 
   /** Answers with one of Sluice's errors (or truncates, if the relayed status was sent). */
-  private fail(error: RelayError): void {
+  private fail(error: RelayError, release: ReleaseOutcome = 'ok'): void {
     if (this.phase === 'done') return;
     // An unread body is not read further: answer and close the connection (contract section 2).
+    // A complete body may still have paused the socket: resume it so the connection stays usable.
     const closeConnection = this.bodyLength !== 0 && !this.body.complete;
-    this.body.stop(false);
-    this.downstream.error(error, closeConnection);
-    this.finish(error.code as Outcome, error);
+    if (!closeConnection && !this.callerGone) this.body.discard();
+    this.body.stop();
+    this.downstream.error(error, closeConnection, this.method === 'HEAD');
+    this.finish(error.code as Outcome, error, release);
   }
 
-  private finish(outcome: Outcome, error: RelayError | undefined): void {
+  private finish(outcome: Outcome, error: RelayError | undefined, release: ReleaseOutcome): void {
     if (this.phase === 'done') return;
     // A queued request that ends (caller gone, body too large) leaves the queue: it never reaches a replica.
     if (this.phase === 'queued') this.service.replicas.cancel(this);
     this.phase = 'done';
     this.outcome = outcome;
     this.error = error;
+    this.controller = undefined;
     const replica = this.replica;
     if (replica !== undefined) {
       this.replica = undefined;
-      this.service.replicas.release(replica, outcome === 'upstream_error' || outcome === 'upstream_timeout' ? 'failed' : 'ok');
+      this.service.replicas.release(replica, release);
     }
     this.observer.onRelayFinished(this);
   }

@@ -13,8 +13,8 @@ const NEVER_SENT = new Set([
   'ENOTFOUND',
   'EAI_AGAIN',
   'EADDRNOTAVAIL',
-  // The replica's pool was closed (replica stopped) before the request was written.
-  'UND_ERR_DESTROYED',
+  // The replica's pool was closed (replica stopped) before the request was dispatched. Not
+  // UND_ERR_DESTROYED: a destroyed pool also fails requests that were already written.
   'UND_ERR_CLOSED',
 ]);
 

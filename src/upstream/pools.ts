@@ -3,8 +3,12 @@
 import { Pool } from 'undici';
 import type { ServiceConfig } from '../config-types.js';
 
-/** How long an idle keep-alive connection to a replica is kept open. */
-const KEEP_ALIVE_MS = 30_000;
+/**
+ * How long an idle keep-alive connection to a replica is kept open when the replica sends no
+ * `Keep-Alive: timeout` hint. Below the 5 s idle timeout of common model servers (uvicorn,
+ * Node's http), so Sluice never sends a request on a connection the replica is closing.
+ */
+const KEEP_ALIVE_MS = 4_000;
 /** How long a TCP connect to a replica may take before it counts as unreachable. */
 const CONNECT_TIMEOUT_MS = 10_000;
 
@@ -15,7 +19,7 @@ export function createPool(origin: string, service: ServiceConfig): Pool {
     // Unlimited connections per replica unless the service limits concurrency.
     connections: service.replicas.concurrency > 0 ? service.replicas.concurrency : null,
     keepAliveTimeout: KEEP_ALIVE_MS,
-    keepAliveMaxTimeout: 10 * KEEP_ALIVE_MS,
+    keepAliveMaxTimeout: 600_000,
     headersTimeout: service.timeouts.responseHeadersMs,
     bodyTimeout: service.timeouts.bodyIdleMs,
     connectTimeout: CONNECT_TIMEOUT_MS,
