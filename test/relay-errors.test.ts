@@ -5,7 +5,10 @@ import { after, before, test } from 'node:test';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { AUTH, rawService, startTestGateway, TEST_TOKEN, type TestGateway } from './helpers/gateway.js';
+import { sha256Hex } from '../src/token.js';
 import { closedPort, readBody, startReplica, type TestReplica } from './helpers/replica.js';
+
+const OTHER_TOKEN = 'slc_a_token_of_another_service';
 
 let replica: TestReplica;
 let silent: TestReplica;
@@ -25,6 +28,7 @@ before(async () => {
     rawService({ urls: [replica.url] }, { slug: 'ok', maxRequestBytes: 1000, methods: ['POST', 'PUT'] }),
     rawService({ urls: [`http://127.0.0.1:${downPort}`] }, { slug: 'down' }),
     rawService({ urls: [silent.url] }, { slug: 'silent', timeouts: { responseHeadersMs: 300, bodyIdleMs: 1000 } }),
+    rawService({ urls: [replica.url] }, { slug: 'other', tokens: [{ name: 'other', sha256: sha256Hex(OTHER_TOKEN) }] }),
   ]);
 });
 
@@ -83,9 +87,13 @@ test('400 for a malformed Authorization header', async () => {
 });
 
 test('a token of one service does not open another', async () => {
-  // Both services share the test token here, so use a service-specific check: a digest mismatch.
-  const answer = await call(tg.url('/v1/x', 'ok'), { headers: { authorization: 'Bearer slc_someone_elses_token' } });
-  assertError(answer, 401, 'unauthorized');
+  const seen = replica.seen.length;
+  assertError(await call(tg.url('/v1/x', 'other'), { headers: AUTH }), 401, 'unauthorized');
+  assertError(await call(tg.url('/v1/x', 'ok'), { headers: { authorization: `Bearer ${OTHER_TOKEN}` } }), 401, 'unauthorized');
+  const own = await request(tg.url('/v1/x', 'other'), { method: 'POST', headers: { authorization: `Bearer ${OTHER_TOKEN}` }, body: 'hi' });
+  assert.equal(own.statusCode, 200);
+  assert.equal(await own.body.text(), 'got 2');
+  assert.equal(replica.seen.length, seen + 1, 'only the request with its own token reached the replica');
 });
 
 test('404 not_found for routes outside the relay, 404 service_not_found for an unknown slug', async () => {
