@@ -13,12 +13,13 @@ import type { Logger } from './log.js';
 import { Metrics } from './metrics.js';
 import { AuthFailureLimiter } from './relay/auth-limiter.js';
 import { authenticate, type TokenEntry, tokenEntries } from './relay/auth.js';
+import { writeError } from './relay/downstream.js';
 import { readCallerHeaders, requestFraming } from './relay/headers.js';
 import { pathProblem, queryProblem } from './relay/path.js';
 import { type RelayObserver, RelayRequest, type ServiceRuntime } from './relay/relay.js';
 import { createReplicaSet } from './replicas/replica-set.js';
 import type { ReplicaSet } from './replicas/types.js';
-import { statusLine } from './status-line.js';
+import { describeUpstreamError } from './upstream/errors.js';
 
 export interface Gateway {
   /** The port the relay listens on (the real one when the config said 0). */
@@ -226,16 +227,7 @@ class GatewayServer implements Gateway, RelayObserver {
   /** Answers a request refused before relaying, inside the uWS handler, and logs it. */
   private reject(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined, head: boolean): void {
     const id = this.nextId();
-    res.cork(() => {
-      res.writeStatus(statusLine(error.status));
-      res.writeHeader('content-type', 'application/json');
-      res.writeHeader('x-sluice-error', error.code);
-      res.writeHeader('x-request-id', id);
-      if (error.headers !== undefined) for (const name in error.headers) res.writeHeader(name, error.headers[name]!);
-      // A HEAD answer has no body (RFC 9110 section 9.3.2); a body would desync the connection.
-      // No body for HEAD. (This uWS build aborts the process on endWithoutBody with arguments.)
-      res.end(head ? '' : error.body(), closeConnection);
-    });
+    writeError(res, error, id, closeConnection, head);
     this.logger.info({ reqId: id, service: service?.config.slug, status: error.status, outcome: error.code }, 'request refused');
   }
 
@@ -271,7 +263,7 @@ class GatewayServer implements Gateway, RelayObserver {
       ms: round(ms),
       queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,
       retried: r.retried || undefined,
-      err: r.error?.cause === undefined ? undefined : describe(r.error.cause),
+      err: r.error?.cause === undefined ? undefined : describeUpstreamError(r.error.cause),
     };
     if (r.outcome === 'ok' || r.outcome === 'client_closed') this.logger.info(line, 'request');
     else this.logger.warn(line, 'request');
@@ -394,11 +386,6 @@ function listenOn(app: TemplatedApp, host: string, port: number): Promise<us_lis
 
 function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;
-}
-
-function describe(err: unknown): { code?: string; message: string } {
-  const code = (err as { code?: unknown }).code;
-  return { code: typeof code === 'string' ? code : undefined, message: err instanceof Error ? err.message : String(err) };
 }
 
 /** Builds the gateway and starts listening. Rejects with a one-line reason if it cannot. */

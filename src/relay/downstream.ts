@@ -91,16 +91,7 @@ export class Downstream {
     this.closed = true;
     this.headersSent = true;
     this.status = err.status;
-    this.res.cork(() => {
-      const res = this.res;
-      res.writeStatus(statusLine(err.status));
-      res.writeHeader('content-type', 'application/json');
-      res.writeHeader('x-sluice-error', err.code);
-      res.writeHeader('x-request-id', this.requestId);
-      if (err.headers !== undefined) for (const name in err.headers) res.writeHeader(name, err.headers[name]!);
-      // No body for HEAD. (This uWS build aborts the process on endWithoutBody with arguments.)
-      res.end(head ? '' : err.body(), closeConnection);
-    });
+    writeError(this.res, err, this.requestId, closeConnection, head);
   }
 
   /** The caller went away (uWS onAborted). */
@@ -211,4 +202,21 @@ export class Downstream {
     }
     // Otherwise the last bytes wait in `pending`; `retry` ends the response when they are written.
   }
+}
+
+/**
+ * Writes one of Sluice's own errors and ends the response: status, JSON body, `X-Sluice-Error`,
+ * `X-Request-Id` and the error's extra headers. A HEAD answer has no body (RFC 9110 section
+ * 9.3.2): a body would desync the connection. (`end('')`, since this uWS build aborts the process
+ * when endWithoutBody is given arguments.)
+ */
+export function writeError(res: HttpResponse, err: RelayError, requestId: string, closeConnection: boolean, head: boolean): void {
+  res.cork(() => {
+    res.writeStatus(statusLine(err.status));
+    res.writeHeader('content-type', 'application/json');
+    res.writeHeader('x-sluice-error', err.code);
+    res.writeHeader('x-request-id', requestId);
+    if (err.headers !== undefined) for (const name in err.headers) res.writeHeader(name, err.headers[name]!);
+    res.end(head ? '' : err.body(), closeConnection);
+  });
 }
