@@ -39,8 +39,6 @@ export class Downstream {
   /** The chunk for `corkedWrite`: a field instead of a closure per chunk. */
   private chunk: Buffer = EMPTY;
   private readonly corkedWrite = (): void => this.writeNow(this.chunk);
-  private readonly corkedEnd = (): void => this.endNow();
-  private readonly onWritable = (offset: number): boolean => this.retry(offset);
 
   constructor(
     private readonly res: HttpResponse,
@@ -68,7 +66,8 @@ export class Downstream {
   /** The replica's answer is complete. */
   end(): void {
     if (this.closed) return;
-    this.res.cork(this.corkedEnd);
+    // Once per response at most, and not at all for a known-length answer ended by its last chunk.
+    this.res.cork(() => this.endNow());
   }
 
   /**
@@ -172,7 +171,8 @@ export class Downstream {
   private hookWritable(): void {
     if (this.writableHooked) return;
     this.writableHooked = true;
-    this.res.onWritable(this.onWritable);
+    // Only a caller that fell behind needs this handler (uWS keeps the last one; it is set once).
+    this.res.onWritable((offset) => this.retry(offset));
   }
 
   private endNow(): void {
