@@ -76,8 +76,6 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
   private callerGone = false;
   /** Why the first replica could not be reached, kept for the answer if the retry finds none. */
   private unreachable: RelayError | undefined = undefined;
-  /** Set by `acquire` answering synchronously. */
-  private answered = false;
 
   /** uWS callbacks: bound once per request. */
   readonly abortHandler = (): void => this.onCallerAborted();
@@ -112,7 +110,8 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
   /** Runs inside the uWS handler, after `onAborted` and `onData` were attached. */
   start(): void {
     this.service.replicas.acquire(this);
-    if (!this.answered) {
+    // Neither a replica nor a failure came synchronously: the request waits in the queue.
+    if (this.replica === undefined && this.phase !== 'done') {
       this.phase = 'queued';
       this.queuedAt = performance.now();
       this.body.hold();
@@ -120,7 +119,6 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
   }
 
   onReplica(replica: Replica): void {
-    this.answered = true;
     if (this.phase === 'done') {
       // Over before the replica came (it was cancelled too late to matter): give it back.
       this.service.replicas.release(replica, 'ok');
@@ -138,7 +136,6 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
   }
 
   onNoReplica(error: RelayError): void {
-    this.answered = true;
     if (this.phase === 'queued') {
       // The set has already taken it out of its queue.
       this.queuedMs = performance.now() - this.queuedAt;
