@@ -76,6 +76,13 @@ test('a replica killed mid-stream: the stream ends uncleanly, the replica is rep
     await assert.rejects(ended, 'the caller sees a chunked body with no final chunk');
     assert.ok(received.includes('tick 3'));
     await eventually(() => tg.logs.some((l) => l.msg === 'request' && l.outcome === 'upstream_error'), 5000, 'the upstream_error log line');
+    // A request sent before the gateway has seen the process exit may still meet the dying replica
+    // (a reset connection is never retried: its bytes may have reached it). Wait for the exit.
+    await eventually(
+      () => tg.logs.some((l) => l.msg === 'replica state' && l.replica === 'svc-1' && (l.to === 'failed' || l.to === 'stopped')),
+      5000,
+      'the gateway to see the killed replica go',
+    );
     const next = await echo(tg);
     assert.equal(next.status, 200);
     assert.notEqual(next.pid, victim, 'a replacement replica served it');

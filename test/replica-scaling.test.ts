@@ -161,3 +161,28 @@ test('with min 1, a replica whose process dies is replaced on its own', async ()
     await set.close();
   }
 });
+
+test('the retry after a refused connection waits for a launched replica instead of failing at once', async () => {
+  // A launched replica that refuses a connection is usually exiting; the relay's retry (acquire
+  // with `exclude`) queues like a cold start and is served when a replica is ready again.
+  const { logger } = captureLogger();
+  const events = new Recorder();
+  const set = createReplicaSet(serviceConfig({ command: serverCommand() }), { logger, events });
+  try {
+    const w = new TestWaiter();
+    set.acquire(w);
+    const { replica } = await within(10_000, 'grant', w.settled);
+    assert.ok(replica !== undefined);
+    set.release(replica, 'unreachable');
+    const retry = new TestWaiter();
+    set.acquire(retry, replica);
+    assert.equal(retry.got(), undefined, 'queued, not failed with upstream_unavailable');
+    assert.equal(set.snapshot().queued, 1);
+    // The replica is alive: its recovery probe puts it back in rotation and the retry is granted.
+    const granted = await within(10_000, 'the queued retry to be granted', retry.settled);
+    assert.equal(granted.replica?.id, replica.id);
+    set.release(granted.replica!, 'ok');
+  } finally {
+    await set.close();
+  }
+});

@@ -109,7 +109,12 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
 
   /** Runs inside the uWS handler, after `onAborted` and `onData` were attached. */
   start(): void {
-    this.service.replicas.acquire(this);
+    this.acquire(undefined);
+  }
+
+  /** Asks for a replica (another than `exclude`, for the retry); marks the request queued if it waits. */
+  private acquire(exclude: Replica | undefined): void {
+    this.service.replicas.acquire(this, exclude);
     // Neither a replica nor a failure came synchronously: the request waits in the queue.
     if (this.replica === undefined && this.phase !== 'done') {
       this.phase = 'queued';
@@ -235,7 +240,7 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
       this.unreachable = error;
       this.phase = 'waiting';
       this.service.replicas.release(unreachable, 'unreachable');
-      this.service.replicas.acquire(this, unreachable);
+      this.acquire(unreachable);
       return;
     }
     // A refused retry takes that replica out of rotation too.

@@ -36,7 +36,8 @@
 //   and most load balancers): if the probe was wrong or the replica just came back, the request
 //   succeeds instead of failing for up to a probe interval; if it is really down, the relay gets
 //   a refused connection, releases it as `unreachable`, retries with `exclude`, finds no other
-//   ready replica and answers `502 upstream_unavailable` within milliseconds. Static sets queue
+//   ready replica and answers `502 upstream_unavailable` within milliseconds. (A launched set
+//   queues that retry instead: the refusing replica is usually one whose process is exiting.) Static sets queue
 //   only when every in-rotation replica is at its `concurrency`.
 import type { Agent, Pool } from 'undici';
 import type { ServiceConfig } from '../config-types.js';
@@ -237,9 +238,12 @@ class ReplicaSetImpl implements ManagedReplicaSet {
     }
     const replica = this.pick(exclude);
     if (exclude !== undefined) {
-      // The retry after `unreachable`: another replica that is ready now, or 502 at once.
+      // The retry after `unreachable`: another replica that is ready now. Failing that, a launched
+      // set queues the request (its replica is probably dying and will be replaced, or it comes
+      // back); a static set answers 502 at once.
       if (replica === undefined) {
-        waiter.onNoReplica(this.noOtherReplicaError);
+        if (this.launched) this.enqueue(waiter, false);
+        else waiter.onNoReplica(this.noOtherReplicaError);
         return;
       }
       replica.inflight++;

@@ -47,7 +47,8 @@ export interface ReplicaSet {
    * Hands the waiter a ready replica now (synchronously, the hot path), or queues it until one is
    * ready (starting one if the service is cold), or fails it (`queue_full`, `draining`).
    * With `exclude` (the retry after `unreachable`), only another replica that is ready now is
-   * handed out; if there is none the waiter fails at once with `upstream_unavailable`.
+   * handed out; if there is none, a launched set queues the waiter (as for a cold start) and a
+   * static set fails it at once with `upstream_unavailable`.
    */
   acquire(waiter: ReplicaWaiter, exclude?: Replica): void;
   /** Removes a queued waiter (its caller went away); true if it was in the queue. */
