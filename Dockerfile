@@ -27,6 +27,7 @@ COPY --from=deps /app/node_modules node_modules
 COPY package.json ./
 COPY bin bin
 COPY --from=build /app/dist/src dist/src
+COPY src/admin/ui src/admin/ui
 COPY --from=build /app/dist/examples dist/examples
 COPY examples/*.yaml examples/
 USER node

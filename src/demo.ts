@@ -49,7 +49,7 @@ export async function runDemo(): Promise<void> {
     throw err;
   }
 
-  process.stdout.write(banner(config, service, gateway.port, model));
+  process.stdout.write(banner(config, service, gateway.port, gateway.adminPort, model));
 
   const signal = await nextSignal();
   const force = (): never => process.exit(0);
@@ -112,7 +112,7 @@ function displayHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-function banner(config: Config, service: ServiceConfig, port: number, model: ModelServer | undefined): string {
+function banner(config: Config, service: ServiceConfig, port: number, adminPort: number | undefined, model: ModelServer | undefined): string {
   const scheme = config.listen.tls ? 'https' : 'http';
   const insecure = config.listen.tls ? '-k ' : '';
   const gatewayUrl = `${scheme}://${displayHost(config.listen.host)}:${port}`;
@@ -130,6 +130,9 @@ function banner(config: Config, service: ServiceConfig, port: number, model: Mod
     '',
     `  gateway   ${gatewayUrl}`,
     `  service   ${serviceUrl}`,
+    ...(adminPort !== undefined && config.admin !== undefined
+      ? [`  overview  http://${displayHost(config.admin.host)}:${adminPort}/  (services live, and the Request dialog)`]
+      : []),
     model
       ? `  replica   ${model.url} (toy model server, started by the demo)`
       : `  replica   the toy model server, started by the gateway on the first request (a cold start:\n            it pretends to load a model for a moment) and stopped after ${service.replicas.idleTimeoutMs / 1000} s idle`,

@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import * as uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { AdminPage } from './admin/page.js';
 import type { Config, ServiceConfig } from './config-types.js';
 import { RelayError } from './errors.js';
 import type { Logger } from './log.js';
@@ -17,8 +18,7 @@ import { writeError } from './relay/downstream.js';
 import { readCallerHeaders, requestFraming } from './relay/headers.js';
 import { pathProblem, queryProblem } from './relay/path.js';
 import { type RelayObserver, RelayRequest, type ServiceRuntime } from './relay/relay.js';
-import { createReplicaSet } from './replicas/replica-set.js';
-import type { ReplicaSet } from './replicas/types.js';
+import { createReplicaSet, type ManagedReplicaSet } from './replicas/replica-set.js';
 import { describeUpstreamError } from './upstream/errors.js';
 
 export interface Gateway {
@@ -47,7 +47,7 @@ class ServiceEntry implements ServiceRuntime {
 
   constructor(
     readonly config: ServiceConfig,
-    readonly replicas: ReplicaSet,
+    readonly replicas: ManagedReplicaSet,
   ) {
     this.tokens = tokenEntries(config.tokens);
     this.forward = new Set(config.forwardHeaders.filter((name) => name !== 'content-type' && name !== 'accept'));
@@ -81,6 +81,7 @@ class GatewayServer implements Gateway, RelayObserver {
   private readonly adminApp: TemplatedApp | undefined;
   private listenSocket: us_listen_socket | undefined;
   private adminSocket: us_listen_socket | undefined;
+  private adminPage: AdminPage | undefined;
   /** Request ids: a random per-process prefix and a counter, cheap and unique. */
   private readonly idPrefix = randomBytes(6).toString('hex');
   private idCounter = 0;
@@ -107,6 +108,7 @@ class GatewayServer implements Gateway, RelayObserver {
     } else {
       this.adminApp = uWS.App();
       this.addOpsRoutes(this.adminApp);
+      this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.metrics, services: this.services, relayPort: () => this.port });
       this.adminApp.any('/*', (res, req) => this.reject(res, new RelayError('not_found'), false, undefined, req.getMethod() === 'head'));
     }
     this.app.any('/*', this.handle);
@@ -346,6 +348,7 @@ class GatewayServer implements Gateway, RelayObserver {
     if (this.adminSocket !== undefined) uWS.us_listen_socket_close(this.adminSocket);
     this.listenSocket = undefined;
     this.adminSocket = undefined;
+    this.adminPage?.close();
     // Closing the apps aborts what is still streaming (each request logs client_closed).
     this.app.close();
     this.adminApp?.close();

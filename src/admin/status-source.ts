@@ -1,0 +1,98 @@
+// The one place the service overview reads the gateway's state: the replica sets' snapshots for
+// what is true now, and the Prometheus counters the relay already keeps for what happened.
+// Nothing here runs per request: `now()` runs per /status call, `counters()` once a second.
+// When the control plane moves (worker threads, shared counters), only this file is rewired.
+import type { Histogram } from 'prom-client';
+import type { ServiceConfig } from '../config-types.js';
+import type { Metrics } from '../metrics.js';
+import type { ManagedReplicaSet } from '../replicas/replica-set.js';
+
+/** A service as the gateway holds it. */
+export interface SourceService {
+  readonly config: ServiceConfig;
+  readonly replicas: ManagedReplicaSet;
+}
+
+/** What is true of a service now. */
+export interface LiveService {
+  slug: string;
+  kind: 'static' | 'launched' | 'kubernetes';
+  /** False once the set stopped taking requests (the gateway is draining). */
+  accepting: boolean;
+  /** Replicas that hold a slot, by state. */
+  replicas: Record<string, number>;
+  queued: number;
+  /** Requests handed to a replica and not yet finished. */
+  inflight: number;
+}
+
+/** Cumulative counts since the gateway started; the board takes differences. */
+export interface ServiceCounters {
+  /** Relayed requests, every status. */
+  requests: number;
+  /** Of those, answered with a 5xx status (the replica's, or Sluice's own 502, 503, 504). */
+  errors: number;
+  /** Time to first byte: cumulative count per bucket upper bound (`ttfbBounds`, then +Inf). */
+  ttfb: number[];
+}
+
+export interface StatusSource {
+  /** Upper bounds (seconds) of the time-to-first-byte buckets, without +Inf. */
+  readonly ttfbBounds: readonly number[];
+  now(): LiveService[];
+  counters(): Promise<Map<string, ServiceCounters>>;
+}
+
+const REQUESTS = 'sluice_requests_total';
+const TTFB = 'sluice_time_to_first_byte_seconds';
+
+export function createStatusSource(services: ReadonlyMap<string, SourceService>, metrics: Metrics): StatusSource {
+  const ttfbMetric = metrics.registry.getSingleMetric(TTFB) as Histogram | undefined;
+  const requestsMetric = metrics.registry.getSingleMetric(REQUESTS);
+  if (ttfbMetric === undefined || requestsMetric === undefined) throw new Error(`metrics ${REQUESTS} and ${TTFB} must be registered`);
+  // prom-client keeps the buckets it was built with; read them back rather than copy the list.
+  const ttfbBounds = ((ttfbMetric as unknown as { upperBounds: number[] }).upperBounds ?? []).slice();
+
+  return {
+    ttfbBounds,
+    now() {
+      const out: LiveService[] = [];
+      for (const { replicas } of services.values()) {
+        const snap = replicas.snapshot();
+        const byState: Record<string, number> = {};
+        let inflight = 0;
+        for (const r of snap.replicas) {
+          byState[r.state] = (byState[r.state] ?? 0) + 1;
+          inflight += r.inflight;
+        }
+        out.push({ slug: snap.slug, kind: snap.kind, accepting: snap.accepting, replicas: byState, queued: snap.queued, inflight });
+      }
+      return out;
+    },
+    async counters() {
+      const out = new Map<string, ServiceCounters>();
+      const entry = (slug: string): ServiceCounters => {
+        let c = out.get(slug);
+        if (c === undefined) {
+          c = { requests: 0, errors: 0, ttfb: new Array<number>(ttfbBounds.length + 1).fill(0) };
+          out.set(slug, c);
+        }
+        return c;
+      };
+      for (const slug of services.keys()) entry(slug);
+      for (const v of (await requestsMetric.get()).values) {
+        const slug = String(v.labels['service']);
+        const c = entry(slug);
+        c.requests += v.value;
+        if (Number(v.labels['status']) >= 500) c.errors += v.value;
+      }
+      for (const v of (await ttfbMetric.get()).values) {
+        if (v.metricName !== `${TTFB}_bucket`) continue;
+        const le = v.labels['le'];
+        const i = le === '+Inf' ? ttfbBounds.length : ttfbBounds.indexOf(Number(le));
+        if (i >= 0) entry(String(v.labels['service'])).ttfb[i] = v.value;
+      }
+      return out;
+    },
+  };
+}

@@ -1,0 +1,279 @@
+// `GET /status` (contract section 9) and the figures of the service overview page.
+//
+// What is true now (state, replicas, queue, in flight) is read from the replica sets at each call.
+// What happened (requests per second, time to first byte, errors) comes from the counters the
+// relay already keeps: a sampler reads them once a second into a ring of the last five minutes,
+// and the figures are differences between samples. The hot path pays nothing for any of it.
+import type { Config } from '../config-types.js';
+import type { Logger } from '../log.js';
+import type { LiveService, ServiceCounters, StatusSource } from './status-source.js';
+
+/** The one state of a service that the page and `/status` show (contract section 9). */
+export type ServiceState = 'cold' | 'starting' | 'ready' | 'draining';
+
+export const SAMPLE_INTERVAL_MS = 1000;
+/** Five minutes of one-second samples. */
+const HISTORY = 300;
+/** Requests per second are averaged over this many samples (10 s). */
+const RATE_WINDOW = 10;
+/** Time to first byte and errors cover the last minute. */
+const MINUTE_WINDOW = 60;
+/** A chart point's time-to-first-byte quantiles cover this many samples. */
+const POINT_TTFB_WINDOW = 10;
+
+export interface ServiceStatus {
+  slug: string;
+  baseUrl: string;
+  kind: LiveService['kind'];
+  state: ServiceState;
+  replicas: Record<string, number>;
+  queued: number;
+  inflight: number;
+  /** Requests per second over the last 10 s. */
+  requestsPerSecond: number;
+  /** Time to first byte over the last minute, in ms; null without requests. */
+  ttfbMs: { p50: number | null; p99: number | null };
+  lastMinute: { requests: number; errors: number };
+}
+
+/** One point of a service's charts, one per sample. */
+export interface ChartPoint {
+  /** Epoch ms of the sample. */
+  t: number;
+  rps: number;
+  queued: number;
+  inflight: number;
+  ttfbP50: number | null;
+  ttfbP99: number | null;
+  errors: number;
+}
+
+/** The rows always present in `replicas`, even at zero, so a reader sees stable keys. */
+const LIVE_STATES = ['starting', 'ready', 'unreachable', 'draining'];
+
+export function serviceState(live: LiveService): ServiceState {
+  if (!live.accepting) return 'draining';
+  if ((live.replicas['ready'] ?? 0) > 0) return 'ready';
+  if ((live.replicas['starting'] ?? 0) > 0) return 'starting';
+  return 'cold';
+}
+
+/** Samples of one service: cumulative counters at each tick, oldest overwritten first. */
+class Ring {
+  readonly t = new Float64Array(HISTORY);
+  readonly requests = new Float64Array(HISTORY);
+  readonly errors = new Float64Array(HISTORY);
+  readonly queued = new Float64Array(HISTORY);
+  readonly inflight = new Float64Array(HISTORY);
+  readonly ttfb: Float64Array;
+  /** Samples written so far (the newest is at `(count - 1) % HISTORY`). */
+  count = 0;
+
+  constructor(readonly buckets: number) {
+    this.ttfb = new Float64Array(HISTORY * buckets);
+  }
+
+  push(t: number, c: ServiceCounters, live: LiveService | undefined): void {
+    const i = this.count % HISTORY;
+    this.t[i] = t;
+    this.requests[i] = c.requests;
+    this.errors[i] = c.errors;
+    this.queued[i] = live?.queued ?? 0;
+    this.inflight[i] = live?.inflight ?? 0;
+    this.ttfb.set(c.ttfb, i * this.buckets);
+    this.count += 1;
+  }
+
+  /** The slot of the sample `back` ticks before the newest, clamped to the oldest kept. */
+  slot(back: number): number {
+    const kept = Math.min(this.count, HISTORY);
+    const b = Math.min(back, kept - 1);
+    return (this.count - 1 - b) % HISTORY;
+  }
+}
+
+/**
+ * The value below which a fraction `q` of the observations fall, from cumulative bucket counts
+ * (Prometheus' `histogram_quantile`: linear within the bucket; the +Inf bucket gives the highest
+ * finite bound). Null when there are no observations.
+ */
+export function quantile(q: number, bounds: readonly number[], cumulative: ArrayLike<number>): number | null {
+  const total = cumulative[bounds.length] ?? 0;
+  if (total <= 0) return null;
+  const rank = q * total;
+  let below = 0;
+  for (let i = 0; i < bounds.length; i++) {
+    const at = cumulative[i]!;
+    if (at >= rank) {
+      const lower = i === 0 ? 0 : bounds[i - 1]!;
+      const inBucket = at - below;
+      return inBucket <= 0 ? bounds[i]! : lower + (bounds[i]! - lower) * ((rank - below) / inBucket);
+    }
+    below = at;
+  }
+  return bounds[bounds.length - 1] ?? null;
+}
+
+export interface StatusBoardOptions {
+  config: Config;
+  source: StatusSource;
+  logger: Logger;
+  /** The relay listener's port (known once it listens). */
+  relayPort: () => number;
+  /** Called after each sample, e.g. to push it to the page's event streams. */
+  onSample?: () => void;
+}
+
+export class StatusBoard {
+  private readonly rings = new Map<string, Ring>();
+  private readonly bounds: readonly number[];
+  private readonly timer: NodeJS.Timeout;
+  private sampling = false;
+  private lastError = 0;
+
+  constructor(private readonly options: StatusBoardOptions) {
+    this.bounds = options.source.ttfbBounds;
+    for (const s of options.config.services) this.rings.set(s.slug, new Ring(this.bounds.length + 1));
+    this.timer = setInterval(() => void this.sample(), SAMPLE_INTERVAL_MS).unref();
+    void this.sample();
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+
+  /** Reads the counters once and appends a sample per service. */
+  async sample(): Promise<void> {
+    if (this.sampling) return;
+    this.sampling = true;
+    try {
+      const counters = await this.options.source.counters();
+      const live = new Map(this.options.source.now().map((s) => [s.slug, s]));
+      const t = Date.now();
+      for (const [slug, ring] of this.rings) {
+        const c = counters.get(slug);
+        if (c !== undefined) ring.push(t, c, live.get(slug));
+      }
+      this.options.onSample?.();
+    } catch (err) {
+      // Once a minute at most: a broken sampler must not flood the log.
+      if (Date.now() - this.lastError > 60_000) {
+        this.lastError = Date.now();
+        this.options.logger.error({ err }, 'status sample failed');
+      }
+    } finally {
+      this.sampling = false;
+    }
+  }
+
+  /**
+   * The `/status` document. `host` is the Host header the admin listener was reached by: when
+   * the relay listens on every address, a base URL with that host name is one the reader can use.
+   */
+  status(host: string | undefined): { generatedAt: string; services: ServiceStatus[] } {
+    const origin = this.relayOrigin(host);
+    const basePath = this.options.config.basePath;
+    const services: ServiceStatus[] = [];
+    for (const live of this.options.source.now()) {
+      const replicas: Record<string, number> = {};
+      for (const state of LIVE_STATES) replicas[state] = 0;
+      Object.assign(replicas, live.replicas);
+      services.push({
+        slug: live.slug,
+        baseUrl: `${origin}${basePath}/${live.slug}`,
+        kind: live.kind,
+        state: serviceState(live),
+        replicas,
+        queued: live.queued,
+        inflight: live.inflight,
+        ...this.figures(live.slug),
+      });
+    }
+    return { generatedAt: new Date().toISOString(), services };
+  }
+
+  /** Rolling figures of one service from its samples. */
+  private figures(slug: string): Pick<ServiceStatus, 'requestsPerSecond' | 'ttfbMs' | 'lastMinute'> {
+    const ring = this.rings.get(slug);
+    if (ring === undefined || ring.count === 0) return { requestsPerSecond: 0, ttfbMs: { p50: null, p99: null }, lastMinute: { requests: 0, errors: 0 } };
+    const now = ring.slot(0);
+    const rateFrom = ring.slot(RATE_WINDOW);
+    const minuteFrom = ring.slot(MINUTE_WINDOW);
+    const seconds = (ring.t[now]! - ring.t[rateFrom]!) / 1000;
+    const delta = this.ttfbDelta(ring, minuteFrom, now);
+    return {
+      requestsPerSecond: seconds > 0 ? round((ring.requests[now]! - ring.requests[rateFrom]!) / seconds, 2) : 0,
+      ttfbMs: { p50: ms(quantile(0.5, this.bounds, delta)), p99: ms(quantile(0.99, this.bounds, delta)) },
+      lastMinute: { requests: ring.requests[now]! - ring.requests[minuteFrom]!, errors: ring.errors[now]! - ring.errors[minuteFrom]! },
+    };
+  }
+
+  /** Every kept sample of every service as chart points, oldest first. */
+  history(): Record<string, ChartPoint[]> {
+    const out: Record<string, ChartPoint[]> = {};
+    for (const [slug, ring] of this.rings) {
+      const points: ChartPoint[] = [];
+      for (let back = Math.min(ring.count, HISTORY) - 1; back >= 0; back--) points.push(this.point(ring, back));
+      out[slug] = points;
+    }
+    return out;
+  }
+
+  /** The newest chart point of every service that has one. */
+  latest(): Record<string, ChartPoint> {
+    const out: Record<string, ChartPoint> = {};
+    for (const [slug, ring] of this.rings) if (ring.count > 0) out[slug] = this.point(ring, 0);
+    return out;
+  }
+
+  private point(ring: Ring, back: number): ChartPoint {
+    const i = ring.slot(back);
+    const prev = ring.slot(back + 1);
+    const seconds = (ring.t[i]! - ring.t[prev]!) / 1000;
+    const delta = this.ttfbDelta(ring, ring.slot(back + POINT_TTFB_WINDOW), i);
+    return {
+      t: ring.t[i]!,
+      rps: seconds > 0 ? round((ring.requests[i]! - ring.requests[prev]!) / seconds, 2) : 0,
+      queued: ring.queued[i]!,
+      inflight: ring.inflight[i]!,
+      ttfbP50: ms(quantile(0.5, this.bounds, delta)),
+      ttfbP99: ms(quantile(0.99, this.bounds, delta)),
+      errors: ring.errors[i]! - ring.errors[prev]!,
+    };
+  }
+
+  private ttfbDelta(ring: Ring, from: number, to: number): Float64Array {
+    const n = ring.buckets;
+    const out = new Float64Array(n);
+    for (let b = 0; b < n; b++) out[b] = ring.ttfb[to * n + b]! - ring.ttfb[from * n + b]!;
+    return out;
+  }
+
+  private relayOrigin(host: string | undefined): string {
+    const listen = this.options.config.listen;
+    const scheme = listen.tls === undefined ? 'http' : 'https';
+    let name = listen.host;
+    if (name === '0.0.0.0' || name === '::' || name === '') {
+      name = hostName(host) ?? (name === '::' ? '[::1]' : '127.0.0.1');
+    } else if (name.includes(':')) {
+      name = `[${name}]`;
+    }
+    return `${scheme}://${name}:${this.options.relayPort()}`;
+  }
+}
+
+/** The host name of a Host header (`example.com:9091` → `example.com`, `[::1]:9091` → `[::1]`), if well-formed. */
+function hostName(host: string | undefined): string | undefined {
+  if (host === undefined) return undefined;
+  const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(?::\d{1,5})?$/.exec(host);
+  return m?.[1];
+}
+
+function ms(seconds: number | null): number | null {
+  return seconds === null ? null : round(seconds * 1000, 2);
+}
+
+function round(x: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
