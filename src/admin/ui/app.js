@@ -203,18 +203,19 @@
     return (H - 1 - (v / max) * (H - 3)).toFixed(1);
   }
 
-  /** A polyline that breaks where a value is null (no requests in that window). */
+  /** A polyline that breaks where a value is null (no requests in that window); a lone point is a dot. */
   function linePath(points, values, x, max) {
     let d = '';
-    let pen = false;
-    for (let i = 0; i < points.length; i++) {
-      const v = values[i];
+    let run = 0;
+    for (let i = 0; i <= points.length; i++) {
+      const v = i < points.length ? values[i] : null;
       if (v === null) {
-        pen = false;
+        if (run === 1) d += 'h0.01'; // round caps draw a zero-length segment as a dot
+        run = 0;
         continue;
       }
-      d += `${pen ? 'L' : 'M'}${x(points[i].t).toFixed(1)} ${y(v, max)}`;
-      pen = true;
+      d += `${run > 0 ? 'L' : 'M'}${x(points[i].t).toFixed(1)} ${y(v, max)}`;
+      run += 1;
     }
     return d;
   }
