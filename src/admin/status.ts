@@ -66,6 +66,8 @@ class Ring {
   readonly queued = new Float64Array(HISTORY);
   readonly inflight = new Float64Array(HISTORY);
   readonly ttfb: Float64Array;
+  /** The chart point of each sample, computed once when it is taken. */
+  readonly points: ChartPoint[] = [];
   /** Samples written so far (the newest is at `(count - 1) % HISTORY`). */
   count = 0;
 
@@ -152,7 +154,9 @@ export class StatusBoard {
       const t = Date.now();
       for (const [slug, ring] of this.rings) {
         const c = counters.get(slug);
-        if (c !== undefined) ring.push(t, c, live.get(slug));
+        if (c === undefined) continue;
+        ring.push(t, c, live.get(slug));
+        ring.points[ring.slot(0)] = this.point(ring, 0);
       }
       this.options.onSample?.();
     } catch (err) {
@@ -213,7 +217,7 @@ export class StatusBoard {
     const out: Record<string, ChartPoint[]> = {};
     for (const [slug, ring] of this.rings) {
       const points: ChartPoint[] = [];
-      for (let back = Math.min(ring.count, HISTORY) - 1; back >= 0; back--) points.push(this.point(ring, back));
+      for (let back = Math.min(ring.count, HISTORY) - 1; back >= 0; back--) points.push(ring.points[ring.slot(back)]!);
       out[slug] = points;
     }
     return out;
@@ -222,7 +226,7 @@ export class StatusBoard {
   /** The newest chart point of every service that has one. */
   latest(): Record<string, ChartPoint> {
     const out: Record<string, ChartPoint> = {};
-    for (const [slug, ring] of this.rings) if (ring.count > 0) out[slug] = this.point(ring, 0);
+    for (const [slug, ring] of this.rings) if (ring.count > 0) out[slug] = ring.points[ring.slot(0)]!;
     return out;
   }
 
