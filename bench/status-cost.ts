@@ -11,7 +11,7 @@ import { createLogger } from '../src/log.js';
 import { Metrics } from '../src/metrics.js';
 import { createReplicaSet } from '../src/replicas/replica-set.js';
 import { StatusBoard } from '../src/admin/status.js';
-import { createStatusSource, type SourceService } from '../src/admin/status-source.js';
+import { createStatusSource } from '../src/admin/status-source.js';
 
 const SERVICES = Number(process.env['BENCH_SERVICES'] ?? '3');
 const MS = Number(process.env['BENCH_STATUS_MS'] ?? '2000');
@@ -28,17 +28,16 @@ const config = parseConfig({
 });
 const logger = createLogger('silent');
 const metrics = new Metrics();
-const services = new Map<string, SourceService>();
-for (const service of config.services) services.set(service.slug, { config: service, replicas: createReplicaSet(service, { logger, events: metrics }) });
+const sets = config.services.map((service) => createReplicaSet(service, { logger, events: metrics }));
 
 // A realistic spread of counters: every service with several statuses and TTFBs in many buckets.
-for (const slug of services.keys()) {
+for (const { slug } of config.services) {
   for (let i = 0; i < 5000; i++) {
     metrics.requestFinished({ slug, status: i % 50 === 0 ? 503 : 200, outcome: i % 50 === 0 ? 'no_replica' : 'ok', bytesIn: 70, bytesOut: 106, ttfbSeconds: (i % 97) / 500, durationSeconds: (i % 97) / 400 });
   }
 }
 
-const source = createStatusSource(services, metrics);
+const source = createStatusSource(sets, metrics);
 const board = new StatusBoard({ config, source, logger, relayPort: () => 8080 });
 board.close(); // sampled by hand below
 for (let i = 0; i < 300; i++) await board.sample(); // a full five-minute ring
@@ -74,4 +73,4 @@ perCall('GET /status body (status + JSON.stringify)', () => JSON.stringify(board
 perCall('event-stream tick (status + points + JSON)', () => JSON.stringify({ ...board.status('127.0.0.1:9091'), points: board.latest() }));
 perCall('event-stream history (first event of a page)', () => JSON.stringify(board.history()));
 await perAsyncCall('sample (counters read, once a second)', () => board.sample());
-await Promise.all([...services.values()].map((s) => s.replicas.close()));
+await Promise.all(sets.map((set) => set.close()));

@@ -108,7 +108,7 @@ class GatewayServer implements Gateway, RelayObserver {
     } else {
       this.adminApp = uWS.App();
       this.addOpsRoutes(this.adminApp);
-      this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.metrics, services: this.services, relayPort: () => this.port });
+      this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.metrics, services: [...this.services.values()].map((s) => s.replicas), relayPort: () => this.port });
       this.adminApp.any('/*', (res, req) => this.reject(res, new RelayError('not_found'), false, undefined, req.getMethod() === 'head'));
     }
     this.app.any('/*', this.handle);

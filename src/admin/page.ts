@@ -10,7 +10,7 @@ import type { Config } from '../config-types.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { SAMPLE_INTERVAL_MS, StatusBoard } from './status.js';
-import { createStatusSource, type SourceService } from './status-source.js';
+import { createStatusSource, type SnapshotSource } from './status-source.js';
 
 /** The page's files: shipped in the package as source (`src/admin/ui`), found from `dist/src/admin` too. */
 export const UI_DIR = fileURLToPath(new URL('../../../src/admin/ui/', import.meta.url));
@@ -55,7 +55,8 @@ export interface AdminPageOptions {
   config: Config;
   logger: Logger;
   metrics: Metrics;
-  services: ReadonlyMap<string, SourceService>;
+  /** The services' replica sets (or control planes), in config order. */
+  services: readonly SnapshotSource[];
   relayPort: () => number;
 }
 

@@ -3,14 +3,17 @@
 // Nothing here runs per request: `now()` runs per /status call, `counters()` once a second.
 // When the control plane moves (worker threads, shared counters), only this file is rewired.
 import type { Histogram } from 'prom-client';
-import type { ServiceConfig } from '../config-types.js';
 import type { Metrics } from '../metrics.js';
-import type { ManagedReplicaSet } from '../replicas/replica-set.js';
 
-/** A service as the gateway holds it. */
-export interface SourceService {
-  readonly config: ServiceConfig;
-  readonly replicas: ManagedReplicaSet;
+/** What the overview needs of a service's replicas: the replica set's (or control plane's) read-only view. */
+export interface SnapshotSource {
+  snapshot(): {
+    slug: string;
+    kind: 'static' | 'launched' | 'kubernetes';
+    accepting: boolean;
+    queued: number;
+    replicas: ReadonlyArray<{ state: string; inflight: number }>;
+  };
 }
 
 /** What is true of a service now. */
@@ -46,7 +49,8 @@ export interface StatusSource {
 const REQUESTS = 'sluice_requests_total';
 const TTFB = 'sluice_time_to_first_byte_seconds';
 
-export function createStatusSource(services: ReadonlyMap<string, SourceService>, metrics: Metrics): StatusSource {
+/** `services` in config order. */
+export function createStatusSource(services: readonly SnapshotSource[], metrics: Metrics): StatusSource {
   const ttfbMetric = metrics.registry.getSingleMetric(TTFB) as Histogram | undefined;
   const requestsMetric = metrics.registry.getSingleMetric(REQUESTS);
   if (ttfbMetric === undefined || requestsMetric === undefined) throw new Error(`metrics ${REQUESTS} and ${TTFB} must be registered`);
@@ -57,8 +61,8 @@ export function createStatusSource(services: ReadonlyMap<string, SourceService>,
     ttfbBounds,
     now() {
       const out: LiveService[] = [];
-      for (const { replicas } of services.values()) {
-        const snap = replicas.snapshot();
+      for (const service of services) {
+        const snap = service.snapshot();
         const byState: Record<string, number> = {};
         let inflight = 0;
         for (const r of snap.replicas) {
@@ -79,7 +83,7 @@ export function createStatusSource(services: ReadonlyMap<string, SourceService>,
         }
         return c;
       };
-      for (const slug of services.keys()) entry(slug);
+      for (const service of services) entry(service.snapshot().slug);
       for (const v of (await requestsMetric.get()).values) {
         const slug = String(v.labels['service']);
         const c = entry(slug);
