@@ -1,8 +1,10 @@
 // Per-request metrics: the typed-array counter stores and their sum (unit level), and /metrics
 // of a real gateway counting every relayed request exactly once by service, status and outcome.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { Readable } from 'node:stream';
 import { after, test } from 'node:test';
+import { Worker } from 'node:worker_threads';
 import { request } from 'undici';
 import { Metrics } from '../src/metrics/metrics.js';
 import { CounterLayout, PAIR_SLOTS, RequestCounters, sumCounters } from '../src/metrics/request-counters.js';
@@ -118,6 +120,34 @@ test('a store must fit its layout, and only stores of the same services can be s
   const metrics = new Metrics(['a', 'b']);
   metrics.addCounters(new RequestCounters(new CounterLayout(['a', 'b']), new SharedArrayBuffer(layout.byteLength)));
   assert.throws(() => metrics.addCounters(new RequestCounters(new CounterLayout(['b', 'a']))), /another layout/);
+});
+
+test('a worker thread counts into a SharedArrayBuffer; the scrape on the main thread includes it', async () => {
+  const slugs = ['a', 'b'];
+  const main = new Metrics(slugs);
+  const shared = new SharedArrayBuffer(main.layout.byteLength);
+  main.addCounters(new RequestCounters(main.layout, shared));
+  main.requestStarted();
+  main.requestFinished('b', 200, 'ok', 1, 1, 0.001, 0.001);
+  const countersModule = new URL('../src/metrics/request-counters.js', import.meta.url).href;
+  const worker = new Worker(
+    `import { workerData, parentPort } from 'node:worker_threads';
+     const { CounterLayout, RequestCounters } = await import(workerData.module);
+     const store = new RequestCounters(new CounterLayout(workerData.slugs), workerData.shared);
+     for (let i = 0; i < 1000; i++) { store.started(); store.finished('b', i % 10 === 0 ? 503 : 200, i % 10 === 0 ? 'queue_full' : 'ok', 3, 5, 0.001, 0.002); }
+     store.started();
+     parentPort.postMessage('done');`,
+    { eval: true, workerData: { module: countersModule, slugs, shared } },
+  );
+  await once(worker, 'message');
+  await worker.terminate();
+  const all = samples(await main.render());
+  assert.equal(all.get('sluice_requests_total{service="b",status="200",outcome="ok"}'), 901);
+  assert.equal(all.get('sluice_requests_total{service="b",status="503",outcome="queue_full"}'), 100);
+  assert.equal(all.get('sluice_request_duration_seconds_count{service="b"}'), 1001);
+  assert.equal(all.get('sluice_bytes_relayed_total{service="b",direction="out"}'), 5001);
+  assert.equal(all.get('sluice_inflight_requests'), 1);
+  assert.equal(all.get('sluice_request_duration_seconds_count{service="a"}'), 0);
 });
 
 test('/metrics counts every relayed request once by service, status and outcome; refused requests are logged, not counted', async () => {

@@ -22,10 +22,14 @@ export class Metrics implements ReplicaEvents {
   private readonly replicaStates: Gauge<'service' | 'state'>;
   private readonly coldStartHistogram: Histogram<'service' | 'result'>;
 
-  /** `slugs`: every service the gateway serves (requests of other slugs are not counted). */
-  constructor(slugs: readonly string[]) {
+  /**
+   * `slugs`: every service the gateway serves (requests of other slugs are not counted).
+   * `buffer`: where this thread counts (`layout.byteLength` bytes, e.g. a SharedArrayBuffer the
+   * main thread also reads); a new ArrayBuffer if not given.
+   */
+  constructor(slugs: readonly string[], buffer?: ArrayBuffer | SharedArrayBuffer) {
     this.layout = new CounterLayout(slugs);
-    this.counters = new RequestCounters(this.layout);
+    this.counters = new RequestCounters(this.layout, buffer);
     this.stores = [this.counters];
     const registers = [this.registry];
     registerRequestCollectors(this.registry, this.layout, () => this.stores);

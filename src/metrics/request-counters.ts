@@ -4,9 +4,12 @@
 // A store lives in one ArrayBuffer or SharedArrayBuffer with a fixed layout: the services are
 // known at start, the outcomes and histogram buckets are fixed. With worker threads, each thread
 // counts into its own store (one writer per store) and the main thread sums every store at a
-// scrape. Values are float64 (exact integers up to 2^53); a reader may see a store a few
-// increments behind its writer, never a torn count (aligned 8-byte accesses on the platforms
-// Node runs on).
+// scrape. Values are float64 (exact integers up to 2^53), written without Atomics (there is no
+// atomic add for float64, and one writer needs none); a reader may see a store a few increments
+// behind its writer. V8 reads and writes an aligned float64 element with one 8-byte access on
+// x64 and arm64, so a reader does not see half of a write in practice (the language does not
+// promise it for non-atomic accesses). A new pair key is published with Atomics.store after
+// its count.
 //
 // Statuses: `sluice_requests_total` keeps the exact status. Each service has a small
 // open-addressed table of PAIR_SLOTS (status, outcome) pairs; a status outside 100..999, or a
