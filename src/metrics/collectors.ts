@@ -60,7 +60,18 @@ function histogramSamples(which: 'ttfb' | 'duration') {
  * calling thread's store and, with worker threads, every worker's.
  */
 export function registerRequestCollectors(registry: Registry, layout: CounterLayout, stores: () => readonly RequestCounters[]): void {
-  const totals = (): CounterTotals => sumCounters(layout, stores());
+  // One sum per scrape: prom-client calls every collector's get() in the same turn, so the sum
+  // is kept until the next microtask.
+  let cached: CounterTotals | undefined;
+  const totals = (): CounterTotals => {
+    if (cached === undefined) {
+      cached = sumCounters(layout, stores());
+      queueMicrotask(() => {
+        cached = undefined;
+      });
+    }
+    return cached;
+  };
   const collectors = [
     new Collector('sluice_requests_total', 'Relay requests by service, answered status and outcome.', 'counter', totals, (t, name) => {
       const samples: Sample[] = [];
