@@ -8,7 +8,7 @@
 // Run: npm run build && node dist/bench/status-cost.js   (BENCH_SERVICES=3, BENCH_STATUS_MS=2000)
 import { parseConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
-import { Metrics } from '../src/metrics.js';
+import { Metrics } from '../src/metrics/metrics.js';
 import { createReplicaSet } from '../src/replicas/replica-set.js';
 import { StatusBoard } from '../src/admin/status.js';
 import { createStatusSource } from '../src/admin/status-source.js';
@@ -27,13 +27,13 @@ const config = parseConfig({
   })),
 });
 const logger = createLogger('silent');
-const metrics = new Metrics();
+const metrics = new Metrics(config.services.map((s) => s.slug));
 const sets = config.services.map((service) => createReplicaSet(service, { logger, events: metrics }));
 
 // A realistic spread of counters: every service with several statuses and TTFBs in many buckets.
 for (const { slug } of config.services) {
   for (let i = 0; i < 5000; i++) {
-    metrics.requestFinished({ slug, status: i % 50 === 0 ? 503 : 200, outcome: i % 50 === 0 ? 'no_replica' : 'ok', bytesIn: 70, bytesOut: 106, ttfbSeconds: (i % 97) / 500, durationSeconds: (i % 97) / 400 });
+    metrics.requestFinished(slug, i % 50 === 0 ? 503 : 200, i % 50 === 0 ? 'no_replica' : 'ok', 70, 106, (i % 97) / 500, (i % 97) / 400);
   }
 }
 

@@ -11,7 +11,7 @@ import { AdminPage } from './admin/page.js';
 import type { Config, ServiceConfig } from './config-types.js';
 import { RelayError } from './errors.js';
 import type { Logger } from './log.js';
-import { Metrics } from './metrics.js';
+import { Metrics } from './metrics/metrics.js';
 import { AuthFailureLimiter } from './relay/auth-limiter.js';
 import { authenticate, type TokenEntry, tokenEntries } from './relay/auth.js';
 import { writeError } from './relay/downstream.js';
@@ -73,7 +73,7 @@ class GatewayServer implements Gateway, RelayObserver {
   adminPort: number | undefined = undefined;
 
   private readonly logger: Logger;
-  private readonly metrics = new Metrics();
+  private readonly metrics: Metrics;
   private readonly limiter = new AuthFailureLimiter();
   private readonly services = new Map<string, ServiceEntry>();
   private readonly prefix: string;
@@ -97,6 +97,7 @@ class GatewayServer implements Gateway, RelayObserver {
   ) {
     this.logger = options.logger;
     this.prefix = `${config.basePath}/`;
+    this.metrics = new Metrics(config.services.map((service) => service.slug));
     for (const service of config.services) {
       const replicas = createReplicaSet(service, { logger: this.logger, events: this.metrics });
       this.services.set(service.slug, new ServiceEntry(service, replicas));
@@ -242,15 +243,7 @@ class GatewayServer implements Gateway, RelayObserver {
     const status = r.outcome === 'client_closed' ? 499 : d.headersSent ? d.statusCode : (r.error?.status ?? 500);
     const ttfbMs = d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1;
     const ms = now - r.startedAt;
-    this.metrics.requestFinished({
-      slug: r.slug,
-      status,
-      outcome: r.outcome,
-      bytesIn: r.body.received,
-      bytesOut: d.bytesOut,
-      ttfbSeconds: ttfbMs / 1000,
-      durationSeconds: ms / 1000,
-    });
+    this.metrics.requestFinished(r.slug, status, r.outcome, r.body.received, d.bytesOut, ttfbMs / 1000, ms / 1000);
     const line = {
       reqId: r.requestId,
       service: r.slug,

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { Config } from '../config-types.js';
 import type { Logger } from '../log.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { SAMPLE_INTERVAL_MS, StatusBoard } from './status.js';
 import { createStatusSource, type SnapshotSource } from './status-source.js';
 

@@ -2,8 +2,8 @@
 // what is true now, and the Prometheus counters the relay already keeps for what happened.
 // Nothing here runs per request: `now()` runs per /status call, `counters()` once a second.
 // When the control plane moves (worker threads, shared counters), only this file is rewired.
-import type { Histogram } from 'prom-client';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { LATENCY_BUCKETS } from '../metrics/request-counters.js';
 
 /** What the overview needs of a service's replicas: the replica set's (or control plane's) read-only view. */
 export interface SnapshotSource {
@@ -51,11 +51,10 @@ const TTFB = 'sluice_time_to_first_byte_seconds';
 
 /** `services` in config order. */
 export function createStatusSource(services: readonly SnapshotSource[], metrics: Metrics): StatusSource {
-  const ttfbMetric = metrics.registry.getSingleMetric(TTFB) as Histogram | undefined;
+  const ttfbMetric = metrics.registry.getSingleMetric(TTFB);
   const requestsMetric = metrics.registry.getSingleMetric(REQUESTS);
   if (ttfbMetric === undefined || requestsMetric === undefined) throw new Error(`metrics ${REQUESTS} and ${TTFB} must be registered`);
-  // prom-client keeps the buckets it was built with; read them back rather than copy the list.
-  const ttfbBounds = ((ttfbMetric as unknown as { upperBounds: number[] }).upperBounds ?? []).slice();
+  const ttfbBounds = LATENCY_BUCKETS;
 
   return {
     ttfbBounds,
@@ -90,7 +89,7 @@ export function createStatusSource(services: readonly SnapshotSource[], metrics:
         c.requests += v.value;
         if (Number(v.labels['status']) >= 500) c.errors += v.value;
       }
-      for (const v of (await ttfbMetric.get()).values) {
+      for (const v of (await ttfbMetric.get()).values as ReadonlyArray<{ metricName?: string; labels: Record<string, string | number>; value: number }>) {
         if (v.metricName !== `${TTFB}_bucket`) continue;
         const le = v.labels['le'];
         const i = le === '+Inf' ? ttfbBounds.length : ttfbBounds.indexOf(Number(le));
