@@ -122,6 +122,35 @@ test('/status/events: the chart history first, then a status event with a chart 
   }
 });
 
+test('at most 64 open event streams: the next gets 503 with Retry-After until one closes', async () => {
+  const f = await admin();
+  const open: Array<{ abort: AbortController }> = [];
+  const openStream = async (): Promise<number> => {
+    const abort = new AbortController();
+    const res = await request(`${f.admin}/status/events`, { signal: abort.signal });
+    if (res.statusCode === 200) open.push({ abort });
+    else await res.body.dump();
+    return res.statusCode;
+  };
+  try {
+    for (let i = 0; i < 64; i++) assert.equal(await openStream(), 200, `stream ${i + 1}`);
+    const refused = await request(`${f.admin}/status/events`);
+    assert.equal(refused.statusCode, 503);
+    assert.equal(refused.headers['retry-after'], '10');
+    await refused.body.dump();
+    open.pop()!.abort.abort();
+    // The gateway notices the closed stream (uWS reports the abort), then a new page may stream.
+    let status = 503;
+    for (let attempt = 0; attempt < 200 && status !== 200; attempt++) {
+      status = await openStream();
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    assert.equal(status, 200);
+  } finally {
+    for (const s of open) s.abort.abort();
+  }
+});
+
 test('quantiles from cumulative histogram buckets, as Prometheus histogram_quantile computes them', () => {
   const bounds = [0.1, 0.5, 1];
   // 10 observations: 4 ≤ 0.1, 4 in (0.1, 0.5], 1 in (0.5, 1], 1 above 1.

@@ -190,3 +190,19 @@ test('no token, digest or token name appears in /status or its event stream', as
     assert.ok(!t.includes('"test"'), 'no token name');
   }
 });
+
+test('with the relay on every address, baseUrl names the host the admin listener was reached by', async () => {
+  const replica = await startReplica((_req, res) => {
+    res.end('ok');
+  });
+  cleanups.push(() => replica.close());
+  const tg = await startTestGateway(rawService({ urls: [replica.url] }), { listen: { host: '0.0.0.0', port: 0 }, admin: { host: '127.0.0.1', port: 0 } });
+  cleanups.push(() => tg.close());
+  const statusVia = async (host: string): Promise<string> => {
+    const res = await request(`http://127.0.0.1:${tg.gateway.adminPort}/status`, { headers: { host } });
+    return ((await res.body.json()) as { services: Array<{ baseUrl: string }> }).services[0]!.baseUrl;
+  };
+  assert.equal(await statusVia('gateway.example:9091'), `http://gateway.example:${tg.port}/api/v1/services/svc`);
+  assert.equal(await statusVia('[::1]:9091'), `http://[::1]:${tg.port}/api/v1/services/svc`);
+  assert.equal(await statusVia('bad host/<x>'), `http://127.0.0.1:${tg.port}/api/v1/services/svc`, 'a malformed Host is not echoed');
+});
