@@ -57,6 +57,7 @@
 
   function setConnection(state, text) {
     connection.dataset.state = state;
+    document.body.dataset.connection = state;
     connection.textContent = text;
   }
 
