@@ -1,455 +1,321 @@
 // Sluice service overview: one row per service, live from the gateway's event stream
 // (GET status/events: the chart history once, then the status and a chart point every second),
-// and the Request dialog. Plain JavaScript, no build step, no framework, nothing from elsewhere.
-'use strict';
+// and the Request dialog (its examples: snippets.js). Plain JavaScript modules, no build step, no
+// framework, nothing from elsewhere.
+import { MODEL_NAME, NOTES, snippet } from './snippets.js';
 
-(() => {
-  /** Chart points kept per service: five minutes at one a second. */
-  const HISTORY_POINTS = 300;
-  const STATES = ['cold', 'starting', 'ready', 'draining'];
-  const REPLICA_ORDER = ['ready', 'starting', 'unreachable', 'draining'];
-  const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+/** Chart points kept per service: five minutes at one a second. */
+const HISTORY_POINTS = 300;
+const STATES = ['cold', 'starting', 'ready', 'draining'];
+const REPLICA_ORDER = ['ready', 'starting', 'unreachable', 'draining'];
 
-  const table = document.getElementById('services');
-  const template = document.getElementById('service-template');
-  const connection = document.getElementById('connection');
-  const announcer = document.getElementById('announcer');
-  const emptyNote = document.getElementById('empty');
+const table = document.getElementById('services');
+const template = document.getElementById('service-template');
+const connection = document.getElementById('connection');
+const announcer = document.getElementById('announcer');
+const emptyNote = document.getElementById('empty');
 
-  /** slug → { status, points, view } */
-  const services = new Map();
-  let intervalMs = 1000;
+/** slug → { status, points, view } */
+const services = new Map();
+let intervalMs = 1000;
 
-  // ── the event stream ───────────────────────────────────────────────────────────────────────
+// ── the event stream ───────────────────────────────────────────────────────────────────────
 
-  function connect() {
-    const source = new EventSource('status/events');
-    source.addEventListener('open', () => setConnection('live', 'live'));
-    source.addEventListener('error', () => setConnection('reconnecting', 'reconnecting…'));
-    source.addEventListener('history', (e) => {
-      const data = JSON.parse(e.data);
-      intervalMs = data.intervalMs;
-      for (const [slug, points] of Object.entries(data.services)) entry(slug).points = points.slice(-HISTORY_POINTS);
-    });
-    source.addEventListener('status', (e) => {
-      const data = JSON.parse(e.data);
-      setConnection('live', `live · updated ${new Date(data.generatedAt).toLocaleTimeString()}`);
-      const seen = new Set();
-      for (const status of data.services) {
-        seen.add(status.slug);
-        const item = entry(status.slug);
-        const point = data.points[status.slug];
-        if (point !== undefined && (item.points.length === 0 || item.points[item.points.length - 1].t < point.t)) {
-          item.points.push(point);
-          if (item.points.length > HISTORY_POINTS) item.points.splice(0, item.points.length - HISTORY_POINTS);
-        }
-        render(item, status);
-      }
-      for (const [slug, item] of services) {
-        if (!seen.has(slug)) {
-          item.view?.root.remove();
-          services.delete(slug);
-        }
-      }
-      emptyNote.hidden = data.services.length > 0;
-    });
-  }
-
-  function setConnection(state, text) {
-    connection.dataset.state = state;
-    document.body.dataset.connection = state;
-    connection.textContent = text;
-  }
-
-  function entry(slug) {
-    let item = services.get(slug);
-    if (item === undefined) {
-      item = { status: undefined, points: [], view: undefined };
-      services.set(slug, item);
-    }
-    return item;
-  }
-
-  // ── rows ───────────────────────────────────────────────────────────────────────────────────
-
-  function createView(status) {
-    const root = template.content.firstElementChild.cloneNode(true);
-    root.dataset.slug = status.slug;
-    const fields = {};
-    for (const el of root.querySelectorAll('[data-field]')) fields[el.dataset.field] = el;
-    const charts = {};
-    for (const el of root.querySelectorAll('[data-chart]')) {
-      charts[el.dataset.chart] = { svg: el.querySelector('svg'), max: el.querySelector('.chart-max'), paths: el.querySelectorAll('path') };
-    }
-    const button = root.querySelector('.request-button');
-    button.setAttribute('aria-label', `Request ${status.slug}: base URL and examples`);
-    button.addEventListener('click', () => openDialog(status.slug, button));
-    table.append(root);
-    return { root, fields, charts };
-  }
-
-  function render(item, status) {
-    const previous = item.status;
-    item.status = status;
-    item.view ??= createView(status);
-    const f = item.view.fields;
-    set(f.slug, status.slug);
-    set(f.baseUrl, status.baseUrl);
-    set(f.kind, status.kind);
-    const state = STATES.includes(status.state) ? status.state : 'cold';
-    if (set(f.state, state)) {
-      f.state.className = `state state-${state}`;
-      item.view.root.dataset.state = state;
-      if (previous !== undefined) announce(`${status.slug} is ${state}`);
-    }
-    set(f.replicas, replicasText(status.replicas));
-    flashIfChanged(f.queued, String(status.queued));
-    set(f.inflight, String(status.inflight));
-    set(f.rps, formatRate(status.requestsPerSecond));
-    set(f.ttfb, `${formatMs(status.ttfbMs.p50)} / ${formatMs(status.ttfbMs.p99)}`);
-    set(f.errors, status.lastMinute.errors === 0 ? `0 of ${status.lastMinute.requests}` : `${status.lastMinute.errors} of ${status.lastMinute.requests}`);
-    f.errors.classList.toggle('has-errors', status.lastMinute.errors > 0);
-    drawCharts(item);
-  }
-
-  /** Sets text only when it changed (no churn for screen readers); true if it did. */
-  function set(el, text) {
-    if (el.textContent === text) return false;
-    el.textContent = text;
-    return true;
-  }
-
-  function flashIfChanged(el, text) {
-    if (set(el, text)) {
-      el.classList.remove('flash');
-      void el.offsetWidth; // restart the animation
-      el.classList.add('flash');
-    }
-  }
-
-  function announce(text) {
-    announcer.textContent = text;
-  }
-
-  function replicasText(replicas) {
-    const parts = [];
-    for (const state of REPLICA_ORDER) if (replicas[state] > 0) parts.push(`${replicas[state]} ${state}`);
-    for (const [state, n] of Object.entries(replicas)) if (!REPLICA_ORDER.includes(state) && n > 0) parts.push(`${n} ${state}`);
-    return parts.length === 0 ? 'none' : parts.join(' · ');
-  }
-
-  function formatRate(rps) {
-    if (rps === 0) return '0';
-    return rps < 10 ? rps.toFixed(1) : String(Math.round(rps));
-  }
-
-  function formatMs(ms) {
-    if (ms === null || ms === undefined) return '–';
-    if (ms < 1) return `${ms.toFixed(2)} ms`;
-    if (ms < 1000) return `${Math.round(ms)} ms`;
-    return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
-  }
-
-  // ── charts: inline SVG, x = the last five minutes, y from zero to the series' maximum ─────────
-
-  const W = 300;
-  const H = 48;
-
-  function drawCharts(item) {
-    const points = item.points;
-    const { charts } = item.view;
-    const end = points.length > 0 ? points[points.length - 1].t : Date.now();
-    const start = end - HISTORY_POINTS * intervalMs;
-    const x = (t) => ((t - start) / (end - start)) * W;
-
-    const p50 = points.map((p) => p.ttfbP50);
-    const p99 = points.map((p) => p.ttfbP99);
-    const ttfbMax = niceMax(Math.max(0, ...p99.filter((v) => v !== null), ...p50.filter((v) => v !== null)));
-    charts.ttfb.paths[0].setAttribute('d', linePath(points, p99, x, ttfbMax));
-    charts.ttfb.paths[1].setAttribute('d', linePath(points, p50, x, ttfbMax));
-    set(charts.ttfb.max, `max ${formatMs(ttfbMax === 1 && p99.every((v) => v === null) ? null : ttfbMax)}`);
-    const lastP50 = lastValue(p50);
-    const lastP99 = lastValue(p99);
-    charts.ttfb.svg.setAttribute('aria-label', `Time to first byte over the last 5 minutes: now p50 ${formatMs(lastP50)}, p99 ${formatMs(lastP99)}`);
-
-    for (const [name, pick, label, format] of [
-      ['queued', (p) => p.queued, 'Queue depth', String],
-      ['rps', (p) => p.rps, 'Requests per second', formatRate],
-    ]) {
-      const values = points.map(pick);
-      const max = niceMax(Math.max(0, ...values));
-      const chart = charts[name];
-      chart.paths[1].setAttribute('d', linePath(points, values, x, max));
-      chart.paths[0].setAttribute('d', areaPath(points, values, x, max));
-      set(chart.max, `max ${format(max)}`);
-      const now = values.length > 0 ? values[values.length - 1] : 0;
-      chart.svg.setAttribute('aria-label', `${label} over the last 5 minutes: now ${format(now)}, peak ${format(Math.max(0, ...values))}`);
-    }
-  }
-
-  function lastValue(values) {
-    for (let i = values.length - 1; i >= 0; i--) if (values[i] !== null) return values[i];
-    return null;
-  }
-
-  /** 1, 2 or 5 times a power of ten, at least the value (and at least 1). */
-  function niceMax(v) {
-    if (!(v > 1)) return 1;
-    const p = 10 ** Math.floor(Math.log10(v));
-    for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
-    return 10 * p;
-  }
-
-  function y(v, max) {
-    return (H - 1 - (v / max) * (H - 3)).toFixed(1);
-  }
-
-  /** A polyline that breaks where a value is null (no requests in that window); a lone point is a dot. */
-  function linePath(points, values, x, max) {
-    let d = '';
-    let run = 0;
-    for (let i = 0; i <= points.length; i++) {
-      const v = i < points.length ? values[i] : null;
-      if (v === null) {
-        if (run === 1) d += 'h0.01'; // round caps draw a zero-length segment as a dot
-        run = 0;
-        continue;
-      }
-      d += `${run > 0 ? 'L' : 'M'}${x(points[i].t).toFixed(1)} ${y(v, max)}`;
-      run += 1;
-    }
-    return d;
-  }
-
-  function areaPath(points, values, x, max) {
-    if (points.length === 0) return '';
-    let d = `M${x(points[0].t).toFixed(1)} ${H}`;
-    for (let i = 0; i < points.length; i++) d += `L${x(points[i].t).toFixed(1)} ${y(values[i], max)}`;
-    return `${d}L${x(points[points.length - 1].t).toFixed(1)} ${H}Z`;
-  }
-
-  // ── the Request dialog ─────────────────────────────────────────────────────────────────────
-
-  const dialog = document.getElementById('request-dialog');
-  const modelInput = document.getElementById('model-name');
-  const snippetEl = document.getElementById('snippet');
-  const snippetNote = document.getElementById('snippet-note');
-  const copyStatus = document.getElementById('copy-status');
-  let dialogSlug;
-  let opener;
-
-  function openDialog(slug, button) {
-    dialogSlug = slug;
-    opener = button;
-    const status = services.get(slug).status;
-    for (const el of dialog.querySelectorAll('[data-field]')) el.textContent = status[el.dataset.field];
-    modelInput.value = MODEL_NAME.test(slug) ? slug : 'model';
-    copyStatus.textContent = '';
-    updateSnippet();
-    dialog.showModal();
-  }
-
-  dialog.addEventListener('close', () => opener?.focus());
-  // A click on the backdrop (outside the dialog's box) closes it, as Esc does.
-  dialog.addEventListener('click', (e) => {
-    if (e.target !== dialog) return;
-    const r = dialog.getBoundingClientRect();
-    if (e.clientX < r.left || e.clientX > r.right || e.clientY < r.top || e.clientY > r.bottom) dialog.close();
+function connect() {
+  const source = new EventSource('status/events');
+  source.addEventListener('open', () => setConnection('live', 'live'));
+  source.addEventListener('error', () => setConnection('reconnecting', 'reconnecting…'));
+  source.addEventListener('history', (e) => {
+    const data = JSON.parse(e.data);
+    intervalMs = data.intervalMs;
+    for (const [slug, points] of Object.entries(data.services)) entry(slug).points = points.slice(-HISTORY_POINTS);
   });
-  dialog.addEventListener('change', updateSnippet);
-  modelInput.addEventListener('input', updateSnippet);
-
-  function choice(name) {
-    return dialog.querySelector(`input[name="${name}"]:checked`).value;
-  }
-
-  function updateSnippet() {
-    if (dialogSlug === undefined) return;
-    const shape = choice('shape');
-    // The openai SDKs speak only the OpenAI paths: hide them for the other shapes.
-    for (const label of dialog.querySelectorAll('#client-choices label[data-only]')) {
-      const fits = label.dataset.only === shape;
-      label.hidden = !fits;
-      if (!fits && label.querySelector('input').checked) dialog.querySelector('input[name="client"][value="curl"]').checked = true;
+  source.addEventListener('status', (e) => {
+    const data = JSON.parse(e.data);
+    setConnection('live', `live · updated ${new Date(data.generatedAt).toLocaleTimeString()}`);
+    const seen = new Set();
+    for (const status of data.services) {
+      seen.add(status.slug);
+      const item = entry(status.slug);
+      const point = data.points[status.slug];
+      if (point !== undefined && (item.points.length === 0 || item.points[item.points.length - 1].t < point.t)) {
+        item.points.push(point);
+        if (item.points.length > HISTORY_POINTS) item.points.splice(0, item.points.length - HISTORY_POINTS);
+      }
+      render(item, status);
     }
-    const model = modelInput.value;
-    const valid = MODEL_NAME.test(model);
-    modelInput.setAttribute('aria-invalid', String(!valid));
-    const base = services.get(dialogSlug).status.baseUrl;
-    const client = choice('client');
-    snippetEl.textContent = snippet(shape, client, base, valid ? model : 'MODEL');
-    snippetEl.dataset.shape = shape;
-    snippetEl.dataset.client = client;
-    snippetNote.textContent = NOTES[client];
-  }
-
-  const NOTES = {
-    curl: 'Run it in a shell after the export above. -N prints each event as it arrives.',
-    'python-openai': 'pip install openai; save as request.py and run python request.py.',
-    'python-httpx': 'pip install httpx; save as request.py and run python request.py.',
-    'js-openai': 'npm install openai; save as request.mjs and run node request.mjs (Node 20 or later).',
-    'js-fetch': 'Save as request.mjs and run node request.mjs (Node 20 or later, no packages needed).',
-  };
-
-  const PROMPT = 'Hello there';
-
-  /** The request body and path of a shape. */
-  function shapeOf(shape, model) {
-    if (shape === 'chat') {
-      return { path: '/v1/chat/completions', body: { model, stream: true, messages: [{ role: 'user', content: PROMPT }] }, stream: true };
-    }
-    if (shape === 'kserve') {
-      return { path: `/v2/models/${model}/infer`, body: { inputs: [{ name: 'INPUT0', shape: [4], datatype: 'FP32', data: [1, 2, 3, 4] }] }, stream: false };
-    }
-    return { path: `/predictions/${model}`, body: { data: PROMPT }, stream: false };
-  }
-
-  function snippet(shape, client, base, model) {
-    const s = shapeOf(shape, model);
-    const url = `${base}/request${s.path}`;
-    const json = JSON.stringify(s.body);
-    switch (client) {
-      case 'curl':
-        return [
-          `curl -N ${base.includes('[') ? '-g ' : ''}${url} \\`,
-          `  -H "Authorization: Bearer $SLUICE_TOKEN" \\`,
-          `  -H 'Content-Type: application/json' \\`,
-          `  -d '${json}'`,
-        ].join('\n');
-      case 'python-openai':
-        return [
-          'import os',
-          'from openai import OpenAI',
-          '',
-          'client = OpenAI(',
-          `    base_url="${base}/request/v1",`,
-          '    api_key=os.environ["SLUICE_TOKEN"],',
-          ')',
-          'stream = client.chat.completions.create(',
-          `    model="${model}",`,
-          `    messages=[{"role": "user", "content": "${PROMPT}"}],`,
-          '    stream=True,',
-          ')',
-          'for chunk in stream:',
-          '    if chunk.choices:',
-          '        print(chunk.choices[0].delta.content or "", end="", flush=True)',
-          'print()',
-        ].join('\n');
-      case 'python-httpx':
-        return [
-          'import os',
-          'import httpx',
-          '',
-          `url = "${url}"`,
-          'headers = {"Authorization": f"Bearer {os.environ[\'SLUICE_TOKEN\']}"}',
-          `body = ${pythonLiteral(s.body)}`,
-          '# A cold service answers once a replica has started: allow for it.',
-          'timeout = httpx.Timeout(600.0, connect=10.0)',
-          '',
-          ...(s.stream
-            ? [
-                'with httpx.stream("POST", url, headers=headers, json=body, timeout=timeout) as response:',
-                '    response.raise_for_status()',
-                '    for line in response.iter_lines():',
-                '        if line.startswith("data: ") and line != "data: [DONE]":',
-                '            print(line[len("data: "):], flush=True)',
-              ]
-            : ['response = httpx.post(url, headers=headers, json=body, timeout=timeout)', 'response.raise_for_status()', 'print(response.json())']),
-        ].join('\n');
-      case 'js-openai':
-        return [
-          "import OpenAI from 'openai';",
-          '',
-          'const client = new OpenAI({',
-          `  baseURL: '${base}/request/v1',`,
-          '  apiKey: process.env.SLUICE_TOKEN,',
-          '});',
-          'const stream = await client.chat.completions.create({',
-          `  model: '${model}',`,
-          `  messages: [{ role: 'user', content: '${PROMPT}' }],`,
-          '  stream: true,',
-          '});',
-          'for await (const chunk of stream) {',
-          "  process.stdout.write(chunk.choices[0]?.delta?.content ?? '');",
-          '}',
-          "process.stdout.write('\\n');",
-        ].join('\n');
-      case 'js-fetch':
-        return [
-          `const response = await fetch('${url}', {`,
-          "  method: 'POST',",
-          '  headers: {',
-          '    Authorization: `Bearer ${process.env.SLUICE_TOKEN}`,',
-          "    'Content-Type': 'application/json',",
-          '  },',
-          `  body: JSON.stringify(${jsLiteral(s.body)}),`,
-          '});',
-          'if (!response.ok) throw new Error(`${response.status}: ${await response.text()}`);',
-          ...(s.stream
-            ? ['const decoder = new TextDecoder();', 'for await (const chunk of response.body) {', '  process.stdout.write(decoder.decode(chunk, { stream: true }));', '}']
-            : ['console.log(await response.json());']),
-        ].join('\n');
-      default:
-        return '';
-    }
-  }
-
-  /** A value written as Python: `{"key": 1, "ok": True}`. */
-  function pythonLiteral(value) {
-    if (Array.isArray(value)) return `[${value.map(pythonLiteral).join(', ')}]`;
-    if (value !== null && typeof value === 'object') {
-      return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pythonLiteral(v)}`).join(', ')}}`;
-    }
-    if (value === true) return 'True';
-    if (value === false) return 'False';
-    return JSON.stringify(value);
-  }
-
-  /** A value written as JavaScript: `{ key: 1, text: 'hi' }`. */
-  function jsLiteral(value) {
-    if (Array.isArray(value)) return `[${value.map(jsLiteral).join(', ')}]`;
-    if (value !== null && typeof value === 'object') {
-      return `{ ${Object.entries(value).map(([k, v]) => `${/^[A-Za-z_$][\w$]*$/.test(k) ? k : `'${k}'`}: ${jsLiteral(v)}`).join(', ')} }`;
-    }
-    if (typeof value === 'string') return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-    return JSON.stringify(value);
-  }
-
-  // ── copying ────────────────────────────────────────────────────────────────────────────────
-
-  dialog.addEventListener('click', async (e) => {
-    const button = e.target.closest('button.copy');
-    if (button === null) return;
-    const text = document.getElementById(button.dataset.copy).textContent;
-    const ok = await copyText(text);
-    copyStatus.textContent = ok ? 'Copied to the clipboard.' : 'Copying is not allowed here: select the text and copy it.';
-  });
-
-  /** The Clipboard API needs a secure context (https or localhost); elsewhere the old way works. */
-  async function copyText(text) {
-    if (window.isSecureContext && navigator.clipboard !== undefined) {
-      try {
-        await navigator.clipboard.writeText(text);
-        return true;
-      } catch {
-        // fall through to the fallback
+    for (const [slug, item] of services) {
+      if (!seen.has(slug)) {
+        item.view?.root.remove();
+        services.delete(slug);
       }
     }
-    const area = document.createElement('textarea');
-    area.value = text;
-    area.setAttribute('readonly', '');
-    area.className = 'visually-hidden';
-    dialog.append(area);
-    area.select();
-    let ok = false;
+    emptyNote.hidden = data.services.length > 0;
+  });
+}
+
+function setConnection(state, text) {
+  connection.dataset.state = state;
+  document.body.dataset.connection = state;
+  connection.textContent = text;
+}
+
+function entry(slug) {
+  let item = services.get(slug);
+  if (item === undefined) {
+    item = { status: undefined, points: [], view: undefined };
+    services.set(slug, item);
+  }
+  return item;
+}
+
+// ── rows ───────────────────────────────────────────────────────────────────────────────────
+
+function createView(status) {
+  const root = template.content.firstElementChild.cloneNode(true);
+  root.dataset.slug = status.slug;
+  const fields = {};
+  for (const el of root.querySelectorAll('[data-field]')) fields[el.dataset.field] = el;
+  const charts = {};
+  for (const el of root.querySelectorAll('[data-chart]')) {
+    charts[el.dataset.chart] = { svg: el.querySelector('svg'), max: el.querySelector('.chart-max'), paths: el.querySelectorAll('path') };
+  }
+  const button = root.querySelector('.request-button');
+  button.setAttribute('aria-label', `Request ${status.slug}: base URL and examples`);
+  button.addEventListener('click', () => openDialog(status.slug, button));
+  table.append(root);
+  return { root, fields, charts };
+}
+
+function render(item, status) {
+  const previous = item.status;
+  item.status = status;
+  item.view ??= createView(status);
+  const f = item.view.fields;
+  set(f.slug, status.slug);
+  set(f.baseUrl, status.baseUrl);
+  set(f.kind, status.kind);
+  const state = STATES.includes(status.state) ? status.state : 'cold';
+  if (set(f.state, state)) {
+    f.state.className = `state state-${state}`;
+    item.view.root.dataset.state = state;
+    if (previous !== undefined) announce(`${status.slug} is ${state}`);
+  }
+  set(f.replicas, replicasText(status.replicas));
+  flashIfChanged(f.queued, String(status.queued));
+  set(f.inflight, String(status.inflight));
+  set(f.rps, formatRate(status.requestsPerSecond));
+  set(f.ttfb, `${formatMs(status.ttfbMs.p50)} / ${formatMs(status.ttfbMs.p99)}`);
+  set(f.errors, status.lastMinute.errors === 0 ? `0 of ${status.lastMinute.requests}` : `${status.lastMinute.errors} of ${status.lastMinute.requests}`);
+  f.errors.classList.toggle('has-errors', status.lastMinute.errors > 0);
+  drawCharts(item);
+}
+
+/** Sets text only when it changed (no churn for screen readers); true if it did. */
+function set(el, text) {
+  if (el.textContent === text) return false;
+  el.textContent = text;
+  return true;
+}
+
+function flashIfChanged(el, text) {
+  if (set(el, text)) {
+    el.classList.remove('flash');
+    void el.offsetWidth; // restart the animation
+    el.classList.add('flash');
+  }
+}
+
+function announce(text) {
+  announcer.textContent = text;
+}
+
+function replicasText(replicas) {
+  const parts = [];
+  for (const state of REPLICA_ORDER) if (replicas[state] > 0) parts.push(`${replicas[state]} ${state}`);
+  for (const [state, n] of Object.entries(replicas)) if (!REPLICA_ORDER.includes(state) && n > 0) parts.push(`${n} ${state}`);
+  return parts.length === 0 ? 'none' : parts.join(' · ');
+}
+
+function formatRate(rps) {
+  if (rps === 0) return '0';
+  return rps < 10 ? rps.toFixed(1) : String(Math.round(rps));
+}
+
+function formatMs(ms) {
+  if (ms === null || ms === undefined) return '–';
+  if (ms < 1) return `${ms.toFixed(2)} ms`;
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+}
+
+// ── charts: inline SVG, x = the last five minutes, y from zero to the series' maximum ─────────
+
+const W = 300;
+const H = 48;
+
+function drawCharts(item) {
+  const points = item.points;
+  const { charts } = item.view;
+  const end = points.length > 0 ? points[points.length - 1].t : Date.now();
+  const start = end - HISTORY_POINTS * intervalMs;
+  const x = (t) => ((t - start) / (end - start)) * W;
+
+  const p50 = points.map((p) => p.ttfbP50);
+  const p99 = points.map((p) => p.ttfbP99);
+  const ttfbMax = niceMax(Math.max(0, ...p99.filter((v) => v !== null), ...p50.filter((v) => v !== null)));
+  charts.ttfb.paths[0].setAttribute('d', linePath(points, p99, x, ttfbMax));
+  charts.ttfb.paths[1].setAttribute('d', linePath(points, p50, x, ttfbMax));
+  set(charts.ttfb.max, `max ${formatMs(ttfbMax === 1 && p99.every((v) => v === null) ? null : ttfbMax)}`);
+  const lastP50 = lastValue(p50);
+  const lastP99 = lastValue(p99);
+  charts.ttfb.svg.setAttribute('aria-label', `Time to first byte over the last 5 minutes: now p50 ${formatMs(lastP50)}, p99 ${formatMs(lastP99)}`);
+
+  for (const [name, pick, label, format] of [
+    ['queued', (p) => p.queued, 'Queue depth', String],
+    ['rps', (p) => p.rps, 'Requests per second', formatRate],
+  ]) {
+    const values = points.map(pick);
+    const max = niceMax(Math.max(0, ...values));
+    const chart = charts[name];
+    chart.paths[1].setAttribute('d', linePath(points, values, x, max));
+    chart.paths[0].setAttribute('d', areaPath(points, values, x, max));
+    set(chart.max, `max ${format(max)}`);
+    const now = values.length > 0 ? values[values.length - 1] : 0;
+    chart.svg.setAttribute('aria-label', `${label} over the last 5 minutes: now ${format(now)}, peak ${format(Math.max(0, ...values))}`);
+  }
+}
+
+function lastValue(values) {
+  for (let i = values.length - 1; i >= 0; i--) if (values[i] !== null) return values[i];
+  return null;
+}
+
+/** 1, 2 or 5 times a power of ten, at least the value (and at least 1). */
+function niceMax(v) {
+  if (!(v > 1)) return 1;
+  const p = 10 ** Math.floor(Math.log10(v));
+  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+function y(v, max) {
+  return (H - 1 - (v / max) * (H - 3)).toFixed(1);
+}
+
+/** A polyline that breaks where a value is null (no requests in that window); a lone point is a dot. */
+function linePath(points, values, x, max) {
+  let d = '';
+  let run = 0;
+  for (let i = 0; i <= points.length; i++) {
+    const v = i < points.length ? values[i] : null;
+    if (v === null) {
+      if (run === 1) d += 'h0.01'; // round caps draw a zero-length segment as a dot
+      run = 0;
+      continue;
+    }
+    d += `${run > 0 ? 'L' : 'M'}${x(points[i].t).toFixed(1)} ${y(v, max)}`;
+    run += 1;
+  }
+  return d;
+}
+
+function areaPath(points, values, x, max) {
+  if (points.length === 0) return '';
+  let d = `M${x(points[0].t).toFixed(1)} ${H}`;
+  for (let i = 0; i < points.length; i++) d += `L${x(points[i].t).toFixed(1)} ${y(values[i], max)}`;
+  return `${d}L${x(points[points.length - 1].t).toFixed(1)} ${H}Z`;
+}
+
+// ── the Request dialog ─────────────────────────────────────────────────────────────────────
+
+const dialog = document.getElementById('request-dialog');
+const modelInput = document.getElementById('model-name');
+const snippetEl = document.getElementById('snippet');
+const snippetNote = document.getElementById('snippet-note');
+const copyStatus = document.getElementById('copy-status');
+let dialogSlug;
+let opener;
+
+function openDialog(slug, button) {
+  dialogSlug = slug;
+  opener = button;
+  const status = services.get(slug).status;
+  for (const el of dialog.querySelectorAll('[data-field]')) el.textContent = status[el.dataset.field];
+  modelInput.value = MODEL_NAME.test(slug) ? slug : 'model';
+  copyStatus.textContent = '';
+  updateSnippet();
+  dialog.showModal();
+}
+
+dialog.addEventListener('close', () => opener?.focus());
+// A click on the backdrop (outside the dialog's box) closes it, as Esc does.
+dialog.addEventListener('click', (e) => {
+  if (e.target !== dialog) return;
+  const r = dialog.getBoundingClientRect();
+  if (e.clientX < r.left || e.clientX > r.right || e.clientY < r.top || e.clientY > r.bottom) dialog.close();
+});
+dialog.addEventListener('change', updateSnippet);
+modelInput.addEventListener('input', updateSnippet);
+
+function choice(name) {
+  return dialog.querySelector(`input[name="${name}"]:checked`).value;
+}
+
+function updateSnippet() {
+  if (dialogSlug === undefined) return;
+  const shape = choice('shape');
+  // The openai SDKs speak only the OpenAI paths: hide them for the other shapes.
+  for (const label of dialog.querySelectorAll('#client-choices label[data-only]')) {
+    const fits = label.dataset.only === shape;
+    label.hidden = !fits;
+    if (!fits && label.querySelector('input').checked) dialog.querySelector('input[name="client"][value="curl"]').checked = true;
+  }
+  const model = modelInput.value;
+  const valid = MODEL_NAME.test(model);
+  modelInput.setAttribute('aria-invalid', String(!valid));
+  const base = services.get(dialogSlug).status.baseUrl;
+  const client = choice('client');
+  snippetEl.textContent = snippet(shape, client, base, valid ? model : 'MODEL');
+  snippetEl.dataset.shape = shape;
+  snippetEl.dataset.client = client;
+  snippetNote.textContent = NOTES[client];
+}
+
+// ── copying ────────────────────────────────────────────────────────────────────────────────
+
+dialog.addEventListener('click', async (e) => {
+  const button = e.target.closest('button.copy');
+  if (button === null) return;
+  const text = document.getElementById(button.dataset.copy).textContent;
+  const ok = await copyText(text);
+  copyStatus.textContent = ok ? 'Copied to the clipboard.' : 'Copying is not allowed here: select the text and copy it.';
+});
+
+/** The Clipboard API needs a secure context (https or localhost); elsewhere the old way works. */
+async function copyText(text) {
+  if (window.isSecureContext && navigator.clipboard !== undefined) {
     try {
-      ok = document.execCommand('copy');
+      await navigator.clipboard.writeText(text);
+      return true;
     } catch {
-      ok = false;
+      // fall through to the fallback
     }
-    area.remove();
-    return ok;
   }
+  const area = document.createElement('textarea');
+  area.value = text;
+  area.setAttribute('readonly', '');
+  area.className = 'visually-hidden';
+  dialog.append(area);
+  area.select();
+  let ok = false;
+  try {
+    ok = document.execCommand('copy');
+  } catch {
+    ok = false;
+  }
+  area.remove();
+  return ok;
+}
 
-  connect();
-})();
+connect();
