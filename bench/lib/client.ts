@@ -1,5 +1,6 @@
 // Our own client for what autocannon cannot see: time to first byte and per-token timing.
-// undici's dispatch() with a handler object, timed with process.hrtime.bigint().
+// undici's dispatch() with a handler object, timed with process.hrtime.bigint() (CLOCK_MONOTONIC,
+// the clock the replica stamps tokens with: shared by every process on Linux).
 import { type Dispatcher, Pool } from 'undici';
 import { nsToUs } from './stats.js';
 
@@ -52,7 +53,7 @@ export async function measureTtfb(
   path: string,
   body: string,
   requests: number,
-  concurrency: number,
+  concurrency = 1,
 ): Promise<number[]> {
   const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1 });
   const options: Dispatcher.DispatchOptions = {
@@ -135,15 +136,12 @@ function timedStream(pool: Pool, options: Dispatcher.DispatchOptions): Promise<S
   });
 }
 
-/** `streams` SSE requests, `concurrency` at a time; each must deliver `tokens` token events. */
-export async function measureStreams(
-  target: Target,
-  streams: number,
-  concurrency: number,
-  tokens: number,
-  gapMs: number,
-): Promise<StreamTiming[]> {
-  const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1 });
+/**
+ * `streams` SSE requests all at once, each on its own connection (so the relay holds `streams`
+ * streams at the same time); each must deliver `tokens` token events.
+ */
+export async function measureStreams(target: Target, streams: number, tokens: number, gapMs: number): Promise<StreamTiming[]> {
+  const pool = new Pool(target.origin, { connections: streams, pipelining: 1, headersTimeout: 60_000, bodyTimeout: 60_000 });
   const options: Dispatcher.DispatchOptions = {
     method: 'POST',
     path: `${target.prefix}/v1/stream?tokens=${tokens}&gap_ms=${gapMs}`,
@@ -151,19 +149,10 @@ export async function measureStreams(
     body: '{"stream":true}',
   };
   try {
-    // Warm-up, not counted: one full stream per connection.
-    await Promise.all(Array.from({ length: concurrency }, () => timedStream(pool, options)));
-    const results: StreamTiming[] = [];
-    let next = 0;
-    const worker = async (): Promise<void> => {
-      while (next < streams) {
-        next += 1;
-        const timing = await timedStream(pool, options);
-        if (timing.tokens !== tokens) throw new Error(`stream delivered ${timing.tokens} of ${tokens} tokens`);
-        results.push(timing);
-      }
-    };
-    await Promise.all(Array.from({ length: concurrency }, worker));
+    const results = await Promise.all(Array.from({ length: streams }, () => timedStream(pool, options)));
+    for (const timing of results) {
+      if (timing.tokens !== tokens) throw new Error(`stream delivered ${timing.tokens} of ${tokens} tokens`);
+    }
     return results;
   } finally {
     await pool.close();
