@@ -22,7 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Child, installCleanup, startChild, startedProcesses } from './lib/children.js';
 import { fetchOnce } from './lib/client.js';
 import * as measure from './lib/measure.js';
-import { type Mode, type ScenarioId, type Settings, settingsFor } from './lib/modes.js';
+import { type Mode, type PeerId, type ScenarioId, type Settings, settingsFor } from './lib/modes.js';
 import { ensureNginx } from './lib/nginx.js';
 import { LABEL, order, type Peer, startPeer } from './lib/peers.js';
 import { markdown } from './lib/report.js';
@@ -30,8 +30,9 @@ import { derive, emptyScenarios, type PeerRecord, type Record } from './lib/resu
 import { ttfbSvg } from './lib/svg.js';
 import { INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './lib/workload.js';
 
+const T0 = performance.now();
 function log(message: string): void {
-  process.stderr.write(`bench: ${message}\n`);
+  process.stderr.write(`bench ${((performance.now() - T0) / 1000).toFixed(1).padStart(5)} s: ${message}\n`);
 }
 
 interface Args {
@@ -63,7 +64,7 @@ async function sanityCheck(peer: Peer): Promise<void> {
   }
 }
 
-async function startAll(s: Settings, replica: Child, rec: Record): Promise<Peer[]> {
+async function startAll(s: Settings, replica: Child, rec: Record): Promise<{ peers: Peer[]; nginxBinary: string | undefined }> {
   let nginxBinary: string | undefined;
   const skipped = new Map<string, string>();
   if (s.peers.includes('nginx')) {
@@ -74,29 +75,34 @@ async function startAll(s: Settings, replica: Child, rec: Record): Promise<Peer[
       rec.nginx = found.version + (found.installedNow ? ' (installed by this run with apt)' : '');
     }
   }
-  const peers: Peer[] = [];
-  for (const id of s.peers) {
-    const record: PeerRecord = { id, label: LABEL[id] };
-    rec.peers.push(record);
-    const reason = skipped.get(id);
-    if (reason !== undefined) {
-      record.skipped = reason;
-      log(`${LABEL[id]} skipped: ${reason}`);
-      continue;
-    }
-    try {
-      const peer = await startPeer(id, replica, nginxBinary);
-      await sanityCheck(peer);
-      peers.push(peer);
-    } catch (err) {
-      // nginx is not ours: a system whose nginx cannot run this config gets it reported, not a failed run.
-      if (id !== 'nginx') throw err;
-      record.skipped = `could not start: ${(err as Error).message}`;
-      log(`${LABEL[id]} skipped: ${record.skipped}`);
-    }
-  }
+  // Started together (each is its own process), kept in the configured order.
+  const started = await Promise.all(
+    s.peers.map(async (id): Promise<Peer | undefined> => {
+      const record: PeerRecord = { id, label: LABEL[id] };
+      rec.peers.push(record);
+      const reason = skipped.get(id);
+      if (reason !== undefined) {
+        record.skipped = reason;
+        log(`${LABEL[id]} skipped: ${reason}`);
+        return undefined;
+      }
+      try {
+        const peer = await startPeer(id, replica, nginxBinary);
+        await sanityCheck(peer);
+        return peer;
+      } catch (err) {
+        // nginx is not ours: a system whose nginx cannot run this config gets it reported, not a failed run.
+        if (id !== 'nginx') throw err;
+        record.skipped = `could not start: ${(err as Error).message}`;
+        log(`${LABEL[id]} skipped: ${record.skipped}`);
+        return undefined;
+      }
+    }),
+  );
+  rec.peers.sort((a, b) => s.peers.indexOf(a.id) - s.peers.indexOf(b.id));
+  const peers = started.filter((p): p is Peer => p !== undefined);
   log(peers.map((p) => `${p.label}${p.relay === undefined ? '' : ` pid ${p.relay.pid}`} :${new URL(p.target.origin).port}`).join(', '));
-  return peers;
+  return { peers, nginxBinary };
 }
 
 type RoundScenario = 'throughput' | 'ttfb' | 'tokens';
@@ -137,21 +143,37 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
   }
 }
 
-async function runOnce(s: Settings, peers: Peer[], rec: Record): Promise<void> {
-  const relays = peers.filter((p) => p.relay !== undefined);
+/**
+ * The memory scenarios run on a fresh process of each relay (started, primed, measured, stopped),
+ * so the baseline is not a heap still shrinking after the load of the rounds.
+ */
+async function onFreshRelay<T>(id: PeerId, rounds: Peer[], replica: Child, nginxBinary: string | undefined, s: Settings, run: (p: Peer) => Promise<T>): Promise<T> {
+  if (!s.freshRelays) return run(rounds.find((p) => p.id === id)!);
+  const peer = await startPeer(id, replica, nginxBinary);
+  try {
+    await sanityCheck(peer);
+    await measure.primeForMemory(peer, s);
+    return await run(peer);
+  } finally {
+    await peer.relay?.stop();
+  }
+}
+
+async function runOnce(s: Settings, peers: Peer[], replica: Child, nginxBinary: string | undefined, rec: Record): Promise<void> {
+  const relays = peers.filter((p) => p.relay !== undefined).map((p) => p.id);
   if (s.scenarios.includes('slowReader')) {
-    for (const p of relays.filter((r) => s.slowPeers.includes(r.id))) {
-      log(`slow reader ${p.label}: ${s.slowBytes / 1048576} MiB at ${s.slowRateBytesPerS / 1048576} MiB/s`);
-      const r = await measure.slowReader(p, s);
-      rec.scenarios.slowReader.peers[p.id] = r;
-      log(`slow reader ${p.label}: RSS growth ${r.growthMiB.toFixed(1)} MiB`);
+    for (const id of relays.filter((r) => s.slowPeers.includes(r))) {
+      log(`slow reader ${LABEL[id]}: ${s.slowBytes / 1048576} MiB at ${s.slowRateBytesPerS / 1048576} MiB/s`);
+      const r = await onFreshRelay(id, peers, replica, nginxBinary, s, (p) => measure.slowReader(p, s));
+      rec.scenarios.slowReader.peers[id] = r;
+      log(`slow reader ${LABEL[id]}: RSS growth ${r.growthMiB.toFixed(1)} MiB`);
     }
   }
   if (s.scenarios.includes('idleStreams')) {
-    for (const p of relays) {
-      const r = await measure.idleStreams(p, s);
-      rec.scenarios.idleStreams.peers[p.id] = r;
-      log(`idle streams ${p.label}: ${r.perStreamKiB.toFixed(1)} KiB per stream`);
+    for (const id of relays) {
+      const r = await onFreshRelay(id, peers, replica, nginxBinary, s, (p) => measure.idleStreams(p, s));
+      rec.scenarios.idleStreams.peers[id] = r;
+      log(`idle streams ${LABEL[id]}: ${r.perStreamKiB.toFixed(1)} KiB per stream`);
     }
   }
   if (s.scenarios.includes('coldStart')) {
@@ -186,10 +208,12 @@ async function main(): Promise<void> {
   try {
     const replica = await startChild('replica', new URL('./replica.js', import.meta.url));
     children.push(replica);
-    const peers = await startAll(s, replica, rec);
+    const { peers, nginxBinary } = await startAll(s, replica, rec);
     for (const p of peers) if (p.relay !== undefined) children.push(p.relay);
     await runRounds(s, peers, rec);
-    await runOnce(s, peers, rec);
+    // The rounds' relays are stopped first when the memory scenarios run on fresh ones.
+    if (s.freshRelays) await Promise.all(peers.map((p) => p.relay?.stop()));
+    await runOnce(s, peers, replica, nginxBinary, rec);
   } finally {
     await Promise.all(children.map((c) => c.stop()));
   }

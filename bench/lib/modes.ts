@@ -32,11 +32,13 @@ export interface Settings {
   coldStartupMs: number;
   /** May the run install nginx with apt when it is missing? */
   installNginx: boolean;
+  /** Memory scenarios on a fresh process of each relay (full, quick) or on the rounds' ones (smoke: fewer starts). */
+  freshRelays: boolean;
 }
 
 const MiB = 1024 * 1024;
 
-const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowPeers' | 'installNginx'>> = {
+const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowPeers' | 'installNginx' | 'freshRelays'>> = {
   full: {
     rounds: 3,
     connections: 50,
@@ -44,8 +46,8 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     warmupS: 2,
     ttfbRequests: 2_000,
     streams: 1_000,
-    streamTokens: 16,
-    streamGapMs: 100,
+    streamTokens: 15,
+    streamGapMs: 200,
     slowBytes: 64 * MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 1_000,
@@ -55,13 +57,13 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
   quick: {
     rounds: 1,
     connections: 50,
-    durationS: 3,
+    durationS: 2,
     warmupS: 1,
     ttfbRequests: 1_000,
     streams: 1_000,
     streamTokens: 8,
-    streamGapMs: 100,
-    slowBytes: 16 * MiB,
+    streamGapMs: 200,
+    slowBytes: 8 * MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 1_000,
     coldRequests: 500,
@@ -105,5 +107,6 @@ export function settingsFor(mode: Mode): Settings {
     coldRequests: intEnv('BENCH_COLD_REQUESTS', d.coldRequests, 1, 10_000),
     coldStartupMs: intEnv('BENCH_COLD_STARTUP_MS', d.coldStartupMs, 0, 60_000),
     installNginx: mode !== 'smoke' && process.env['BENCH_NO_INSTALL'] !== '1',
+    freshRelays: mode !== 'smoke',
   };
 }

@@ -77,7 +77,7 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       '',
       '## 3. Token streams',
       '',
-      `${num(s.streams)} concurrent SSE streams (one connection each) of ${s.streamTokens} tokens, ${s.streamGapMs} ms apart. Delivery = the replica wrote the token → the client read it, per token, µs; both stamp CLOCK_MONOTONIC (\`process.hrtime\`), one clock for every process on Linux. *Added* = the peer's − direct's, same round.`,
+      `${num(s.streams)} concurrent SSE streams (one connection each) of ${s.streamTokens} tokens, ${s.streamGapMs} ms apart. Delivery = the replica wrote the token → the client read it, per token, µs; both stamp CLOCK_MONOTONIC (\`process.hrtime\`), one clock for every process on Linux. Only tokens written once every stream had started are counted (the connection burst is not token delivery). *Added* = the peer's − direct's, same round.`,
       '',
       table(
         ['peer', 'delivery p50', 'p90', 'p99', 'added p50', 'added p99'],
@@ -94,7 +94,7 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       '',
       '## 4. Slow reader',
       '',
-      `A raw-socket client reads a ${num(s.slowBytes / 1048576)} MiB answer at ${num(s.slowRateBytesPerS / 1048576)} MiB/s (the replica writes as fast as it is let); the relay's RSS, sampled every 100 ms: growth = peak − before. Once per relay.`,
+      `A raw-socket client reads a ${num(s.slowBytes / 1048576)} MiB answer at ${num(s.slowRateBytesPerS / 1048576)} MiB/s (the replica writes as fast as it is let); the relay's RSS, sampled every 100 ms: growth = peak − before. Once per relay, on a fresh process of it (started, given 500 requests and 100 idle streams, then measured).`,
       '',
       table(
         ['relay', 'read MiB', 'seconds', 'RSS before MiB', 'peak MiB', 'growth MiB'],
@@ -111,7 +111,7 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       '',
       '## 5. Idle streams',
       '',
-      `${num(s.idleStreams)} streams opened (raw sockets, one connection each), each answered with SSE headers and one comment, then idle; the relay's RSS before and 0.5 s after the last one opened. Once per relay.`,
+      `${num(s.idleStreams)} streams opened (raw sockets, one connection each), each answered with SSE headers and one comment, then idle; the relay's RSS before and 0.5 s after the last one opened; (after − before) ÷ streams. Once per relay, on a fresh process of it (started, given 500 requests and 100 idle streams, then measured).`,
       '',
       table(
         ['relay', 'RSS before MiB', 'RSS with streams MiB', 'KiB per stream'],
