@@ -12,7 +12,11 @@
 // Settings: PORT (set by the gateway when it launches this), else BENCH_REPLICA_PORT (default 0);
 // BENCH_REPLICA_STARTUP_MS: wait this long before listening (a model load);
 // BENCH_COLD_STATS: a file where the replica writes, when the first non-probe request arrives,
-// when it answered its first readiness probe and when that request arrived (µs, CLOCK_MONOTONIC).
+// when it answered its first readiness probe, when it accepted the first connection after that
+// and when that request was read (µs, CLOCK_MONOTONIC). A burst of queued requests opens hundreds
+// of connections at once: Node accepts them all before it reads any, so the first accepted
+// connection is when the first queued request reached the replica, and the first request read
+// includes the replica's own accept work.
 import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { announceReady, exitOnStop } from './lib/child-side.js';
@@ -27,6 +31,7 @@ const BLOB_CHUNK = Buffer.alloc(64 * 1024, 0x61);
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
 const statsFile = process.env['BENCH_COLD_STATS'];
 let readyAnsweredUs = 0;
+let firstConnectionUs = 0;
 let firstRequestUs = 0;
 
 function query(url: string): URLSearchParams {
@@ -74,7 +79,7 @@ function streamBlob(res: ServerResponse, bytes: number): void {
 function recordFirstRequest(): void {
   if (statsFile === undefined || firstRequestUs !== 0) return;
   firstRequestUs = nowUs();
-  writeFileSync(statsFile, JSON.stringify({ pid: process.pid, readyAnsweredUs, firstRequestUs }));
+  writeFileSync(statsFile, JSON.stringify({ pid: process.pid, readyAnsweredUs, firstConnectionUs, firstRequestUs }));
 }
 
 function handle(req: IncomingMessage, res: ServerResponse): void {
@@ -107,6 +112,9 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
 function noop(): void {}
 
 const server = createServer({ keepAliveTimeout: 120_000, requestTimeout: 0, headersTimeout: 130_000 }, handle);
+server.on('connection', () => {
+  if (readyAnsweredUs !== 0 && firstConnectionUs === 0) firstConnectionUs = nowUs();
+});
 const port = Number(process.env['PORT'] || process.env['BENCH_REPLICA_PORT'] || 0);
 const startupMs = Number(process.env['BENCH_REPLICA_STARTUP_MS'] || 0);
 setTimeout(() => {

@@ -42,6 +42,8 @@ export interface TokensRun {
   deliveryP50Us: number;
   deliveryP90Us: number;
   deliveryP99Us: number;
+  /** CPU the relay process used during the run, per token delivered. */
+  relayCpuUsPerToken: number | null;
 }
 
 export interface SlowReaderRun {
@@ -64,8 +66,14 @@ export interface ColdStartRun {
   ok: number;
   lost: number;
   statuses: Record<string, number>;
-  /** The replica answered its first readiness probe → the first queued request reached it (replica's clock). */
+  /**
+   * The replica answered its first readiness probe → the first queued request reached it: the
+   * first connection it accepted after that answer, or the first request it read if that came
+   * sooner (on a connection already open). Replica's clock.
+   */
   readyToFirstRequestMs: number | null;
+  /** The same, to the first request the replica read (includes accepting the burst's connections). */
+  readyToFirstRequestReadMs: number | null;
   /** Client sent the burst → the last answer arrived. */
   burstMs: number;
 }
@@ -111,17 +119,22 @@ export async function ttfb(peer: Peer, s: Settings): Promise<TtfbRun> {
 }
 
 export async function tokens(peer: Peer, s: Settings): Promise<TokensRun> {
+  const pid = peer.relay?.pid;
+  const cpu0 = pid === undefined ? undefined : cpuSeconds(pid);
   const streams = await measureStreams(peer.target, s.streams, s.streamTokens, s.streamGapMs);
+  const cpu1 = pid === undefined ? undefined : cpuSeconds(pid);
+  const delivered = streams.reduce((n, t) => n + t.tokens, 0);
   const steady = streams.flatMap((t) => t.steadyDeliveryUs);
   // A run too short to have tokens after the last stream started (smoke) reports every token.
   const delivery = steady.length > 0 ? steady : streams.flatMap((t) => t.deliveryUs);
   return {
     streams: streams.length,
-    tokens: streams.reduce((n, t) => n + t.tokens, 0),
+    tokens: delivered,
     measuredTokens: delivery.length,
     deliveryP50Us: percentile(delivery, 50),
     deliveryP90Us: percentile(delivery, 90),
     deliveryP99Us: percentile(delivery, 99),
+    relayCpuUsPerToken: cpu0 === undefined || cpu1 === undefined || delivered === 0 ? null : ((cpu1 - cpu0) * 1e6) / delivered,
   };
 }
 
@@ -212,14 +225,19 @@ export async function coldStart(s: Settings): Promise<ColdStartRun> {
     }
     const burstMs = performance.now() - t0;
     let readyToFirstRequestMs: number | null = null;
+    let readyToFirstRequestReadMs: number | null = null;
     try {
-      const stats = JSON.parse(readFileSync(statsFile, 'utf8')) as { pid: number; readyAnsweredUs: number; firstRequestUs: number };
+      const stats = JSON.parse(readFileSync(statsFile, 'utf8')) as { pid: number; readyAnsweredUs: number; firstConnectionUs: number; firstRequestUs: number };
       recordProcess('cold replica (launched by sluice-cold)', stats.pid);
-      if (stats.readyAnsweredUs > 0) readyToFirstRequestMs = (stats.firstRequestUs - stats.readyAnsweredUs) / 1000;
+      if (stats.readyAnsweredUs > 0) {
+        const arrived = stats.firstConnectionUs > 0 ? Math.min(stats.firstConnectionUs, stats.firstRequestUs) : stats.firstRequestUs;
+        readyToFirstRequestMs = (arrived - stats.readyAnsweredUs) / 1000;
+        readyToFirstRequestReadMs = (stats.firstRequestUs - stats.readyAnsweredUs) / 1000;
+      }
     } catch {
       // no request reached the replica
     }
-    return { requests: s.coldRequests, ok, lost: s.coldRequests - ok, statuses, readyToFirstRequestMs, burstMs };
+    return { requests: s.coldRequests, ok, lost: s.coldRequests - ok, statuses, readyToFirstRequestMs, readyToFirstRequestReadMs, burstMs };
   } finally {
     await gateway.stop(15_000);
     rmSync(statsFile, { force: true });

@@ -12,9 +12,13 @@ const medSigned = (f: Figure | undefined, digits = 0): string => signed(f?.media
 const rounds = (f: Figure | undefined, digits = 0): string => (f === undefined || f.rounds.length < 2 ? '' : ` [${f.rounds.map((v) => num(v, digits)).join(', ')}]`);
 const ratio = (f: Figure | undefined): string => (f?.median === null || f?.median === undefined ? '–' : `${f.median.toFixed(2)}×`);
 
+const NUMERIC = /^([-+]?[\d,.]+(×|%| µs| ms| MiB| KiB)?( \[.*\])?|–|0)$/;
+
+/** A markdown table; a column is right-aligned when every cell in it is a number. */
 function table(header: string[], rows: string[][]): string {
   const line = (cells: string[]): string => `| ${cells.join(' | ')} |`;
-  return [line(header), line(header.map((_, i) => (i === 0 ? '---' : '---:'))), ...rows.map(line)].join('\n');
+  const right = header.map((_, i) => i > 0 && rows.length > 0 && rows.every((r) => NUMERIC.test(r[i] ?? '')));
+  return [line(header), line(right.map((r) => (r ? '---:' : '---'))), ...rows.map(line)].join('\n');
 }
 
 export function markdown(rec: Record, chartFile: string | undefined): string {
@@ -80,10 +84,10 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       `${num(s.streams)} concurrent SSE streams (one connection each) of ${s.streamTokens} tokens, ${s.streamGapMs} ms apart. Delivery = the replica wrote the token → the client read it, per token, µs; both stamp CLOCK_MONOTONIC (\`process.hrtime\`), one clock for every process on Linux. Only tokens written once every stream had started are counted (the connection burst is not token delivery). *Added* = the peer's − direct's, same round.`,
       '',
       table(
-        ['peer', 'delivery p50', 'p90', 'p99', 'added p50', 'added p99'],
+        ['peer', 'delivery p50', 'p90', 'p99', 'added p50', 'added p99', 'relay CPU µs/token'],
         ran.filter((id) => d.tokens[id] !== undefined).map((id) => {
           const t = d.tokens[id]!;
-          return [LABEL[id], med(t.p50), med(t.p90), med(t.p99), medSigned(t.addedP50) + rounds(t.addedP50), medSigned(t.addedP99) + rounds(t.addedP99)];
+          return [LABEL[id], med(t.p50), med(t.p90), med(t.p99), medSigned(t.addedP50) + rounds(t.addedP50), medSigned(t.addedP99) + rounds(t.addedP99), med(t.cpuUsPerToken, 1)];
         }),
       ),
     );
@@ -128,11 +132,11 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       '',
       '## 6. Cold start',
       '',
-      `A fresh Sluice (info) with a launched service (\`bench/replica.ts\`, ${s.coldStartupMs} ms before it listens, readiness probe \`GET /ready\`, min 0, max 1); ${num(cold.requests)} POSTs at once, each on its own connection. Lost = not 200 with the replica's answer. The replica stamps when it answered its first readiness probe and when the first queued request reached it.`,
+      `A fresh Sluice (info) with a launched service (\`bench/replica.ts\`, ${s.coldStartupMs} ms before it listens, readiness probe \`GET /ready\`, min 0, max 1); ${num(cold.requests)} POSTs at once, each on its own connection. Lost = not 200 with the replica's answer. The replica stamps when it answered its first readiness probe, when it accepted the first connection after that (the first queued request reaching it: Node accepts a burst's connections before it reads any) and when it read the first request.`,
       '',
       table(
-        ['requests', 'answered 200', 'lost', 'statuses', 'ready → first request ms', 'burst done after ms'],
-        [[num(cold.requests), num(cold.ok), num(cold.lost), Object.entries(cold.statuses).map(([k, v]) => `${k}: ${v}`).join(', '), num(cold.readyToFirstRequestMs, 2), num(cold.burstMs)]],
+        ['requests', 'answered 200', 'lost', 'statuses', 'ready → first request arrives, ms', 'ready → first request read, ms', 'burst done after ms'],
+        [[num(cold.requests), num(cold.ok), num(cold.lost), Object.entries(cold.statuses).map(([k, v]) => `${k}: ${v}`).join(', '), num(cold.readyToFirstRequestMs, 2), num(cold.readyToFirstRequestReadMs, 2), num(cold.burstMs)]],
       ),
     );
   }

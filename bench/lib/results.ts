@@ -64,7 +64,7 @@ export interface Target {
 export interface Derived {
   throughput: Partial<globalThis.Record<PeerId, { reqPerS: Figure; cpuUsPerReq: Figure; cpuPct: Figure; latP50Ms: Figure; latP99Ms: Figure; errors: number; reqVsNginx: Figure; cpuVsNginx: Figure }>>;
   ttfb: Partial<globalThis.Record<PeerId, { p50: Figure; p90: Figure; p99: Figure; p999: Figure; addedP50: Figure; addedP99: Figure }>>;
-  tokens: Partial<globalThis.Record<PeerId, { p50: Figure; p90: Figure; p99: Figure; addedP50: Figure; addedP99: Figure }>>;
+  tokens: Partial<globalThis.Record<PeerId, { p50: Figure; p90: Figure; p99: Figure; addedP50: Figure; addedP99: Figure; cpuUsPerToken: Figure }>>;
   ratios: { name: string; value: Figure }[];
   targets: Target[];
 }
@@ -118,6 +118,7 @@ export function derive(rec: Record): Derived {
       p99: figure(runs.map((r) => r.deliveryP99Us)),
       addedP50: id === 'direct' ? figure([]) : paired(runs, direct, (x, y) => x.deliveryP50Us - y.deliveryP50Us),
       addedP99: id === 'direct' ? figure([]) : paired(runs, direct, (x, y) => x.deliveryP99Us - y.deliveryP99Us),
+      cpuUsPerToken: figure(runs.map((r) => r.relayCpuUsPerToken)),
     };
   }
   const tpRatio = (name: string, a: PeerId, b: PeerId, pick: (r: ThroughputRun) => number | null): void => {
