@@ -46,7 +46,7 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     warmupS: 2,
     ttfbRequests: 2_000,
     streams: 1_000,
-    streamTokens: 15,
+    streamTokens: 12,
     streamGapMs: 200,
     slowBytes: 64 * MiB,
     slowRateBytesPerS: 4 * MiB,

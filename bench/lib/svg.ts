@@ -1,5 +1,6 @@
 // The TTFB chart: for each peer, horizontal bars for p50, p90 and p99 (µs, medians across rounds),
-// on one linear scale. Plain SVG, no fonts or scripts fetched; deterministic for the same figures.
+// on one logarithmic scale (p99 on a busy machine is tens of times p50; a linear scale would hide
+// the p50s). Plain SVG, no fonts or scripts fetched; deterministic for the same figures.
 import type { Derived } from './results.js';
 
 const BAR = 12;
@@ -17,22 +18,16 @@ const SERIES = [
 
 const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-function niceStep(max: number): number {
-  const raw = max / 5;
-  const pow = 10 ** Math.floor(Math.log10(raw));
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * pow >= raw) return m * pow;
-  return 10 * pow;
-}
 
 export function ttfbSvg(title: string, peers: { label: string; ttfb: Derived['ttfb'][keyof Derived['ttfb']] }[]): string {
   const rows = peers.filter((p) => p.ttfb !== undefined);
-  const values = rows.flatMap((p) => SERIES.map((s) => p.ttfb![s.key].median ?? 0));
-  const step = niceStep(Math.max(1, ...values));
-  const max = Math.ceil(Math.max(1, ...values) / step) * step;
+  const values = rows.flatMap((p) => SERIES.map((s) => p.ttfb![s.key].median ?? 0)).filter((v) => v > 0);
+  const lo = 10 ** Math.floor(Math.log10(Math.max(1, Math.min(...values, 1e9))));
+  const hi = 10 ** Math.ceil(Math.log10(Math.max(lo * 10, ...values)));
   const plotW = WIDTH - LEFT - RIGHT;
   const groupH = SERIES.length * (BAR + GAP) - GAP;
   const height = TOP + rows.length * (groupH + GROUP_GAP) + 30;
-  const x = (v: number): number => LEFT + (v / max) * plotW;
+  const x = (v: number): number => LEFT + ((Math.log10(Math.max(v, lo)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * plotW;
   const out: string[] = [];
   out.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="sans-serif" font-size="12">`,
@@ -44,11 +39,16 @@ export function ttfbSvg(title: string, peers: { label: string; ttfb: Derived['tt
     out.push(`<rect x="${lx}" y="26" width="10" height="10" fill="${s.color}"/>`, `<text x="${lx + 14}" y="35">${s.key}</text>`);
   });
   const axisY = height - 26;
-  for (let v = 0; v <= max; v += step) {
-    const gx = x(v).toFixed(1);
-    out.push(`<line x1="${gx}" y1="${TOP - 4}" x2="${gx}" y2="${axisY}" stroke="#e2e2e2"/>`, `<text x="${gx}" y="${axisY + 14}" text-anchor="middle" fill="#555">${v.toLocaleString('en-US')}</text>`);
+  for (let decade = lo; decade <= hi; decade *= 10) {
+    for (const m of [1, 2, 5]) {
+      const v = decade * m;
+      if (v > hi) break;
+      const gx = x(v).toFixed(1);
+      out.push(`<line x1="${gx}" y1="${TOP - 4}" x2="${gx}" y2="${axisY}" stroke="${m === 1 ? '#cfcfcf' : '#ececec'}"/>`);
+      if (m === 1 || hi / lo <= 1000) out.push(`<text x="${gx}" y="${axisY + 14}" text-anchor="middle" fill="#555">${v.toLocaleString('en-US')}</text>`);
+    }
   }
-  out.push(`<text x="${WIDTH - RIGHT}" y="${axisY + 14}" fill="#555">µs</text>`);
+  out.push(`<text x="${LEFT - 8}" y="${axisY + 14}" text-anchor="end" fill="#555">µs, log scale</text>`);
   rows.forEach((p, i) => {
     const gy = TOP + i * (groupH + GROUP_GAP);
     out.push(`<text x="${LEFT - 8}" y="${(gy + groupH / 2 + 4).toFixed(1)}" text-anchor="end">${esc(p.label)}</text>`);
