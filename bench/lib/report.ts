@@ -81,7 +81,7 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       '',
       '## 3. Token streams',
       '',
-      `${num(s.streams)} concurrent SSE streams (one connection each) of ${s.streamTokens} tokens, ${s.streamGapMs} ms apart. Delivery = the replica wrote the token → the client read it, per token, µs; both stamp CLOCK_MONOTONIC (\`process.hrtime\`), one clock for every process on Linux. Only tokens written once every stream had started are counted (the connection burst is not token delivery). *Added* = the peer's − direct's, same round.`,
+      `${num(s.streams)} concurrent SSE streams (one connection each) of ${s.streamTokens} tokens, ${s.streamGapMs} ms apart. Delivery = the replica wrote the token → the client read it, per token, µs; both stamp CLOCK_MONOTONIC (\`process.hrtime\`), one clock for every process on Linux. Only tokens written once every stream had started are counted (the connection burst is not token delivery). *Added* = the peer's − direct's, same round. Relay CPU per token: the relay's CPU over the whole run (opening the streams included) ÷ tokens delivered.`,
       '',
       table(
         ['peer', 'delivery p50', 'p90', 'p99', 'added p50', 'added p99', 'relay CPU µs/token'],
