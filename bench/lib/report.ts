@@ -21,6 +21,27 @@ function table(header: string[], rows: string[][]): string {
   return [line(header), line(right.map((r) => (r ? '---:' : '---'))), ...rows.map(line)].join('\n');
 }
 
+/** One line per relay: the figures the README quotes (the same table heads BENCHMARKS.md). */
+export function headline(rec: Record): string {
+  const d = rec.derived!;
+  const pair = (a: Figure | undefined, b: Figure | undefined): string => `${medSigned(a)} / ${medSigned(b)}`;
+  const rows = rec.peers
+    .filter((p) => p.skipped === undefined && p.id !== 'direct')
+    .map((p) => {
+      const t = d.throughput[p.id];
+      return [
+        p.label,
+        med(t?.reqPerS),
+        ratio(t?.reqVsNginx),
+        med(t?.cpuUsPerReq, 1),
+        ratio(t?.cpuVsNginx),
+        pair(d.ttfb[p.id]?.addedP50, d.ttfb[p.id]?.addedP99),
+        pair(d.tokens[p.id]?.addedP50, d.tokens[p.id]?.addedP99),
+      ];
+    });
+  return table(['relay', 'req/s', '÷ nginx', 'relay CPU µs/req', '÷ nginx', 'added TTFB p50 / p99 µs', 'added token delivery p50 / p99 µs'], rows);
+}
+
 export function markdown(rec: Record, chartFile: string | undefined): string {
   const d = rec.derived!;
   const s = rec.settings;
@@ -40,6 +61,7 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
   for (const p of rec.peers) if (p.skipped !== undefined) out.push(`- **${p.label} skipped**: ${p.skipped}`);
   if (rec.mode !== 'full') out.push(`- **${rec.mode} mode: sizes are shrunk** (see settings in the JSON); these figures are not the benchmark's`);
 
+  out.push('', '## Headline', '', headline(rec));
   out.push('', '## Targets', '', table(['target', 'goal', 'measured', ''], d.targets.map((t) => [t.name, t.goal, t.measured, t.met === null ? 'not measured' : t.met ? 'met' : '**missed**'])));
   out.push('', '## Ratios', '', table(['ratio', 'median', 'per round'], d.ratios.map((r) => [r.name, ratio(r.value), r.value.rounds.map((v) => v.toFixed(2)).join(', ')])));
   if (chartFile !== undefined) out.push('', `![Time to first byte per relay: p50, p90, p99, p99.9](${chartFile})`);
