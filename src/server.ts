@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import * as uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config, ServiceConfig } from './config-types.js';
+import { resolveWorkers } from './cpu-count.js';
 import { RelayError } from './errors.js';
 import type { Logger } from './log.js';
 import { Metrics } from './metrics.js';
@@ -125,7 +126,9 @@ class GatewayServer implements Gateway, RelayObserver {
       'gateway listening',
     );
     if (this.config.workers !== 1) {
-      this.logger.warn({ workers: this.config.workers, serving: 1 }, 'workers setting not applied: one front-end thread');
+      // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
+      const wanted = resolveWorkers(this.config.workers);
+      this.logger.warn({ workers: this.config.workers, wanted, serving: 1 }, 'workers setting not applied: one front-end thread');
     }
   }
 
