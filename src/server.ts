@@ -97,12 +97,12 @@ class GatewayServer implements Gateway, RelayObserver {
   ) {
     this.logger = options.logger;
     this.prefix = `${config.basePath}/`;
+    // The app first: if it cannot be built, nothing else (replica sets, probes) has started yet.
+    this.app = createApp(config.listen.tls);
     for (const service of config.services) {
       const replicas = createReplicaSet(service, { logger: this.logger, events: this.metrics });
       this.services.set(service.slug, new ServiceEntry(service, replicas));
     }
-    const tls = config.listen.tls;
-    this.app = tls === undefined ? uWS.App() : uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
     if (config.admin === undefined) {
       this.addOpsRoutes(this.app);
     } else {
@@ -367,6 +367,22 @@ class GatewayServer implements Gateway, RelayObserver {
       { services: config.services.filter((s) => this.services.has(s.slug)).map((s) => s.slug), ignored },
       'tokens reloaded',
     );
+  }
+}
+
+/**
+ * The relay's uWS app: plain HTTP, or HTTPS with the config's certificate and key. The loader has
+ * checked both files (config/tls.ts); if uWS still cannot use them (changed since, or something
+ * OpenSSL refuses), the error names the keys and files instead of uWS's "App construction failed".
+ * uWS reads the files once, here: a renewed certificate is served after a restart.
+ */
+function createApp(tls: Config['listen']['tls']): TemplatedApp {
+  if (tls === undefined) return uWS.App();
+  try {
+    return uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new Error(`cannot serve HTTPS with listen.tls.certFile ${tls.certFile} and listen.tls.keyFile ${tls.keyFile}: ${reason}`, { cause: err });
   }
 }
 
