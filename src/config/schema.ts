@@ -163,7 +163,7 @@ const listen = strict({
       for (const p of checkTlsFiles(tls)) ctx.addIssue({ code: 'custom', path: [p.key], input: p.value, message: p.rule });
     })
     .optional()
-    .describe('serves HTTPS with these files (default: plain HTTP)'),
+    .describe('must be { certFile, keyFile }, both files valid'),
 });
 
 const admin = strict({
@@ -284,7 +284,7 @@ const urls = z
       else ctx.addIssue({ code: 'custom', path: [i], input: u, message: `${RULE.urlUnique} (same replica as urls[${first}])` });
     });
   }, ALWAYS)
-  .describe(`static replicas: ${RULE.urls}, each ${RULE.url.replace('must be ', '')}, unique; either urls or command`);
+  .describe(`${RULE.urls}, each ${RULE.url.replace('must be ', '')}, unique; either urls or command`);
 
 const commandArg = z.string({ error: RULE.arg }).min(1, { error: RULE.arg }).refine((s) => !s.includes('\0'), { error: RULE.arg });
 
@@ -299,7 +299,7 @@ const env = z
       else if (name === 'PORT') ctx.addIssue({ code: 'custom', path: [name], input: vars[name], message: RULE.envPort });
     }
   }, ALWAYS)
-  .describe(`launched replicas: ${RULE.env}, added to Sluice's environment; not PORT (set by Sluice)`);
+  .describe(`${RULE.env}; not PORT (set by Sluice)`);
 
 const replicas = strict(
   {
@@ -307,7 +307,7 @@ const replicas = strict(
     command: z
       .array(commandArg, { error: RULE.command })
       .min(1, { error: RULE.command })
-      .describe(`launched replicas: ${RULE.command}; {port} in an argument becomes the replica's port; either urls or command`)
+      .describe(`${RULE.command}; either urls or command`)
       .optional(),
     env: env.prefault({}),
     readyPath: z.string({ error: RULE.readyPath }).regex(READY_PATH_RE, { error: RULE.readyPath }).describe(RULE.readyPath).optional(),
@@ -377,14 +377,15 @@ const services = z
       if (first === undefined) seen.set(s.slug, i);
       else ctx.addIssue({ code: 'custom', path: [i, 'slug'], input: s.slug, message: `${RULE.slugUnique} (also services[${first}].slug)` });
     });
-  }, ALWAYS);
+  }, ALWAYS)
+  .describe(`${RULE.services}; slugs unique`);
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '']);
 
 export const configSchema = strict(
   {
     listen: listen.prefault({}),
-    admin: admin.optional().describe('serves /healthz, /readyz and /metrics on their own listener only (default: on the relay listener)'),
+    admin: admin.optional().describe('must be { host, port }; port differs from listen.port on the same host'),
     workers: int(0, 64, RULE.workers).prefault(DEFAULTS.workers),
     basePath: basePath.prefault(DEFAULTS.basePath),
     drainTimeoutMs: duration().prefault(DEFAULTS.drainTimeoutMs),
