@@ -23,10 +23,10 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM node:22-bookworm-slim
-# SLUICE_PORT is the listen.port override; the health check asks the same port.
+# SLUICE_HOST overrides listen.host: reachable from outside the container. The port is the
+# config's listen.port (default 8080); set SLUICE_PORT to override it, and the health check follows.
 ENV NODE_ENV=production \
     SLUICE_HOST=0.0.0.0 \
-    SLUICE_PORT=8080 \
     SLUICE_CONFIG=/etc/sluice/config.yaml
 WORKDIR /app
 COPY --from=deps /app/node_modules node_modules

@@ -144,7 +144,7 @@ test('the runtime stage holds every path package.json ships, and runs the bin di
   const env = envOf(final);
   assert.equal(env.NODE_ENV, 'production');
   assert.equal(env.SLUICE_HOST, '0.0.0.0', 'reachable from outside the container');
-  assert.equal(env.SLUICE_PORT, String(DEFAULTS.port));
+  assert.equal(env.SLUICE_PORT, undefined, 'the port is the config’s (listen.port), not overridden by the image');
   assert.match(env.SLUICE_CONFIG ?? '', /^\/etc\/sluice\/\S+\.ya?ml$/);
 });
 
