@@ -4,7 +4,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Config } from './config-types.js';
 import { ConfigError, formatProblem, loadConfigFile } from './config.js';
-import { tlsFingerprint } from './config/tls.js';
+import { tlsFingerprint, tlsWarnings } from './config/tls.js';
 import { createLogger, type Logger } from './log.js';
 import type { Gateway } from './server.js';
 import { generateToken } from './token.js';
@@ -135,6 +135,7 @@ function check(file: string, env: NodeJS.ProcessEnv): number {
   if (config === undefined) return 1;
   const n = config.services.length;
   process.stdout.write(`config OK: ${n} ${n === 1 ? 'service' : 'services'}\n`);
+  if (config.listen.tls !== undefined) for (const warning of tlsWarnings(config.listen.tls)) process.stdout.write(`warning: ${warning}\n`);
   return 0;
 }
 
@@ -181,6 +182,7 @@ async function serve(file: string, env: NodeJS.ProcessEnv): Promise<number | und
   const config = load(file, env);
   if (config === undefined) return 1;
   const logger = createLogger(config.log.level);
+  if (config.listen.tls !== undefined) for (const warning of tlsWarnings(config.listen.tls)) logger.warn({ warning }, 'TLS certificate warning');
   const lifecycle = new Lifecycle(file, env, config, logger);
   // Handlers go in before the start: a signal during the start must not kill the process with
   // its default action (SIGHUP would) or skip the drain; it is acted on once the gateway is up.

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, parseConfig, type ConfigProblem } from '../src/config.js';
+import { tlsWarnings } from '../src/config/tls.js';
 import { createLogger } from '../src/log.js';
 import { startGateway } from '../src/server.js';
 import { TEST_TOKEN_SHA256 } from './helpers/gateway.js';
@@ -139,12 +140,24 @@ for (const command of ['check', 'serve']) {
   });
 }
 
-test('check: a valid certificate and key pass', async () => {
+test('check: a valid certificate and key pass, with a warning when the certificate expires soon', async () => {
   const file = join(a.dir, 'good.json');
   writeFileSync(file, JSON.stringify(config({ certFile: a.certFile, keyFile: a.keyFile })));
   const run = await sluice(['check', '--config', file]);
   assert.equal(run.code, 0, run.stderr);
   assert.match(run.stdout, /^config OK: 1 service$/m);
+  // The throwaway certificate is valid for one day.
+  assert.match(run.stdout, new RegExp(`^warning: listen\\.tls\\.certFile ${a.certFile.replace(/[.]/g, '\\.')}: the certificate expires on \\S+ \\(in 0 days\\)$`, 'm'));
+});
+
+test('certificate dates: expired, not valid yet, expiring soon, fine', () => {
+  const tls = { certFile: a.certFile, keyFile: a.keyFile };
+  const year = 365 * 86_400_000;
+  assert.match(tlsWarnings(tls, Date.now() + year)[0] ?? '', /: the certificate expired on /);
+  assert.match(tlsWarnings(tls, Date.now() - year)[0] ?? '', /: the certificate is not valid until /);
+  assert.match(tlsWarnings(tls)[0] ?? '', /: the certificate expires on .* \(in 0 days\)$/);
+  assert.deepEqual(tlsWarnings(tls, Date.now(), 0), []);
+  assert.deepEqual(tlsWarnings({ certFile: join(a.dir, 'absent.crt'), keyFile: a.keyFile }), [], 'unreadable files are the loader’s to report');
 });
 
 test('files gone between the check and the start: startGateway names the keys and files', async () => {

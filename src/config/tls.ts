@@ -37,6 +37,29 @@ export function checkTlsFiles(tls: TlsFiles): TlsProblem[] {
   return problems;
 }
 
+/**
+ * Warnings about a certificate that can be served but that clients will refuse, or soon will:
+ * expired, not valid yet, or expiring within `soonDays`. `check` prints them and `serve` logs
+ * them; they do not stop a start (a gateway serving an expired certificate is visibly broken,
+ * one refusing to start during a renewal incident is worse).
+ */
+export function tlsWarnings(tls: TlsFiles, now = Date.now(), soonDays = 14): string[] {
+  let cert: X509Certificate;
+  try {
+    cert = new X509Certificate(readFileSync(tls.certFile));
+  } catch {
+    return []; // the loader has reported what is wrong with the file
+  }
+  const notBefore = Date.parse(cert.validFrom);
+  const notAfter = Date.parse(cert.validTo);
+  const where = `listen.tls.certFile ${tls.certFile}`;
+  if (now > notAfter) return [`${where}: the certificate expired on ${new Date(notAfter).toISOString()}`];
+  if (now < notBefore) return [`${where}: the certificate is not valid until ${new Date(notBefore).toISOString()}`];
+  const days = Math.floor((notAfter - now) / 86_400_000);
+  if (days < soonDays) return [`${where}: the certificate expires on ${new Date(notAfter).toISOString()} (in ${days} days)`];
+  return [];
+}
+
 /** A digest of both files' contents, to notice a renewed certificate on SIGHUP (undefined if unreadable). */
 export function tlsFingerprint(tls: TlsFiles): string | undefined {
   try {
