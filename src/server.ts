@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import * as uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config, ServiceConfig } from './config-types.js';
+import { resolveWorkers } from './cpu-count.js';
 import { RelayError } from './errors.js';
 import type { Logger } from './log.js';
 import { Metrics } from './metrics/metrics.js';
@@ -96,13 +97,13 @@ class GatewayServer implements Gateway, RelayObserver {
   ) {
     this.logger = options.logger;
     this.prefix = `${config.basePath}/`;
+    // The app first: if it cannot be built, nothing else (replica sets, probes) has started yet.
+    this.app = createApp(config.listen.tls);
     this.metrics = new Metrics(config.services.map((service) => service.slug));
     for (const service of config.services) {
       const replicas = createReplicaSet(service, { logger: this.logger, events: this.metrics });
       this.services.set(service.slug, new ServiceEntry(service, replicas));
     }
-    const tls = config.listen.tls;
-    this.app = tls === undefined ? uWS.App() : uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
     if (config.admin === undefined) {
       this.addOpsRoutes(this.app);
     } else {
@@ -126,7 +127,9 @@ class GatewayServer implements Gateway, RelayObserver {
       'gateway listening',
     );
     if (this.config.workers !== 1) {
-      this.logger.warn({ workers: this.config.workers, serving: 1 }, 'workers setting not applied: one front-end thread');
+      // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
+      const wanted = resolveWorkers(this.config.workers);
+      this.logger.warn({ workers: this.config.workers, wanted, serving: 1 }, 'workers setting not applied: one front-end thread');
     }
   }
 
@@ -357,6 +360,22 @@ class GatewayServer implements Gateway, RelayObserver {
       { services: config.services.filter((s) => this.services.has(s.slug)).map((s) => s.slug), ignored },
       'tokens reloaded',
     );
+  }
+}
+
+/**
+ * The relay's uWS app: plain HTTP, or HTTPS with the config's certificate and key. The loader has
+ * checked both files (config/tls.ts); if uWS still cannot use them (changed since, or something
+ * OpenSSL refuses), the error names the keys and files instead of uWS's "App construction failed".
+ * uWS reads the files once, here: a renewed certificate is served after a restart.
+ */
+function createApp(tls: Config['listen']['tls']): TemplatedApp {
+  if (tls === undefined) return uWS.App();
+  try {
+    return uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new Error(`cannot serve HTTPS with listen.tls.certFile ${tls.certFile} and listen.tls.keyFile ${tls.keyFile}: ${reason}`, { cause: err });
   }
 }
 
