@@ -14,7 +14,7 @@ import { Metrics } from './metrics.js';
 import { AuthFailureLimiter } from './relay/auth-limiter.js';
 import { authenticate, type TokenEntry, tokenEntries } from './relay/auth.js';
 import { writeError } from './relay/downstream.js';
-import { readCallerHeaders, requestFraming } from './relay/headers.js';
+import { headerProblem, readCallerHeaders, requestFraming } from './relay/headers.js';
 import { pathProblem, queryProblem } from './relay/path.js';
 import { type RelayObserver, RelayRequest, type ServiceRuntime } from './relay/relay.js';
 import { createReplicaSet } from './replicas/replica-set.js';
@@ -60,13 +60,6 @@ const WWW_AUTHENTICATE = 'Bearer realm="sluice"';
 const WWW_AUTHENTICATE_INVALID = 'Bearer realm="sluice", error="invalid_token"';
 const REQUEST_SEGMENT = '/request/';
 const JSON_OK = '{"status":"ok"}';
-
-/** uWS gives the method in lower case; the common ones are mapped without allocating. */
-const METHODS: Record<string, string> = { post: 'POST', get: 'GET', put: 'PUT', patch: 'PATCH', delete: 'DELETE', head: 'HEAD', options: 'OPTIONS' };
-
-function upperMethod(method: string): string {
-  return METHODS[method] ?? method.toUpperCase();
-}
 
 class GatewayServer implements Gateway, RelayObserver {
   port = 0;
@@ -133,7 +126,9 @@ class GatewayServer implements Gateway, RelayObserver {
 
   private readonly handle = (res: HttpResponse, req: HttpRequest): void => {
     const url = req.getUrl();
-    const method = upperMethod(req.getMethod());
+    // Methods are case-sensitive (RFC 9110 section 9.1): `post` is not POST. getMethod() would
+    // give `post` for both.
+    const method = req.getCaseSensitiveMethod();
     const head = method === 'HEAD';
     const prefix = this.prefix;
     const slash = url.startsWith(prefix) ? url.indexOf('/', prefix.length) : -1;
@@ -150,6 +145,11 @@ class GatewayServer implements Gateway, RelayObserver {
     const framing = requestFraming(headers);
     if (typeof framing === 'string') {
       this.refuseFraming(res, new RelayError('bad_request', { message: `Invalid request framing: ${framing}.` }), service, head);
+      return;
+    }
+    const malformed = headerProblem(headers);
+    if (malformed !== undefined) {
+      this.refuseFraming(res, new RelayError('bad_request', { message: `Malformed request: ${malformed}.` }), service, head);
       return;
     }
     const hasBody = framing !== 0;
@@ -208,8 +208,8 @@ class GatewayServer implements Gateway, RelayObserver {
   }
 
   /**
-   * Refuses a request whose framing is ambiguous. Where it ends is unknown, so nothing after it on
-   * the connection may run. Answering at once would let uWS go on to a request pipelined behind it
+   * Refuses a request whose framing is ambiguous, or that is malformed in a way a strict parser
+   * would have refused. Where it ends is unknown, so nothing after it on the connection may run. Answering at once would let uWS go on to a request pipelined behind it
    * (fact 10); so the answer waits for the next turn of the event loop with the response still
    * open, and uWS closes a connection that pipelines a request behind an unanswered one without
    * running it. A caller that sent nothing more gets the 400, then the connection closes.
