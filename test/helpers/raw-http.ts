@@ -16,12 +16,18 @@ export interface RawExchange {
  * Writes `data` in one write (or each element of an array as its own write, `gapMs` apart) and
  * collects the answer until the gateway closes the connection or `guardMs` passes.
  */
-export function rawExchange(port: number, data: string | Buffer | (string | Buffer)[], guardMs = 5_000, gapMs = 20): Promise<RawExchange> {
+export function rawExchange(
+  port: number,
+  data: string | Buffer | (string | Buffer)[],
+  guardMs = 5_000,
+  gapMs = 20,
+  localAddress?: string,
+): Promise<RawExchange> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let error: string | undefined;
     let closedByGateway = true;
-    const socket = connect(port, '127.0.0.1');
+    const socket = connect({ port, host: '127.0.0.1', ...(localAddress === undefined ? {} : { localAddress }) });
     const guard = setTimeout(() => {
       closedByGateway = false;
       socket.destroy();
