@@ -241,8 +241,9 @@ describe('overload', () => {
       perRound.push(openFds(gw.pid));
     }
     console.log(`open fds after each round: ${perRound.join(', ')} (baseline ${baselineFds})`);
-    // Flat: the first round fills the upstream pool (streams in flight at once); later rounds add nothing.
-    assert.ok(perRound.at(-1)! <= perRound[0]! + 8, `fds grew from round to round: ${perRound.join(', ')}`);
+    // Flat: upstream connections pooled from a round's streams come and go (a plateau), but a leak
+    // of even one descriptor per aborted connection would add 75 per round (600 over 8 rounds).
+    for (const fds of perRound) assert.ok(fds <= baselineFds + 100, `fds grew from round to round: ${perRound.join(', ')}`);
     // Upstream connections of aborted requests are closed, idle pooled ones expire after 4 s.
     await eventually(() => openFds(gw.pid) <= baselineFds + 4, 20_000, `the fd count to return to the baseline (${baselineFds}), now ${openFds(gw.pid)}`);
     assert.equal(gw.child.exitCode, null, 'the gateway is alive');
