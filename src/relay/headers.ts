@@ -16,7 +16,10 @@ export interface CallerHeaders {
   transferEncodingCount: number;
   host: string | undefined;
   hostCount: number;
-  /** A value Sluice would forward (Content-Type, Accept, `forwardHeaders`) holds a control character. */
+  /**
+   * A header value holds DEL (the one control character uWS lets through), or a value Sluice
+   * would forward (Content-Type, Accept, `forwardHeaders`) a byte outside visible ASCII.
+   */
   controlInValue: boolean;
   /** Name/value pairs of the service's `forwardHeaders`, in arrival order. */
   forwarded: string[] | undefined;
@@ -28,6 +31,7 @@ let target: CallerHeaders;
 let forwardNames: ReadonlySet<string>;
 
 function visit(name: string, value: string): void {
+  if (value.indexOf('\x7f') >= 0) target.controlInValue = true;
   switch (name) {
     case 'authorization':
       target.authorization = value;
@@ -35,12 +39,12 @@ function visit(name: string, value: string): void {
       return;
     case 'content-type':
       if (target.contentType === undefined) target.contentType = value;
-      if (hasControl(value)) target.controlInValue = true;
+      if (!forwardable(value)) target.controlInValue = true;
       return;
     case 'accept':
       // RFC 9110 section 5.3: repeated list fields combine with a comma.
       target.accept = target.accept === undefined ? value : `${target.accept}, ${value}`;
-      if (hasControl(value)) target.controlInValue = true;
+      if (!forwardable(value)) target.controlInValue = true;
       return;
     case 'host':
       target.host = value;
@@ -57,22 +61,23 @@ function visit(name: string, value: string): void {
     default:
       if (forwardNames.size !== 0 && forwardNames.has(name)) {
         (target.forwarded ??= []).push(name, value);
-        if (hasControl(value)) target.controlInValue = true;
+        if (!forwardable(value)) target.controlInValue = true;
       }
   }
 }
 
 /**
- * RFC 9110 section 5.5: a field value is visible characters, spaces and tabs (and obs-text).
- * uWS drops a request with most control characters in a value, but lets DEL through; a value
- * Sluice forwards must not carry one to the replica.
+ * RFC 9110 section 5.5: a field value is visible characters, spaces and tabs, and obs-text.
+ * uWS drops a request with most control characters in a value but lets DEL through, and hands
+ * values over decoded as UTF-8 (an invalid byte becomes U+FFFD), so obs-text cannot be forwarded
+ * byte for byte: a value Sluice forwards must be visible ASCII, spaces and tabs.
  */
-function hasControl(value: string): boolean {
+function forwardable(value: string): boolean {
   for (let i = 0; i < value.length; i++) {
     const c = value.charCodeAt(i);
-    if ((c < 0x20 && c !== 0x09) || c === 0x7f) return true;
+    if ((c < 0x20 && c !== 0x09) || c >= 0x7f) return false;
   }
-  return false;
+  return true;
 }
 
 /** Reads the caller's headers (uWS gives names in lower case). Call inside the uWS handler. */
@@ -129,7 +134,7 @@ const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$
 export function headerProblem(h: CallerHeaders): string | undefined {
   if (h.hostCount > 1) return 'duplicate Host';
   if (h.host !== undefined && !HOST.test(h.host)) return 'invalid Host';
-  if (h.controlInValue) return 'a control character in a header value';
+  if (h.controlInValue) return 'a control character in a header value, or a forwarded value that is not visible ASCII';
   return undefined;
 }
 

@@ -96,3 +96,23 @@ export function queryProblem(query: string): PathProblem | undefined {
   }
   return undefined;
 }
+
+/**
+ * Checks the raw request target (path and query, as uWS gives them) for bytes that make the
+ * request line invalid (RFC 9112 section 3.2: a request-target is visible ASCII, and never holds
+ * `#`). uWS lets some through; such a request is refused like ambiguous framing, whatever its
+ * route, so nothing pipelined behind it runs.
+ */
+export function targetProblem(url: string, query: string | undefined): PathProblem | undefined {
+  return rawProblem(url) ?? (query === undefined ? undefined : rawProblem(query));
+}
+
+function rawProblem(s: string): PathProblem | undefined {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0x23) return 'fragment (#)';
+    if (c < 0x20 || c === 0x7f) return 'control character';
+    if (c === 0x20 || c > 0x7e) return 'character that must be percent-encoded';
+  }
+  return undefined;
+}
