@@ -224,7 +224,6 @@ test(`fuzz: ${CASES} generated and mutated requests on raw sockets (seed ${SEED}
     if (chance(0.2)) data = Buffer.concat([data, validRequest(`${i.toString(36)}p`)]);
     sent.push({ index: i, mutated, data });
   }
-  }
   // Every request a strict parser reads from what was sent, by `METHOD target-without-prefix`.
   const expected = new Map<string, { request: StrictRequest; index: number }[]>();
   for (const s of sent) {
