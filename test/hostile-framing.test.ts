@@ -41,6 +41,9 @@ const CHUNKED = 'Transfer-Encoding: chunked\r\n';
 const UWS_CHUNK_TODO =
   "uWS's chunked decoder accepts this chunk line (it ends a chunk-size line at any byte <= 0x20 and reads on to LF, and counts ';' and 'g' as hex digits) and Sluice only sees the decoded bytes";
 
+const UWS_HEAD_TODO =
+  "uWS strips ':' and bytes at or below 0x20 or from 0x80 up from the start of a field value (and such bytes from its end), and stops reporting fields at a line with an empty name; Sluice only sees what uWS reports";
+
 const CASES: Case[] = [
   // Content-Length and Transfer-Encoding together, in both orders.
   { name: 'Content-Length then Transfer-Encoding', head: `Content-Length: 2\r\n${CHUNKED}`, body: '2\r\n{}\r\n0\r\n\r\n', expect: 'uws 400' },
@@ -106,6 +109,15 @@ const CASES: Case[] = [
   { name: 'NUL in a header value', head: 'X-A: a\x00b\r\nContent-Length: 2\r\n', body: '{}', expect: 'silent' },
   { name: 'DEL in Content-Type (a forwarded value)', head: 'Content-Type: text/plain\x7f\r\nContent-Length: 2\r\n', body: '{}', expect: 'sluice' },
   { name: 'DEL in Accept (a forwarded value)', head: 'Accept: \x7f*/*\r\nContent-Length: 2\r\n', body: '{}', expect: 'sluice' },
+  { name: 'DEL in Authorization', head: 'Authorization: Bearer x\x7fy\r\nContent-Length: 2\r\n', body: '{}', expect: 'sluice' },
+  { name: 'DEL in a header Sluice does not forward', head: 'User-Agent: a\x7fb\r\nContent-Length: 2\r\n', body: '{}', expect: 'sluice' },
+  { name: 'non-ASCII bytes in Content-Type (a forwarded value)', head: 'Content-Type: text/caf\xc3\xa9; q=1\r\nContent-Length: 2\r\n', body: '{}', expect: 'sluice' },
+  { name: 'a method that is not a token', rawHead: (p) => `P?ST ${p} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 2\r\n`, body: '{}', expect: 'sluice' },
+  // What uWS strips or hides before Sluice sees the headers (see UWS_HEAD_TODO).
+  { name: 'a colon before the Content-Length value', head: 'Content-Length: :2\r\n', body: '{}', expect: 'sluice', todo: UWS_HEAD_TODO },
+  { name: 'a byte 0xff before the Content-Length value', head: 'Content-Length: \xff2\r\n', body: '{}', expect: 'sluice', todo: UWS_HEAD_TODO },
+  { name: 'a byte 0xff after the Content-Length value', head: 'Content-Length: 2\xff\r\n', body: '{}', expect: 'sluice', todo: UWS_HEAD_TODO },
+  { name: 'a field line with an empty name before Content-Length', head: ': x\r\nContent-Length: 2\r\n', body: '{}', expect: 'silent', todo: UWS_HEAD_TODO },
   // Host: missing, repeated, invalid.
   { name: 'no Host', rawHead: (p) => `POST ${p} HTTP/1.1\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 2\r\n`, body: '{}', expect: 'uws 400' },
   { name: 'two Host headers', head: 'Host: y\r\nContent-Length: 2\r\n', body: '{}', expect: 'sluice' },
