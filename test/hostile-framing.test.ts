@@ -194,6 +194,24 @@ describe('hostile framing and parsing on raw sockets', () => {
     }
   });
 
+  test('the operations endpoints refuse ambiguous framing and bodies too, and nothing pipelined behind runs', async () => {
+    for (const [what, head] of [
+      ['two Content-Length', 'GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}'],
+      ['a body', 'GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'],
+      ['two Host', 'HEAD /readyz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n'],
+    ] as const) {
+      const alone = await rawExchange(tg.port, head);
+      assert.equal(parseResponse(alone.bytes).status, 400, what);
+      assert.ok(alone.closedByGateway, `${what}: the connection was closed`);
+      const pipelined = await rawExchange(tg.port, `${head}POST ${base}/behind-ops HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 2\r\n\r\n{}`);
+      assert.doesNotMatch(pipelined.bytes.toString('latin1'), /HTTP\/1\.1 [123]\d\d/, `${what}: no success answer`);
+      assert.ok(pipelined.closedByGateway);
+    }
+    assert.ok(!replica.requests.some((r) => r.url === '/behind-ops'), 'the request behind never ran');
+    const ok = await rawExchange(tg.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    assert.equal(parseResponse(ok.bytes).status, 200);
+  });
+
   test('no connection and no byte reached the replica; the gateway still serves', async () => {
     // Strict cases only: the todo cases above are known to reach the replica.
     const strictPaths = CASES.flatMap((c, i) => (c.todo === undefined ? [`/case-${i}a`, `/case-${i}p`, `/smuggled-${i}p`] : []));
