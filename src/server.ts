@@ -16,8 +16,9 @@ import { Metrics } from './metrics.js';
 import { AuthFailureLimiter } from './relay/auth-limiter.js';
 import { authenticate, type TokenEntry, tokenEntries } from './relay/auth.js';
 import { writeError } from './relay/downstream.js';
-import { headerProblem, readCallerHeaders, requestFraming } from './relay/headers.js';
-import { pathProblem, queryProblem, targetProblem } from './relay/path.js';
+import { readCallerHeaders } from './relay/headers.js';
+import { pathProblem, queryProblem } from './relay/path.js';
+import { checkRequestHead } from './relay/request-head.js';
 import { type RelayObserver, RelayRequest, type ServiceRuntime } from './relay/relay.js';
 import { createReplicaSet } from './replicas/replica-set.js';
 import type { ReplicaSet } from './replicas/types.js';
@@ -63,8 +64,6 @@ const WWW_AUTHENTICATE_INVALID = 'Bearer realm="sluice", error="invalid_token"';
 const REQUEST_SEGMENT = '/request/';
 const JSON_OK = '{"status":"ok"}';
 const NO_FORWARD: ReadonlySet<string> = new Set();
-/** RFC 9110 section 9.1: a method is a token (uWS lets other bytes through). */
-const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 class GatewayServer implements Gateway, RelayObserver {
   port = 0;
@@ -142,24 +141,10 @@ class GatewayServer implements Gateway, RelayObserver {
     // Framing and header syntax come first, whatever the route: an answer that leaves the
     // connection open must know where this request ends, or the bytes after it run as a request.
     const headers = readCallerHeaders(req, service?.forward ?? NO_FORWARD);
-    const framing = requestFraming(headers);
-    if (typeof framing === 'string') {
-      this.refuse(res, new RelayError('bad_request', { message: `Invalid request framing: ${framing}.` }), true, service, head);
-      return;
-    }
-    const malformed = headerProblem(headers);
-    if (malformed !== undefined) {
-      this.refuse(res, new RelayError('bad_request', { message: `Malformed request: ${malformed}.` }), true, service, head);
-      return;
-    }
-    if (method !== 'POST' && !METHOD_TOKEN.test(method)) {
-      this.refuse(res, new RelayError('bad_request', { message: 'Malformed request: the method is not a token.' }), true, service, head);
-      return;
-    }
     const query = req.getQuery();
-    const invalidTarget = targetProblem(url, query);
-    if (invalidTarget !== undefined) {
-      this.refuse(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${invalidTarget}.` }), true, service, head);
+    const framing = checkRequestHead(headers, method, url, query);
+    if (typeof framing !== 'number') {
+      this.refuse(res, framing, true, service, head);
       return;
     }
     const hasBody = framing !== 0;
@@ -296,13 +281,11 @@ class GatewayServer implements Gateway, RelayObserver {
    * framing or malformed headers is refused like a relay request, so nothing hides behind it.
    */
   private refusedOpsRequest(res: HttpResponse, req: HttpRequest, head: boolean): boolean {
-    const headers = readCallerHeaders(req, NO_FORWARD);
-    const framing = requestFraming(headers);
-    const problem = typeof framing === 'string' ? `Invalid request framing: ${framing}.` : headerProblem(headers);
-    if (problem === undefined && framing === 0) return false;
+    const framing = checkRequestHead(readCallerHeaders(req, NO_FORWARD), req.getCaseSensitiveMethod(), req.getUrl(), req.getQuery());
+    if (framing === 0) return false;
     // A body on an operations request is not read either: answer and close.
-    const message = problem === undefined ? 'The operations endpoints take no request body.' : problem.startsWith('Invalid') ? problem : `Malformed request: ${problem}.`;
-    this.refuse(res, new RelayError('bad_request', { message }), true, undefined, head);
+    const error = typeof framing === 'number' ? new RelayError('bad_request', { message: 'The operations endpoints take no request body.' }) : framing;
+    this.refuse(res, error, true, undefined, head);
     return true;
   }
 
