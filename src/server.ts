@@ -2,9 +2,9 @@
 //
 // requestFilter runs synchronously inside the uWS handler, cheapest check first, and nothing
 // costly happens before authentication (contract section 2):
-//   framing → header syntax → raw target → route → service → method → draining → auth rate limit
-//   → token → path → size
-// (framing and syntax first, whatever the route; every refusal is answered on the next turn: see refuse)
+//   request head (framing, header syntax, method token, raw target: relay/request-head.ts, whatever
+//   the route) → route → service → method → draining → auth rate limit → token → path → size
+// Every refusal is answered on the next turn of the event loop (see `refuse`).
 // then a RelayRequest (src/relay/relay.ts) takes over.
 import { randomBytes } from 'node:crypto';
 import * as uWS from 'uWebSockets.js';
