@@ -2,7 +2,9 @@
 //
 // requestFilter runs synchronously inside the uWS handler, cheapest check first, and nothing
 // costly happens before authentication (contract section 2):
-//   route → service → framing → method → draining → auth rate limit → token → path → size
+//   request head (framing, header syntax, method token, raw target: relay/request-head.ts, whatever
+//   the route) → route → service → method → draining → auth rate limit → token → path → size
+// Every refusal is answered on the next turn of the event loop (see `refuse`).
 // then a RelayRequest (src/relay/relay.ts) takes over.
 import { randomBytes } from 'node:crypto';
 import * as uWS from 'uWebSockets.js';
@@ -15,8 +17,9 @@ import { Metrics } from './metrics/metrics.js';
 import { AuthFailureLimiter } from './relay/auth-limiter.js';
 import { authenticate, type TokenEntry, tokenEntries } from './relay/auth.js';
 import { writeError } from './relay/downstream.js';
-import { readCallerHeaders, requestFraming } from './relay/headers.js';
+import { readCallerHeaders } from './relay/headers.js';
 import { pathProblem, queryProblem } from './relay/path.js';
+import { checkRequestHead } from './relay/request-head.js';
 import { type RelayObserver, RelayRequest, type ServiceRuntime } from './relay/relay.js';
 import { createReplicaSet } from './replicas/replica-set.js';
 import type { ReplicaSet } from './replicas/types.js';
@@ -61,13 +64,7 @@ const WWW_AUTHENTICATE = 'Bearer realm="sluice"';
 const WWW_AUTHENTICATE_INVALID = 'Bearer realm="sluice", error="invalid_token"';
 const REQUEST_SEGMENT = '/request/';
 const JSON_OK = '{"status":"ok"}';
-
-/** uWS gives the method in lower case; the common ones are mapped without allocating. */
-const METHODS: Record<string, string> = { post: 'POST', get: 'GET', put: 'PUT', patch: 'PATCH', delete: 'DELETE', head: 'HEAD', options: 'OPTIONS' };
-
-function upperMethod(method: string): string {
-  return METHODS[method] ?? method.toUpperCase();
-}
+const NO_FORWARD: ReadonlySet<string> = new Set();
 
 class GatewayServer implements Gateway, RelayObserver {
   port = 0;
@@ -137,32 +134,38 @@ class GatewayServer implements Gateway, RelayObserver {
 
   private readonly handle = (res: HttpResponse, req: HttpRequest): void => {
     const url = req.getUrl();
-    const method = upperMethod(req.getMethod());
+    // Methods are case-sensitive (RFC 9110 section 9.1): `post` is not POST. getMethod() would
+    // give `post` for both.
+    const method = req.getCaseSensitiveMethod();
     const head = method === 'HEAD';
     const prefix = this.prefix;
     const slash = url.startsWith(prefix) ? url.indexOf('/', prefix.length) : -1;
-    if (slash < 0 || !url.startsWith(REQUEST_SEGMENT, slash)) {
-      this.reject(res, new RelayError('not_found'), false, undefined, head);
-      return;
-    }
-    const service = this.services.get(url.slice(prefix.length, slash));
-    if (service === undefined) {
-      this.reject(res, new RelayError('service_not_found'), false, undefined, head);
-      return;
-    }
-    const headers = readCallerHeaders(req, service.forward);
-    const framing = requestFraming(headers);
-    if (typeof framing === 'string') {
-      this.refuseFraming(res, new RelayError('bad_request', { message: `Invalid request framing: ${framing}.` }), service, head);
+    const routed = slash >= 0 && url.startsWith(REQUEST_SEGMENT, slash);
+    const service = routed ? this.services.get(url.slice(prefix.length, slash)) : undefined;
+    // Framing and header syntax come first, whatever the route: an answer that leaves the
+    // connection open must know where this request ends, or the bytes after it run as a request.
+    const headers = readCallerHeaders(req, service?.forward ?? NO_FORWARD);
+    const query = req.getQuery();
+    const framing = checkRequestHead(headers, method, url, query);
+    if (typeof framing !== 'number') {
+      this.refuse(res, framing, true, service, head);
       return;
     }
     const hasBody = framing !== 0;
+    if (!routed) {
+      this.refuse(res, new RelayError('not_found'), hasBody, undefined, head);
+      return;
+    }
+    if (service === undefined) {
+      this.refuse(res, new RelayError('service_not_found'), hasBody, undefined, head);
+      return;
+    }
     if (!service.methods.has(method)) {
-      this.reject(res, new RelayError('method_not_allowed', { headers: { allow: service.allow } }), hasBody, service, head);
+      this.refuse(res, new RelayError('method_not_allowed', { headers: { allow: service.allow } }), hasBody, service, head);
       return;
     }
     if (this.draining) {
-      this.reject(res, new RelayError('draining', { headers: { 'retry-after': '5' } }), true, service, head);
+      this.refuse(res, new RelayError('draining', { headers: { 'retry-after': '5' } }), true, service, head);
       return;
     }
     let address: string | undefined;
@@ -170,31 +173,30 @@ class GatewayServer implements Gateway, RelayObserver {
       address = Buffer.from(res.getRemoteAddressAsText()).toString();
       const wait = this.limiter.blockedFor(address, Date.now());
       if (wait > 0) {
-        this.reject(res, new RelayError('too_many_requests', { headers: { 'retry-after': String(wait) } }), hasBody, service, head);
+        this.refuse(res, new RelayError('too_many_requests', { headers: { 'retry-after': String(wait) } }), hasBody, service, head);
         return;
       }
     }
     const auth = headers.authorizationCount > 1 ? 'malformed' : authenticate(headers.authorization, service.tokens);
     if (typeof auth === 'string') {
       if (auth === 'malformed') {
-        this.reject(res, new RelayError('bad_request', { message: 'The Authorization header must be "Bearer <token>".' }), hasBody, service, head);
+        this.refuse(res, new RelayError('bad_request', { message: 'The Authorization header must be "Bearer <token>".' }), hasBody, service, head);
         return;
       }
       this.limiter.recordFailure(address ?? Buffer.from(res.getRemoteAddressAsText()).toString(), Date.now());
       const challenge = auth === 'missing' ? WWW_AUTHENTICATE : WWW_AUTHENTICATE_INVALID;
-      this.reject(res, new RelayError('unauthorized', { headers: { 'www-authenticate': challenge } }), hasBody, service, head);
+      this.refuse(res, new RelayError('unauthorized', { headers: { 'www-authenticate': challenge } }), hasBody, service, head);
       return;
     }
     const path = url.slice(slash + REQUEST_SEGMENT.length - 1);
-    const query = req.getQuery();
     const problem = pathProblem(path) ?? (query === undefined ? undefined : queryProblem(query));
     if (problem !== undefined) {
-      this.reject(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${problem}.` }), hasBody, service, head);
+      this.refuse(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${problem}.` }), hasBody, service, head);
       return;
     }
     if (framing > service.config.maxRequestBytes) {
       const message = `The request body is larger than ${service.config.maxRequestBytes} bytes.`;
-      this.reject(res, new RelayError('payload_too_large', { message }), true, service, head);
+      this.refuse(res, new RelayError('payload_too_large', { message }), true, service, head);
       return;
     }
     const target = query === undefined ? path : `${path}?${query}`;
@@ -212,19 +214,21 @@ class GatewayServer implements Gateway, RelayObserver {
   }
 
   /**
-   * Refuses a request whose framing is ambiguous. Where it ends is unknown, so nothing after it on
-   * the connection may run. Answering at once would let uWS go on to a request pipelined behind it
-   * (fact 10); so the answer waits for the next turn of the event loop with the response still
-   * open, and uWS closes a connection that pipelines a request behind an unanswered one without
-   * running it. A caller that sent nothing more gets the 400, then the connection closes.
+   * Refuses a request, answering on the next turn of the event loop with the response still open.
+   * Answering inside the handler would let uWS go on to a request pipelined behind this one in the
+   * same packet (fact 10) — and where a refused request ends may be unknown (ambiguous framing),
+   * or uWS may have read it more leniently than a strict parser would (README, "Security and
+   * robustness"). uWS closes a connection that pipelines a request behind an unanswered one
+   * without running it, so nothing behind a refused request ever runs. A caller that sent
+   * nothing more gets the answer (and the connection closes if `closeConnection`).
    */
-  private refuseFraming(res: HttpResponse, error: RelayError, service: ServiceEntry, head: boolean): void {
+  private refuse(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined, head: boolean): void {
     let aborted = false;
     res.onAborted(() => {
       aborted = true;
     });
     setImmediate(() => {
-      if (!aborted) this.reject(res, error, true, service, head);
+      if (!aborted) this.reject(res, error, closeConnection, service, head);
     });
   }
 
@@ -268,17 +272,33 @@ class GatewayServer implements Gateway, RelayObserver {
 
   // ── operations endpoints ───────────────────────────────────────────────────────────────────
 
+  /**
+   * The operations endpoints answer without reading a body: a request to one with ambiguous
+   * framing or malformed headers is refused like a relay request, so nothing hides behind it.
+   */
+  private refusedOpsRequest(res: HttpResponse, req: HttpRequest, head: boolean): boolean {
+    const framing = checkRequestHead(readCallerHeaders(req, NO_FORWARD), req.getCaseSensitiveMethod(), req.getUrl(), req.getQuery());
+    if (framing === 0) return false;
+    // A body on an operations request is not read either: answer and close.
+    const error = typeof framing === 'number' ? new RelayError('bad_request', { message: 'The operations endpoints take no request body.' }) : framing;
+    this.refuse(res, error, true, undefined, head);
+    return true;
+  }
+
   private addOpsRoutes(app: TemplatedApp): void {
     for (const path of ['/healthz', '/readyz', '/metrics']) {
-      app.head(path, (res) => {
+      app.head(path, (res, req) => {
+        if (this.refusedOpsRequest(res, req, true)) return;
         const status = path === '/readyz' && this.draining ? '503 Service Unavailable' : '200 OK';
         res.cork(() => res.writeStatus(status).endWithoutBody());
       });
     }
-    app.get('/healthz', (res) => {
+    app.get('/healthz', (res, req) => {
+      if (this.refusedOpsRequest(res, req, false)) return;
       res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(JSON_OK));
     });
-    app.get('/readyz', (res) => {
+    app.get('/readyz', (res, req) => {
+      if (this.refusedOpsRequest(res, req, false)) return;
       res.cork(() => {
         if (this.draining) {
           res.writeStatus('503 Service Unavailable').writeHeader('content-type', 'application/json').end('{"status":"draining"}');
@@ -287,7 +307,8 @@ class GatewayServer implements Gateway, RelayObserver {
         }
       });
     });
-    app.get('/metrics', (res) => {
+    app.get('/metrics', (res, req) => {
+      if (this.refusedOpsRequest(res, req, false)) return;
       let aborted = false;
       res.onAborted(() => {
         aborted = true;
