@@ -280,6 +280,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
         return;
       case 'sending':
       case 'receiving':
+        // Without a connection or a pending one, the exchange is already over and whoever ended
+        // it (a truncation closes the caller's connection from inside `upstreamFailed`) finishes.
+        if (this.connection === undefined && !this.inPool) return;
         this.abortUpstream();
         this.finish('client_closed', undefined, 'ok');
         return;

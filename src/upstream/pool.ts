@@ -1,8 +1,10 @@
 // The keep-alive connections to one replica: an idle list, new connections up to a limit (the
 // service's concurrency), and a short FIFO of requests waiting for a connection when the limit is
-// reached. A connection whose exchange completed is made reusable only after the current I/O
-// callback (one setImmediate per pool and batch, not per request): a FIN that came with the
-// answer is seen first, so a request is never written to a connection the replica is closing.
+// reached. A connection whose exchange completed is made reusable only after the next poll for
+// I/O (two turns of setImmediate per pool and batch, not a timer per request): a FIN sent with
+// the answer is read first — libuv stops reading a socket after a short read, so the FIN behind
+// an answer is only seen on the next poll — and a request is never written to a connection the
+// replica is closing.
 import { connectFailed, poolClosed } from './errors.js';
 import { type ConnectionOwner, type UpstreamHandler, UpstreamConnection } from './connection.js';
 
@@ -23,8 +25,9 @@ export class UpstreamPool implements ConnectionOwner {
   private readonly all = new Set<UpstreamConnection>();
   /** Idle connections, most recently used last (reused first: the others may time out). */
   private readonly idleList: UpstreamConnection[] = [];
-  /** Completed exchanges waiting for the end of the current I/O callback. */
+  /** Completed exchanges: released in this turn of the loop, and in the previous one. */
   private releasedList: UpstreamConnection[] = [];
+  private maturingList: UpstreamConnection[] = [];
   private flushScheduled = false;
   /** Requests waiting for a connection (the limit was reached). */
   private readonly waiting: UpstreamHandler[] = [];
@@ -106,10 +109,7 @@ export class UpstreamPool implements ConnectionOwner {
       return;
     }
     this.releasedList.push(connection);
-    if (!this.flushScheduled) {
-      this.flushScheduled = true;
-      setImmediate(this.flush);
-    }
+    this.scheduleFlush();
   }
 
   closed(connection: UpstreamConnection): void {
@@ -136,11 +136,20 @@ export class UpstreamPool implements ConnectionOwner {
     this.all.add(connection);
   }
 
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(this.flush);
+  }
+
+  /** Runs once per loop turn while connections are being released: the previous turn's become reusable. */
   private readonly flush = (): void => {
     this.flushScheduled = false;
-    const list = this.releasedList;
+    const ready = this.maturingList;
+    this.maturingList = this.releasedList;
     this.releasedList = [];
-    for (const c of list) {
+    if (this.maturingList.length > 0) this.scheduleFlush();
+    for (const c of ready) {
       if (!c.releasing) continue; // closed meanwhile (FIN, stray bytes)
       const next = this.waiting.shift();
       if (next !== undefined) {
