@@ -170,7 +170,7 @@ export class ResponseParser {
           this.lineBytes += full;
           pos = lf + 1;
           // Every line ends with CRLF: a bare LF is refused (and a bare CR inside, below).
-          if (full < 2 || line[to - 2] !== CR) return this.fail('line not ended by CRLF');
+          if (full < 2 || line[to - 2] !== CR) return this.fail(full === 1 && this.state === S_STATUS ? 'empty line before the status line' : 'line not ended by CRLF');
           if (!this.line(line, from, to - 2)) return PARSE_ERROR;
           break;
         }
@@ -286,6 +286,11 @@ export class ResponseParser {
   /** `HTTP/1.1 200 OK`: version 1.0 or 1.1, three digits, then nothing or SP and a reason phrase. */
   private statusLine(buf: Buffer, start: number, end: number): boolean {
     const n = end - start;
+    if (n === 0 || buf[start] === CR) {
+      // llhttp skips CR and LF before a status line (RFC 9112 section 2.2 allows it for requests).
+      this.fail('empty line before the status line');
+      return false;
+    }
     if (
       n < 12 ||
       buf[start] !== 72 || // H
@@ -316,7 +321,7 @@ export class ResponseParser {
     }
     for (let i = start + 13; i < end; i++) {
       if (TEXT[buf[i]!] === 0) {
-        this.fail('invalid status line');
+        this.fail('invalid reason phrase');
         return false;
       }
     }
@@ -373,19 +378,21 @@ export class ResponseParser {
           this.fail('several Content-Length fields');
           return false;
         }
-        return this.length(buf, vs, ve);
+        return this.length(buf, vs, ve, end);
       case 17:
         if (!nameIs(buf, start, colon, 'transfer-encoding')) return true;
         this.transferEncoding += 1;
-        this.chunked = ve - vs === 7 && nameIs(buf, vs, ve, 'chunked');
+        // HTAB after the value: llhttp reads `chunked<HTAB>` as another coding; refused as one.
+        this.chunked = ve - vs === 7 && nameIs(buf, vs, ve, 'chunked') && !hasTab(buf, ve, end);
         return true;
       default:
         return true;
     }
   }
 
-  private length(buf: Buffer, start: number, end: number): boolean {
-    if (start === end || end - start > 15) {
+  /** `1*DIGIT`, at most 15 digits, in `buf[start..end)` (trimmed); like llhttp, HTAB after the digits is refused. */
+  private length(buf: Buffer, start: number, end: number, lineEnd: number): boolean {
+    if (start === end || end - start > 15 || hasTab(buf, end, lineEnd)) {
       this.fail('invalid Content-Length');
       return false;
     }
@@ -466,7 +473,10 @@ export class ResponseParser {
     }
     if (i === start) return this.refuse('invalid chunk size');
     if (i - start > MAX_CHUNK_SIZE_DIGITS) return this.refuse('chunk size too large');
-    if (i < end && !this.chunkExtensions(buf, i, end)) return this.refuse('invalid chunk extension');
+    if (i < end) {
+      const problem = chunkExtensionProblem(buf, i, end);
+      if (problem !== undefined) return this.refuse(problem);
+    }
     this.lineBytes = 0;
     if (size === 0) {
       this.state = S_TRAILER;
@@ -476,42 +486,43 @@ export class ResponseParser {
     }
     return true;
   }
-
-  /** `*( BWS ";" BWS token [ BWS "=" BWS ( token / quoted-string ) ] )` (RFC 9112 section 7.1.1). */
-  private chunkExtensions(buf: Buffer, start: number, end: number): boolean {
-    let i = skipWhitespace(buf, start, end);
-    while (i < end) {
-      if (buf[i] !== 59) return false; // ;
-      i = skipWhitespace(buf, i + 1, end);
-      const name = i;
-      while (i < end && TOKEN[buf[i]!] === 1) i++;
-      if (i === name) return false;
-      i = skipWhitespace(buf, i, end);
-      if (i === end || buf[i] === 59) continue;
-      if (buf[i] !== 61) return false; // =
-      i = skipWhitespace(buf, i + 1, end);
-      if (buf[i] === 34) {
-        // quoted-string: qdtext or quoted-pair, up to the closing quote.
-        i++;
-        while (i < end && buf[i] !== 34) {
-          if (buf[i] === 92) i++;
-          if (i >= end || TEXT[buf[i]!] === 0) return false;
-          i++;
-        }
-        if (i >= end) return false;
-        i++;
-      } else {
-        const value = i;
-        while (i < end && TOKEN[buf[i]!] === 1) i++;
-        if (i === value) return false;
-      }
-      i = skipWhitespace(buf, i, end);
-    }
-    return true;
-  }
 }
 
-function skipWhitespace(buf: Buffer, i: number, end: number): number {
-  while (i < end && (buf[i] === SP || buf[i] === HTAB)) i++;
-  return i;
+function hasTab(buf: Buffer, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (buf[i] === HTAB) return true;
+  return false;
+}
+
+/**
+ * `*( ";" token [ "=" ( token / quoted-string ) ] )` (RFC 9112 section 7.1.1), or why not. The
+ * optional whitespace (BWS) the RFC allows around `;` and `=` is refused, as llhttp does: no
+ * replica needs it, and a chunk line two parsers read differently is how smuggling starts.
+ */
+function chunkExtensionProblem(buf: Buffer, start: number, end: number): string | undefined {
+  let i = start;
+  while (i < end) {
+    if (buf[i] !== 59) return 'invalid chunk extension'; // ;
+    const name = ++i;
+    while (i < end && TOKEN[buf[i]!] === 1) i++;
+    if (i === name) return i < end && buf[i] === 61 ? 'empty chunk extension name or value' : 'invalid chunk extension';
+    if (i === end || buf[i] === 59) continue;
+    if (buf[i] !== 61) return 'invalid chunk extension'; // =
+    i++;
+    if (buf[i] === 34) {
+      // quoted-string: qdtext or quoted-pair, up to the closing quote.
+      i++;
+      while (i < end && buf[i] !== 34) {
+        if (buf[i] === 92) i++;
+        if (i >= end || TEXT[buf[i]!] === 0) return 'invalid chunk extension';
+        i++;
+      }
+      if (i >= end) return 'invalid chunk extension';
+      i++;
+    } else {
+      const value = i;
+      while (i < end && TOKEN[buf[i]!] === 1) i++;
+      if (i === value) return i === end || buf[i] === 59 ? 'empty chunk extension name or value' : 'invalid chunk extension';
+    }
+  }
+  return undefined;
 }
