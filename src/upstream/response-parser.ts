@@ -7,6 +7,7 @@
 //
 // Feed it with `execute(buf, start, end)` as bytes arrive and `finish()` at end of stream. One
 // parser per connection; `reset()` before each response.
+import { chunkExtensionProblem, hasTab, HEX, HTAB, nameIs, TEXT, TOKEN } from './http-syntax.js';
 
 /** The largest response head accepted: status line and header fields, CRLFs included (each 1xx too). */
 export const MAX_HEAD_BYTES = 64 * 1024;
@@ -49,32 +50,7 @@ const S_STOPPED = 11;
 const CR = 13;
 const LF = 10;
 const SP = 32;
-const HTAB = 9;
 const COLON = 58;
-
-/** RFC 9110 section 5.6.2 tchar. */
-const TOKEN = new Uint8Array(256);
-for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TOKEN[c.charCodeAt(0)] = 1;
-/** Field value and reason phrase bytes: HTAB, SP, VCHAR, obs-text (RFC 9110 section 5.5). */
-const TEXT = new Uint8Array(256);
-TEXT[HTAB] = 1;
-for (let c = 0x20; c <= 0x7e; c++) TEXT[c] = 1;
-for (let c = 0x80; c <= 0xff; c++) TEXT[c] = 1;
-const HEX = new Int8Array(256).fill(-1);
-for (let c = 0; c < 10; c++) HEX[48 + c] = c;
-for (let c = 0; c < 6; c++) {
-  HEX[65 + c] = 10 + c;
-  HEX[97 + c] = 10 + c;
-}
-
-/** True when `buf[start..end)` equals the lower-case ASCII `name`, ignoring case. */
-function nameIs(buf: Buffer, start: number, end: number, name: string): boolean {
-  if (end - start !== name.length) return false;
-  for (let i = 0; i < name.length; i++) {
-    if ((buf[start + i]! | 0x20) !== name.charCodeAt(i)) return false;
-  }
-  return true;
-}
 
 export class ResponseParser {
   /** Why the response was refused (after PARSE_ERROR). */
@@ -488,41 +464,3 @@ export class ResponseParser {
   }
 }
 
-function hasTab(buf: Buffer, start: number, end: number): boolean {
-  for (let i = start; i < end; i++) if (buf[i] === HTAB) return true;
-  return false;
-}
-
-/**
- * `*( ";" token [ "=" ( token / quoted-string ) ] )` (RFC 9112 section 7.1.1), or why not. The
- * optional whitespace (BWS) the RFC allows around `;` and `=` is refused, as llhttp does: no
- * replica needs it, and a chunk line two parsers read differently is how smuggling starts.
- */
-function chunkExtensionProblem(buf: Buffer, start: number, end: number): string | undefined {
-  let i = start;
-  while (i < end) {
-    if (buf[i] !== 59) return 'invalid chunk extension'; // ;
-    const name = ++i;
-    while (i < end && TOKEN[buf[i]!] === 1) i++;
-    if (i === name) return i < end && buf[i] === 61 ? 'empty chunk extension name or value' : 'invalid chunk extension';
-    if (i === end || buf[i] === 59) continue;
-    if (buf[i] !== 61) return 'invalid chunk extension'; // =
-    i++;
-    if (buf[i] === 34) {
-      // quoted-string: qdtext or quoted-pair, up to the closing quote.
-      i++;
-      while (i < end && buf[i] !== 34) {
-        if (buf[i] === 92) i++;
-        if (i >= end || TEXT[buf[i]!] === 0) return 'invalid chunk extension';
-        i++;
-      }
-      if (i >= end) return 'invalid chunk extension';
-      i++;
-    } else {
-      const value = i;
-      while (i < end && TOKEN[buf[i]!] === 1) i++;
-      if (i === value) return i === end || buf[i] === 59 ? 'empty chunk extension name or value' : 'invalid chunk extension';
-    }
-  }
-  return undefined;
-}
