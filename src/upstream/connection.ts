@@ -270,7 +270,10 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     this.paused = false;
     const hint = this.parser.keepAliveTimeout;
     const keepMs = hint < 0 ? KEEP_ALIVE_MS : Math.min(KEEP_ALIVE_MS, hint * 1000 - KEEP_ALIVE_MARGIN_MS);
-    if (!leftover && !this.ended && this.requestDone && this.parser.keepAlive && keepMs > TICK_MS) {
+    // Reusable only if the replica has the whole request: written completely and flushed to the
+    // kernel (an answer that came first may mean the replica never reads the rest).
+    const requestSent = this.requestDone && this.socket.writableLength === 0;
+    if (!leftover && !this.ended && requestSent && this.parser.keepAlive && keepMs > TICK_MS) {
       this.keepAliveTicks = ticksFor(keepMs);
       this.state = RELEASING;
       this.arm(0);
