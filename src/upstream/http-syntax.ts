@@ -66,3 +66,23 @@ export function chunkExtensionProblem(buf: Buffer, start: number, end: number): 
   }
   return undefined;
 }
+
+/** The bounds of the item `listItem` found last (module state: parsing is synchronous). */
+export const item = { start: 0, end: 0 };
+
+/**
+ * Finds the comma-separated item of `buf[i..end)` that starts at `i`, trimmed of SP and HTAB,
+ * and puts its bounds in `item` (empty when start === end). Returns where the next item starts;
+ * past `end` when this was the last one.
+ */
+export function listItem(buf: Buffer, i: number, end: number): number {
+  let to = buf.indexOf(44, i); // ,
+  if (to < 0 || to > end) to = end;
+  let a = i;
+  let b = to;
+  while (a < b && (buf[a] === 32 || buf[a] === HTAB)) a++;
+  while (b > a && (buf[b - 1] === 32 || buf[b - 1] === HTAB)) b--;
+  item.start = a;
+  item.end = b;
+  return to + 1;
+}

@@ -7,7 +7,7 @@
 //
 // Feed it with `execute(buf, start, end)` as bytes arrive and `finish()` at end of stream. One
 // parser per connection; `reset()` before each response.
-import { chunkExtensionProblem, hasTab, HEX, HTAB, nameIs, TEXT, TOKEN } from './http-syntax.js';
+import { chunkExtensionProblem, hasTab, HEX, HTAB, item, listItem, nameIs, TEXT, TOKEN } from './http-syntax.js';
 
 /** The largest response head accepted: status line and header fields, CRLFs included (each 1xx too). */
 export const MAX_HEAD_BYTES = 64 * 1024;
@@ -342,8 +342,8 @@ export class ResponseParser {
     while (ve > vs && (buf[ve - 1] === SP || buf[ve - 1] === HTAB)) ve--;
     switch (colon - start) {
       case 10:
-        if (nameIs(buf, start, colon, 'connection')) this.connection(buf.toString('latin1', vs, ve));
-        else if (nameIs(buf, start, colon, 'keep-alive')) this.keepAliveHint(buf.toString('latin1', vs, ve));
+        if (nameIs(buf, start, colon, 'connection')) this.connection(buf, vs, ve);
+        else if (nameIs(buf, start, colon, 'keep-alive')) this.keepAliveHint(buf, vs, ve);
         return true;
       case 12:
         if (nameIs(buf, start, colon, 'content-type') && this.contentType === undefined) this.contentType = buf.toString('latin1', vs, ve);
@@ -385,17 +385,31 @@ export class ResponseParser {
     return true;
   }
 
-  private connection(value: string): void {
-    for (const option of value.split(',')) {
-      const o = option.trim().toLowerCase();
-      if (o === 'close') this.connectionClose = true;
-      else if (o === 'keep-alive') this.connectionKeepAlive = true;
+  /** `Connection: a, b`: notes the `close` and `keep-alive` options (read in place, no strings). */
+  private connection(buf: Buffer, start: number, end: number): void {
+    for (let i = start; i <= end; ) {
+      i = listItem(buf, i, end);
+      if (nameIs(buf, item.start, item.end, 'close')) this.connectionClose = true;
+      else if (nameIs(buf, item.start, item.end, 'keep-alive')) this.connectionKeepAlive = true;
     }
   }
 
-  private keepAliveHint(value: string): void {
-    const m = /(?:^|[,;\s])timeout\s*=\s*(\d{1,9})\b/i.exec(value);
-    if (m !== null) this.keepAliveTimeout = Number(m[1]);
+  /** `Keep-Alive: timeout=5, max=100`: the timeout, in seconds. */
+  private keepAliveHint(buf: Buffer, start: number, end: number): void {
+    for (let i = start; i <= end; ) {
+      i = listItem(buf, i, end);
+      if (item.end - item.start < 9 || !nameIs(buf, item.start, item.start + 8, 'timeout=')) continue;
+      let n = 0;
+      for (let k = item.start + 8; k < item.end && n < 1e9; k++) {
+        const d = buf[k]! - 48;
+        if (d < 0 || d > 9) {
+          n = -1;
+          break;
+        }
+        n = n * 10 + d;
+      }
+      if (n >= 0) this.keepAliveTimeout = n;
+    }
   }
 
   /** The empty line after the fields: skip a 1xx, check the framing, tell the sink. */
