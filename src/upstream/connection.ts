@@ -10,7 +10,7 @@
 // handler is a view of it, valid only during the call.
 import { connect, type Socket } from 'node:net';
 import type { RelayError } from '../errors.js';
-import { bodyTimedOut, connectFailed, connectionLost, connectTimedOut, headersTimedOut, malformedResponse } from './errors.js';
+import { bodyTimedOut, connectFailed, connectionLost, connectTimedOut, headersTimedOut, malformedResponse, poolClosed } from './errors.js';
 import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink } from './response-parser.js';
 import { type Ticking, TICK_MS, ticksFor, unwatch, watch } from './ticker.js';
 
@@ -197,7 +197,13 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     this.destroy();
   }
 
-  /** Closes the connection; busy ones fail their exchange. */
+  /** The pool is going away: an exchange in progress fails (retryable only while still connecting). */
+  shutdown(): void {
+    if (this.handler === undefined) this.destroy();
+    else this.fail(this.state === CONNECTING ? poolClosed() : connectionLost('the connection pool was closed'));
+  }
+
+  /** Closes the connection; the handler, if any, is not told (see `abort` and `shutdown`). */
   destroy(): void {
     if (this.state === CLOSED) return;
     this.state = CLOSED;

@@ -95,10 +95,10 @@ export class UpstreamPool implements ConnectionOwner {
     });
   }
 
-  /** Closes every connection now; exchanges in progress fail (not retried: bytes may have been sent). */
+  /** Closes every connection now; exchanges in progress fail (not retried once bytes may have been sent). */
   destroy(): void {
     this.closing = true;
-    for (const c of [...this.all]) c.destroy();
+    for (const c of [...this.all]) c.shutdown();
   }
 
   // ── ConnectionOwner ────────────────────────────────────────────────────────────────────────
@@ -151,6 +151,10 @@ export class UpstreamPool implements ConnectionOwner {
     if (this.maturingList.length > 0) this.scheduleFlush();
     for (const c of ready) {
       if (!c.releasing) continue; // closed meanwhile (FIN, stray bytes)
+      if (this.closing) {
+        c.destroy();
+        continue;
+      }
       const next = this.waiting.shift();
       if (next !== undefined) {
         c.assign(next);
