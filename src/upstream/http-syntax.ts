@@ -86,3 +86,34 @@ export function listItem(buf: Buffer, i: number, end: number): number {
   item.end = b;
   return to + 1;
 }
+
+/** True when the bytes at `start` are exactly the ASCII `text`. */
+function bytesAre(buf: Buffer, start: number, text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (buf[start + i] !== text.charCodeAt(i)) return false;
+  return true;
+}
+
+/**
+ * Why `buf[start..end)` (CRLF excluded) is not a status line Sluice accepts, or undefined:
+ * `HTTP/1.0` or `HTTP/1.1`, SP, three digits (100–599, not 101: Sluice never asks to switch
+ * protocols), then nothing or SP and a reason phrase of HTAB, SP, VCHAR and obs-text.
+ */
+export function statusLineProblem(buf: Buffer, start: number, end: number): string | undefined {
+  const n = end - start;
+  // llhttp skips CR and LF before a status line (RFC 9112 section 2.2 allows it for requests).
+  if (n === 0 || buf[start] === 13) return 'empty line before the status line';
+  if (n < 12 || !bytesAre(buf, start, 'HTTP/1.') || (buf[start + 7] !== 48 && buf[start + 7] !== 49) || buf[start + 8] !== 32) {
+    return 'invalid status line';
+  }
+  let status = 0;
+  for (let i = start + 9; i < start + 12; i++) {
+    const d = buf[i]! - 48;
+    if (d < 0 || d > 9) return 'invalid status line';
+    status = status * 10 + d;
+  }
+  if (n > 12 && buf[start + 12] !== 32) return 'invalid status line';
+  for (let i = start + 13; i < end; i++) if (TEXT[buf[i]!] === 0) return 'invalid reason phrase';
+  if (status < 100 || status > 599) return 'status code out of range';
+  if (status === 101) return '101 Switching Protocols was not asked for';
+  return undefined;
+}

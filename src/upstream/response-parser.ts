@@ -7,7 +7,7 @@
 //
 // Feed it with `execute(buf, start, end)` as bytes arrive and `finish()` at end of stream. One
 // parser per connection; `reset()` before each response.
-import { chunkExtensionProblem, hasTab, HEX, HTAB, item, listItem, nameIs, TEXT, TOKEN } from './http-syntax.js';
+import { chunkExtensionProblem, hasTab, HEX, HTAB, item, listItem, nameIs, statusLineProblem, TEXT, TOKEN } from './http-syntax.js';
 
 /** The largest response head accepted: status line and header fields, CRLFs included (each 1xx too). */
 export const MAX_HEAD_BYTES = 64 * 1024;
@@ -259,62 +259,18 @@ export class ResponseParser {
     }
   }
 
-  /** `HTTP/1.1 200 OK`: version 1.0 or 1.1, three digits, then nothing or SP and a reason phrase. */
+  /** `HTTP/1.1 200 OK` (see `statusLineProblem`). */
   private statusLine(buf: Buffer, start: number, end: number): boolean {
-    const n = end - start;
-    if (n === 0 || buf[start] === CR) {
-      // llhttp skips CR and LF before a status line (RFC 9112 section 2.2 allows it for requests).
-      this.fail('empty line before the status line');
-      return false;
-    }
-    if (
-      n < 12 ||
-      buf[start] !== 72 || // H
-      buf[start + 1] !== 84 || // T
-      buf[start + 2] !== 84 || // T
-      buf[start + 3] !== 80 || // P
-      buf[start + 4] !== 47 || // /
-      buf[start + 5] !== 49 || // 1
-      buf[start + 6] !== 46 || // .
-      (buf[start + 7] !== 48 && buf[start + 7] !== 49) ||
-      buf[start + 8] !== SP
-    ) {
-      this.fail('invalid status line');
-      return false;
-    }
-    let status = 0;
-    for (let i = 9; i < 12; i++) {
-      const d = buf[start + i]! - 48;
-      if (d < 0 || d > 9) {
-        this.fail('invalid status line');
-        return false;
-      }
-      status = status * 10 + d;
-    }
-    if (n > 12 && buf[start + 12] !== SP) {
-      this.fail('invalid status line');
-      return false;
-    }
-    for (let i = start + 13; i < end; i++) {
-      if (TEXT[buf[i]!] === 0) {
-        this.fail('invalid reason phrase');
-        return false;
-      }
-    }
-    if (status < 100 || status > 599) {
-      this.fail('status code out of range');
-      return false;
-    }
-    if (status === 101) {
-      this.fail('101 Switching Protocols was not asked for');
-      return false;
-    }
+    const problem = statusLineProblem(buf, start, end);
+    if (problem !== undefined) return this.refuse(problem);
+    const status = (buf[start + 9]! - 48) * 100 + (buf[start + 10]! - 48) * 10 + (buf[start + 11]! - 48);
     this.http10 = buf[start + 7] === 48;
     this.interim = status < 200;
     if (!this.interim) this.status = status;
     this.state = S_HEADER;
     return true;
   }
+
 
   /** `name: value`; in the head, the framing and connection fields are read. */
   private field(buf: Buffer, start: number, end: number, head: boolean): boolean {
