@@ -108,10 +108,6 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     watch(this);
   }
 
-  get idle(): boolean {
-    return this.state === IDLE;
-  }
-
   get connecting(): boolean {
     return this.state === CONNECTING;
   }
