@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RelayError } from '../src/errors.js';
 import type { UpstreamConnection, UpstreamHandler } from '../src/upstream/connection.js';
-import { UpstreamPool } from '../src/upstream/pool.js';
+import { CONNECTS_PER_TURN, UpstreamPool } from '../src/upstream/pool.js';
 import { answer, type ScriptedReplica, startScriptedReplica } from './fixtures/scripted-replica.js';
 import { eventually } from './helpers/gateway.js';
 import { closedPort } from './helpers/replica.js';
@@ -155,4 +155,43 @@ test('requests beyond maxConnections wait for a connection and all complete', as
   for (const r of recorders) assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
   assert.ok(pool.size <= 2);
   await pool.close();
+});
+
+test('a burst of new connections opens CONNECTS_PER_TURN per turn of the loop; every request completes', async () => {
+  const pool = new UpstreamPool('127.0.0.1', replica.port, { maxConnections: 0, connectMs: 5_000, headersMs: 5_000, bodyIdleMs: 5_000 });
+  const recorders = Array.from({ length: CONNECTS_PER_TURN * 3 + 5 }, () => new Recorder('/ok'));
+  for (const r of recorders) pool.request(r);
+  // Synchronously, only the first batch has sockets; the rest are granted and wait for later turns.
+  assert.equal(pool.size, CONNECTS_PER_TURN);
+  assert.equal(pool.opening, recorders.length - CONNECTS_PER_TURN);
+  for (const r of recorders) assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
+  assert.equal(pool.opening, 0);
+  await pool.close();
+});
+
+test('a request cancelled before its connection was opened gets no call and no connection', async () => {
+  const pool = new UpstreamPool('127.0.0.1', replica.port, { maxConnections: 0, connectMs: 5_000, headersMs: 5_000, bodyIdleMs: 5_000 });
+  const recorders = Array.from({ length: CONNECTS_PER_TURN + 2 }, () => new Recorder('/ok'));
+  for (const r of recorders) pool.request(r);
+  const cancelled = recorders.at(-1)!;
+  pool.cancel(cancelled);
+  assert.equal(pool.opening, 1);
+  for (const r of recorders.slice(0, -1)) assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
+  await sleep(50);
+  assert.deepEqual(cancelled.calls, []);
+  await pool.close();
+});
+
+test('destroying or closing the pool fails requests whose connection was not opened yet, once, retryable', async () => {
+  for (const end of ['destroy', 'close'] as const) {
+    const pool = new UpstreamPool('127.0.0.1', replica.port, { maxConnections: 0, connectMs: 5_000, headersMs: 5_000, bodyIdleMs: 5_000 });
+    const recorders = Array.from({ length: CONNECTS_PER_TURN + 3 }, () => new Recorder('/silent'));
+    for (const r of recorders) pool.request(r);
+    if (end === 'destroy') pool.destroy();
+    else void pool.close();
+    for (const r of recorders.slice(CONNECTS_PER_TURN)) assert.deepEqual(await r.done(), ['error (retryable)'], end);
+    if (end === 'close') pool.destroy();
+    for (const r of recorders.slice(0, CONNECTS_PER_TURN)) assert.equal((await r.done()).filter((c) => c.startsWith('error')).length, 1, end);
+    assert.equal(pool.size, 0);
+  }
 });
