@@ -70,6 +70,9 @@ before(async () => {
       case '/ok':
         socket.write(answer('hello'));
         return;
+      case '/echo':
+        socket.write(answer(req.body.toString('latin1')));
+        return;
       case '/malformed':
         socket.write('HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx');
         return;
@@ -194,4 +197,28 @@ test('destroying or closing the pool fails requests whose connection was not ope
     for (const r of recorders.slice(0, CONNECTS_PER_TURN)) assert.equal((await r.done()).filter((c) => c.startsWith('error')).length, 1, end);
     assert.equal(pool.size, 0);
   }
+});
+
+test('sendWhole writes a body valid only during the call (head and body in one buffer) and keeps a copy of it', async () => {
+  const pool = poolFor(replica.port);
+  for (const [size, chunked] of [[5, false], [5, true], [20_000, false], [20_000, true]] as const) {
+    const bytes = new Uint8Array(size).fill(0x61);
+    bytes[size - 1] = 0x7a;
+    let kept: Buffer | undefined;
+    const r = new (class extends Recorder {
+      override onUpstreamConnection(connection: UpstreamConnection): void {
+        this.calls.push('connection');
+        this.connection = connection;
+        const framing = chunked ? 'transfer-encoding: chunked' : `content-length: ${size}`;
+        kept = connection.sendWhole(`POST /echo HTTP/1.1\r\nhost: x\r\n${framing}\r\n\r\n`, true, chunked, bytes);
+        bytes.fill(0x21); // uWS reuses its buffer after the call
+      }
+    })('/echo');
+    pool.request(r);
+    assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
+    const expected = 'a'.repeat(size - 1) + 'z';
+    assert.equal(r.body, expected, `${size} ${chunked}`);
+    assert.equal(kept!.toString('latin1'), expected, `${size} ${chunked}`);
+  }
+  await pool.close();
 });
