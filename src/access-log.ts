@@ -70,9 +70,10 @@ export class AccessLog {
     let s = (p[S['lsCacheSym']!] as Record<number, string>)[level]! + time + (p[S['chindingsSym']!] as string);
     s += `,"reqId":${str(line.reqId)},"service":${str(line.service)},"tokenName":${str(line.tokenName)},"method":${str(line.method)},"path":${str(line.path)}`;
     s += `,"status":${num(line.status)},"outcome":${str(line.outcome)},"bytesIn":${num(line.bytesIn)},"bytesOut":${num(line.bytesOut)}`;
-    if (line.ttfbMs !== undefined) s += `,"ttfbMs":${num(line.ttfbMs)}`;
-    s += `,"ms":${num(line.ms)}`;
-    if (line.queuedMs !== undefined) s += `,"queuedMs":${num(line.queuedMs)}`;
+    // The durations as `round` left them (3 decimals): `millis` writes them without String(double).
+    if (line.ttfbMs !== undefined) s += `,"ttfbMs":${millis(line.ttfbMs)}`;
+    s += `,"ms":${millis(line.ms)}`;
+    if (line.queuedMs !== undefined) s += `,"queuedMs":${millis(line.queuedMs)}`;
     if (line.retried !== undefined) s += ',"retried":true';
     s += `,"msg":"${MESSAGE}"` + (p[S['endSym']!] as string);
     (p[S['streamSym']!] as pino.DestinationStream).write(s);
@@ -134,4 +135,21 @@ function str(value: string): string {
 /** A JSON number as pino writes one: non-finite numbers are null. */
 function num(value: number): string {
   return Number.isFinite(value) ? String(value) : 'null';
+}
+
+/**
+ * `String(ms)` for milliseconds rounded to 3 decimals (as the gateway rounds them), without the
+ * shortest-double algorithm: the value is n / 1000 for an integer n, and for n below 2^43 the
+ * shortest text that reads back as that double is n / 1000 written out in decimal. Anything else
+ * goes to `num`.
+ */
+export function millis(value: number): string {
+  const n = Math.round(value * 1000);
+  if (!(n >= 0 && n < 2 ** 43) || n / 1000 !== value) return num(value);
+  const whole = Math.floor(n / 1000);
+  const frac = n - whole * 1000;
+  if (frac === 0) return String(whole);
+  if (frac % 100 === 0) return `${whole}.${frac / 100}`;
+  if (frac % 10 === 0) return `${whole}.${frac < 100 ? '0' : ''}${frac / 10}`;
+  return `${whole}.${frac < 10 ? '00' : frac < 100 ? '0' : ''}${frac}`;
 }

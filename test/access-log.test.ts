@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
-import { type AccessLine, AccessLog } from '../src/access-log.js';
+import { type AccessLine, AccessLog, millis } from '../src/access-log.js';
 import { createLogger } from '../src/log.js';
 
 class Capture {
@@ -121,5 +121,22 @@ test('a logger that changes lines (mixin, redaction of a logged key, a log forma
     const [ours, theirs] = both(logger, out, line({ path: '/v1/"q"' }), false);
     assert.ok(theirs !== undefined);
     assert.equal(ours, theirs);
+  }
+});
+
+test('millis writes a duration rounded to 3 decimals exactly as String() does, and anything else too', () => {
+  const round = (ms: number): number => Math.round(ms * 1000) / 1000;
+  for (let n = 0; n <= 300_000; n++) assert.equal(millis(n / 1000), String(n / 1000), String(n));
+  let seed = 7;
+  const random = (): number => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
+  for (let i = 0; i < 100_000; i++) {
+    const v = round(random() * 10 ** Math.floor(random() * 12));
+    assert.equal(millis(v), String(v), String(v));
+  }
+  for (const v of [0.0001, 1.23456, -1, -0.5, 2 ** 44, 1e21, Number.NaN, Number.POSITIVE_INFINITY]) {
+    assert.equal(millis(v), Number.isFinite(v) ? String(v) : 'null', String(v));
   }
 });
