@@ -98,6 +98,7 @@ export class UpstreamPool implements ConnectionOwner {
   /** Closes every connection now; exchanges in progress fail (not retried once bytes may have been sent). */
   destroy(): void {
     this.closing = true;
+    for (const handler of this.waiting.splice(0)) process.nextTick(failClosed, handler);
     for (const c of [...this.all]) c.shutdown();
   }
 
