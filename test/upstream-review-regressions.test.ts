@@ -6,7 +6,9 @@ import { once } from 'node:events';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { answer, startScriptedReplica } from './fixtures/scripted-replica.js';
+import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
@@ -94,4 +96,27 @@ test('regression: a replica that stops reading a large upload gets 504 after res
   // The gateway closed the replica's connection: once it thaws, the replica reads to the close.
   frozen.thaw();
   await eventually(() => frozen.sockets.length > 0 && frozen.closed.size === frozen.sockets.length, 10_000, 'the replica connection to close');
+});
+
+test('regression: a request whose caller leaves while it waits in the queue logs the time it waited (queuedMs)', async () => {
+  // Concurrency 1: the first request holds the only slot, so the second one waits in the queue.
+  const held: Socket[] = [];
+  const replica = await startScriptedReplica((socket) => void held.push(socket));
+  cleanups.push(() => replica.close());
+  const tg = await gatewayFor(replica.url, { methods: ['GET', 'POST'] }, { concurrency: 1 });
+  const path = new URL(tg.url('/held')).pathname;
+  const first = await rawCaller(tg.port);
+  first.socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\n\r\n`);
+  await eventually(() => held.length === 1, 10_000, 'the first request to reach the replica');
+  const second = await rawCaller(tg.port);
+  second.socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\n\r\n`);
+  await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="svc"}')) === 1, 10_000, 'the second request to be queued');
+  await sleep(200);
+  second.socket.destroy();
+  await eventually(() => tg.logs.some((l) => l.msg === 'request' && l.outcome === 'client_closed'), 10_000, 'the access log line');
+  const line = tg.logs.find((l) => l.msg === 'request' && l.outcome === 'client_closed')!;
+  // Before the fix: 0, as if it had never waited.
+  assert.ok(typeof line.queuedMs === 'number' && line.queuedMs >= 150, `queuedMs ${String(line.queuedMs)}`);
+  held[0]!.write(answer('done'));
+  await eventually(() => first.text().endsWith('done'), 10_000, 'the first answer');
 });
