@@ -9,6 +9,7 @@ import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { answer, startScriptedReplica } from './fixtures/scripted-replica.js';
 import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { startReplica } from './helpers/replica.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
@@ -120,3 +121,33 @@ test('regression: a request whose caller leaves while it waits in the queue logs
   held[0]!.write(answer('done'));
   await eventually(() => first.text().endsWith('done'), 10_000, 'the first answer');
 });
+
+// Decision, not a bug: bodyIdleMs times the replica, not the caller. While the caller is slow the
+// replica's stream is paused (backpressure) and the deadline waits; a caller that stops reading
+// for good is cut by the front end's own idle timeout, which aborts the upstream exchange.
+for (const framing of ['content-length', 'chunked']) {
+  test(`a caller slower than bodyIdleMs gets the whole ${framing} answer: the paused stream is not timed out`, async () => {
+    const size = 32 * 1024 * 1024;
+    const replica = await startReplica(async (_req, res) => {
+      res.writeHead(200, framing === 'chunked' ? { 'content-type': 'application/octet-stream' } : { 'content-type': 'application/octet-stream', 'content-length': String(size) });
+      const chunk = Buffer.alloc(256 * 1024, 0x62);
+      for (let sent = 0; sent < size; sent += chunk.length) if (!res.write(chunk)) await once(res, 'drain');
+      res.end();
+    });
+    cleanups.push(() => replica.close());
+    const tg = await gatewayFor(replica.url, { methods: ['GET', 'POST'], timeouts: { responseHeadersMs: 300, bodyIdleMs: 300 } });
+    const caller = await rawCaller(tg.port);
+    caller.socket.pause();
+    caller.socket.write(`GET ${new URL(tg.url('/big')).pathname} HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\nConnection: close\r\n\r\n`);
+    // Reads nothing for several bodyIdleMs: the kernel buffers fill and the gateway pauses the replica.
+    await sleep(1_500);
+    let received = 0;
+    caller.socket.on('data', (d: Buffer) => (received += d.length));
+    caller.socket.resume();
+    await eventually(() => caller.closed(), 30_000, 'the answer to end');
+    assert.ok(received > size, `received ${received} bytes`);
+    const line = tg.logs.find((l) => l.msg === 'request');
+    assert.equal(line?.outcome, 'ok');
+    assert.equal(line?.bytesOut, size);
+  });
+}
