@@ -2,7 +2,8 @@
 // queue depth and wait, replica states and cold-start durations, bytes relayed.
 // Labelled children are looked up once and cached, so a finished request costs a few increments.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { QueueOutcome, ReplicaEvents, ReplicaStateName } from './replicas/replica-set.js';
+import type { QueueOutcome, ReplicaEvents } from './control/replicas/events.js';
+import type { ReplicaStateName } from './control/replicas/replica.js';
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 const COLD_START_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
