@@ -1,87 +1,72 @@
 // Prometheus metrics (contract section 9): requests by service and status, time to first byte,
 // queue depth and wait, replica states and cold-start durations, bytes relayed.
-// Labelled children are looked up once and cached, so a finished request costs a few increments.
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+// Per-request counts come from the data plane threads' request stores (metrics/request-store.ts),
+// summed at scrape time; replica and queue metrics come from the control plane's events.
+import { Gauge, Histogram, Registry } from 'prom-client';
+import { type HistogramSum, LATENCY_BUCKETS, type ServiceSums, sumStores } from './metrics/request-store.js';
 import type { QueueOutcome, ReplicaEvents } from './control/replicas/events.js';
 import type { ReplicaStateName } from './control/replicas/replica.js';
 
-const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 const COLD_START_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
 
-/** What the relay reports when a request is over. */
-export interface FinishedRequest {
-  slug: string;
-  status: number;
-  outcome: string;
-  bytesIn: number;
-  bytesOut: number;
-  /** Seconds from arrival to the first byte written to the caller; negative if none was. */
-  ttfbSeconds: number;
-  durationSeconds: number;
+/** A metric the registry renders from the request stores' sums (read at scrape time). */
+interface MetricValue {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName?: string;
 }
 
-interface ServiceChildren {
-  /** By `status * 64 + outcome index`. */
-  requests: Map<number, Counter.Internal>;
-  ttfb: Histogram.Internal<'service'>;
-  duration: Histogram.Internal<'service'>;
-  bytesIn: Counter.Internal;
-  bytesOut: Counter.Internal;
-}
+class SummedMetric {
+  readonly aggregator = 'sum';
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: 'counter' | 'gauge' | 'histogram',
+    private readonly values: () => MetricValue[],
+  ) {}
 
-const OUTCOMES = new Map<string, number>();
-
-/** A small number per outcome name, for the cache key of the requests counter. */
-function outcomeIndex(outcome: string): number {
-  let index = OUTCOMES.get(outcome);
-  if (index === undefined) {
-    index = OUTCOMES.size;
-    OUTCOMES.set(outcome, index);
+  get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: MetricValue[] }> {
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.values() });
   }
-  return index;
+
+  reset(): void {}
 }
 
 export class Metrics implements ReplicaEvents {
   readonly registry = new Registry();
-  private readonly requests: Counter<'service' | 'status' | 'outcome'>;
-  private readonly ttfb: Histogram<'service'>;
-  private readonly duration: Histogram<'service'>;
-  private readonly bytes: Counter<'service' | 'direction'>;
   private readonly queueDepthGauge: Gauge<'service'>;
   private readonly queueWaitHistogram: Histogram<'service' | 'outcome'>;
   private readonly replicaStates: Gauge<'service' | 'state'>;
   private readonly coldStartHistogram: Histogram<'service' | 'result'>;
-  private readonly inflight: Gauge;
-  private readonly services = new Map<string, ServiceChildren>();
+  /** One request store per data plane thread (request-store.ts). */
+  private readonly stores: SharedArrayBuffer[] = [];
+  private sums: ReturnType<typeof sumStores> | undefined;
 
-  constructor() {
+  constructor(private readonly slugs: readonly string[]) {
     const registers = [this.registry];
-    this.requests = new Counter({
-      name: 'sluice_requests_total',
-      help: 'Relay requests by service, answered status and outcome.',
-      labelNames: ['service', 'status', 'outcome'],
-      registers,
-    });
-    this.ttfb = new Histogram({
-      name: 'sluice_time_to_first_byte_seconds',
-      help: 'From the request arriving to the first byte of the answer written to the caller.',
-      labelNames: ['service'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.duration = new Histogram({
-      name: 'sluice_request_duration_seconds',
-      help: 'From the request arriving to its answer being complete (or abandoned).',
-      labelNames: ['service'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.bytes = new Counter({
-      name: 'sluice_bytes_relayed_total',
-      help: 'Body bytes relayed: in = caller to replica, out = replica to caller.',
-      labelNames: ['service', 'direction'],
-      registers,
-    });
+    const summed = (name: string, help: string, type: 'counter' | 'gauge' | 'histogram', values: () => MetricValue[]): void => {
+      this.registry.registerMetric(new SummedMetric(name, help, type, values) as unknown as Parameters<Registry['registerMetric']>[0]);
+    };
+    summed('sluice_requests_total', 'Relay requests by service, answered status and outcome.', 'counter', () =>
+      this.perService((slug, s) =>
+        [...s.requests].map(([key, value]) => {
+          const [status, outcome] = key.split(' ');
+          return { labels: { service: slug, status: status!, outcome: outcome! }, value };
+        }),
+      ),
+    );
+    summed('sluice_time_to_first_byte_seconds', 'From the request arriving to the first byte of the answer written to the caller.', 'histogram', () =>
+      this.perService((slug, s) => histogramValues('sluice_time_to_first_byte_seconds', slug, s.ttfb)),
+    );
+    summed('sluice_request_duration_seconds', 'From the request arriving to its answer being complete (or abandoned).', 'histogram', () =>
+      this.perService((slug, s) => histogramValues('sluice_request_duration_seconds', slug, s.duration)),
+    );
+    summed('sluice_bytes_relayed_total', 'Body bytes relayed: in = caller to replica, out = replica to caller.', 'counter', () =>
+      this.perService((slug, s) => [
+        ...(s.bytesIn > 0 ? [{ labels: { service: slug, direction: 'in' }, value: s.bytesIn }] : []),
+        ...(s.bytesOut > 0 ? [{ labels: { service: slug, direction: 'out' }, value: s.bytesOut }] : []),
+      ]),
+    );
     this.queueDepthGauge = new Gauge({
       name: 'sluice_queue_depth',
       help: 'Requests waiting for a replica.',
@@ -108,46 +93,25 @@ export class Metrics implements ReplicaEvents {
       buckets: COLD_START_BUCKETS,
       registers,
     });
-    this.inflight = new Gauge({
-      name: 'sluice_inflight_requests',
-      help: 'Relay requests being served (queued or streaming).',
-      registers,
-    });
+    summed('sluice_inflight_requests', 'Relay requests being served (queued or streaming).', 'gauge', () => [
+      { labels: {}, value: this.current().inflight },
+    ]);
   }
 
-  requestStarted(): void {
-    this.inflight.inc();
+  /** A new data plane thread's request store. */
+  addStore(buffer: SharedArrayBuffer): void {
+    this.stores.push(buffer);
   }
 
-  requestFinished(r: FinishedRequest): void {
-    this.inflight.dec();
-    const service = this.service(r.slug);
-    let child = service.requests.get(r.status * 64 + outcomeIndex(r.outcome));
-    if (child === undefined) {
-      child = this.requests.labels(r.slug, String(r.status), r.outcome);
-      service.requests.set(r.status * 64 + outcomeIndex(r.outcome), child);
-    }
-    child.inc();
-    if (r.ttfbSeconds >= 0) service.ttfb.observe(r.ttfbSeconds);
-    service.duration.observe(r.durationSeconds);
-    if (r.bytesIn > 0) service.bytesIn.inc(r.bytesIn);
-    if (r.bytesOut > 0) service.bytesOut.inc(r.bytesOut);
+  /** The sums for the scrape in progress (computed once per scrape). */
+  private current(): ReturnType<typeof sumStores> {
+    this.sums ??= sumStores(this.stores, this.slugs.length);
+    return this.sums;
   }
 
-  /** The labelled children of one service, looked up once. */
-  private service(slug: string): ServiceChildren {
-    let children = this.services.get(slug);
-    if (children === undefined) {
-      children = {
-        requests: new Map(),
-        ttfb: this.ttfb.labels(slug),
-        duration: this.duration.labels(slug),
-        bytesIn: this.bytes.labels(slug, 'in'),
-        bytesOut: this.bytes.labels(slug, 'out'),
-      };
-      this.services.set(slug, children);
-    }
-    return children;
+  private perService(fn: (slug: string, sums: ServiceSums) => MetricValue[]): MetricValue[] {
+    const { services } = this.current();
+    return services.flatMap((sums, i) => fn(this.slugs[i]!, sums));
   }
 
   // ── ReplicaEvents: the replica sets report here ───────────────────────────────────────────
@@ -171,11 +135,30 @@ export class Metrics implements ReplicaEvents {
     this.coldStartHistogram.labels(service, 'ready').observe(ms / 1000);
   }
 
-  render(): Promise<string> {
-    return this.registry.metrics();
+  async render(): Promise<string> {
+    this.sums = undefined;
+    try {
+      return await this.registry.metrics();
+    } finally {
+      this.sums = undefined;
+    }
   }
 
   get contentType(): string {
     return this.registry.contentType;
   }
+}
+
+function histogramValues(name: string, slug: string, h: HistogramSum): MetricValue[] {
+  if (h.count === 0) return [];
+  const values: MetricValue[] = [];
+  let cumulative = 0;
+  for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
+    cumulative += h.buckets[i]!;
+    values.push({ metricName: `${name}_bucket`, labels: { le: LATENCY_BUCKETS[i]!, service: slug }, value: cumulative });
+  }
+  values.push({ metricName: `${name}_bucket`, labels: { le: '+Inf', service: slug }, value: h.count });
+  values.push({ metricName: `${name}_sum`, labels: { service: slug }, value: h.sum });
+  values.push({ metricName: `${name}_count`, labels: { service: slug }, value: h.count });
+  return values;
 }
