@@ -8,7 +8,8 @@ import { destinationOf } from '../log-transport.js';
 import { resetInflight } from '../metrics/request-store.js';
 import type { ErrorSpec, ReplicaInfo, ViewLink } from '../replicas/link.js';
 import type { FromWorker, ToWorker, WorkerInit } from './messages.js';
-import type { ServiceControl, ViewRouter } from './replicas/service-control.js';
+import type { ViewRouter } from './replicas/control-types.js';
+import type { ServiceControl } from './replicas/service-control.js';
 
 const WORKER_URL = new URL('../data/worker.js', import.meta.url);
 /** A replacement waits this long, doubling per quick death up to 5 s (a crash loop backs off). */

@@ -4,7 +4,8 @@
 // worker threads the same two halves talk through messages instead (src/control/worker-pool.ts).
 import type { ServiceConfig } from '../config-types.js';
 import type { ReplicaEvents } from '../control/replicas/events.js';
-import { ServiceControl, type ServiceSnapshot } from '../control/replicas/service-control.js';
+import type { ServiceSnapshot } from '../control/replicas/control-types.js';
+import { ServiceControl } from '../control/replicas/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from '../control/replicas/tuning.js';
 import { ReplicaView } from '../data/replica-view.js';
 import type { Logger } from '../log.js';
@@ -13,7 +14,7 @@ import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from './types
 
 export type { QueueOutcome, ReplicaEvents } from '../control/replicas/events.js';
 export type { ReplicaStateName } from '../control/replicas/replica.js';
-export type { ReplicaSnapshot, ServiceSnapshot as ReplicaSetSnapshot } from '../control/replicas/service-control.js';
+export type { ReplicaSnapshot, ServiceSnapshot as ReplicaSetSnapshot } from '../control/replicas/control-types.js';
 export { DEFAULT_TUNING, type ReplicaSetTuning };
 
 export interface ReplicaSetDeps {

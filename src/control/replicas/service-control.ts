@@ -32,7 +32,8 @@ import type { ServiceConfig } from '../../config-types.js';
 import { RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { ProcessExit } from '../../replicas/launchers/process.js';
-import type { ReplicaInfo, ViewLink } from '../../replicas/link.js';
+import type { ReplicaInfo } from '../../replicas/link.js';
+import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
 import { ProcessSource } from '../sources/process.js';
 import type { Endpoint, ReplicaSource } from '../sources/source.js';
@@ -40,41 +41,9 @@ import { StaticSource } from '../sources/static.js';
 import { Demand } from './demand.js';
 import type { ReplicaEvents } from './events.js';
 import { Health } from './health.js';
+import { IdleStops } from './idle.js';
 import { ManagedReplica, canTransition, type ReplicaStateName } from './replica.js';
-import { DEFAULT_TUNING, type ReplicaSetTuning } from './tuning.js';
-
-/** The data planes, by thread index, as the control plane reaches them. */
-export interface ViewRouter {
-  get(thread: number): ViewLink | undefined;
-  all(): Iterable<ViewLink>;
-}
-
-export interface ServiceControlDeps {
-  logger: Logger;
-  events?: ReplicaEvents;
-  tuning?: Partial<ReplicaSetTuning>;
-  /** How many data plane threads may hold requests (slot table rows). */
-  threads: number;
-  views: ViewRouter;
-}
-
-export interface ReplicaSnapshot {
-  id: string;
-  state: ReplicaStateName;
-  inflight: number;
-  origin: string;
-  /** The process id of a launched replica (undefined for static ones or before spawn). */
-  pid: number | undefined;
-}
-
-export interface ServiceSnapshot {
-  slug: string;
-  kind: 'static' | 'launched';
-  accepting: boolean;
-  queued: number;
-  /** Every replica that holds a place (not yet stopped, or its process not yet exited). */
-  replicas: ReplicaSnapshot[];
-}
+import { DEFAULT_TUNING, StartBackoff, type ReplicaSetTuning } from './tuning.js';
 
 const SHARED_STATE: Record<ReplicaStateName, number> = { starting: BUSY, ready: READY, unreachable: OUT, draining: BUSY, stopped: BUSY, failed: BUSY };
 
@@ -106,10 +75,8 @@ export class ServiceControl {
   private accepting = true;
   private closingPromise: Promise<void> | undefined = undefined;
 
-  private failures = 0;
-  private lastFailureAt = -Infinity;
-  private lastReadyAt = -Infinity;
-  private backoffUntil = 0;
+  private readonly backoff: StartBackoff;
+  private readonly idle: IdleStops;
   private backoffTimer: NodeJS.Timeout | undefined = undefined;
   /** Launches in progress; `close()` awaits them. */
   private readonly pending = new Set<Promise<void>>();
@@ -129,6 +96,8 @@ export class ServiceControl {
     this.known = new Int32Array(capacity).fill(-1);
     this.demand = new Demand(service, this.slots, this.known, !launched, (t) => this.views.get(t), this.log, this.events);
     this.health = new Health(service, this.tuning, this.log, this);
+    this.backoff = new StartBackoff(this.tuning);
+    this.idle = new IdleStops(service, this.slots, this);
 
     for (const endpoint of this.source.initial()) {
       const r = this.create()!;
@@ -144,6 +113,11 @@ export class ServiceControl {
 
   get scalable(): boolean {
     return this.source.scalable;
+  }
+
+  /** An idle replica may be stopped: more than `min` are live and nobody is queued. */
+  get canStopIdle(): boolean {
+    return this.live > this.service.replicas.min && this.demand.size === 0;
   }
 
   // ── from the data planes (DemandLink) ──────────────────────────────────────────────────────
@@ -293,11 +267,11 @@ export class ServiceControl {
     switch (to) {
       case 'ready':
         if (from === 'starting') {
-          this.lastReadyAt = now;
+          this.backoff.ready(now);
           if (this.source.scalable) this.events?.coldStart(this.slug, r.id, now - r.createdAt);
         }
         r.lastProbe = '';
-        if (this.source.scalable) this.armIdle(r, this.service.replicas.idleTimeoutMs);
+        if (this.source.scalable) this.idle.arm(r);
         else this.health.scheduleRecheck(r);
         this.demand.dispatch();
         break;
@@ -321,11 +295,7 @@ export class ServiceControl {
   }
 
   private enterFailed(r: ManagedReplica, from: ReplicaStateName, now: number): void {
-    if (this.lastReadyAt > this.lastFailureAt && now - this.lastReadyAt >= this.tuning.stableMs) this.failures = 0;
-    this.failures++;
-    this.lastFailureAt = now;
-    const backoffMs = Math.min(this.tuning.backoffMaxMs, this.tuning.backoffBaseMs * 2 ** (this.failures - 1));
-    this.backoffUntil = now + backoffMs;
+    const backoffMs = this.backoff.failed(now);
     if (from === 'starting' && this.readyCount === 0 && this.starting === 0) {
       // Nothing else can serve the queue: every waiter learns it now, not at maxWaitMs.
       const retryAfter = String(Math.max(1, Math.ceil(backoffMs / 1000)));
@@ -384,8 +354,7 @@ export class ServiceControl {
       const startingTakes = this.starting === 0 ? 0 : concurrency === 0 ? Infinity : this.starting * concurrency;
       const forQueue = this.demand.size > startingTakes;
       if (!forQueue && this.live >= min) return;
-      const now = performance.now();
-      const wait = now < this.backoffUntil ? this.backoffUntil - now : 0;
+      const wait = this.backoff.waitMs(performance.now());
       const r = wait > 0 ? undefined : this.create();
       if (r === undefined) {
         // In a backoff, or every slot still has requests of a replica that is gone: look again soon.
@@ -427,31 +396,5 @@ export class ServiceControl {
     }, this.service.replicas.startTimeoutMs);
     r.startTimer.unref();
     this.health.pollReadiness(r, 0);
-  }
-
-  private armIdle(r: ManagedReplica, delay: number): void {
-    r.idleTimer = setTimeout(() => this.idleCheck(r), delay);
-    r.idleTimer.unref();
-  }
-
-  /** A ready replica's idle timer fired: stop it if it has been idle long enough and may go. */
-  private idleCheck(r: ManagedReplica): void {
-    r.idleTimer = undefined;
-    if (r.state !== 'ready') return;
-    const limit = this.service.replicas.idleTimeoutMs;
-    if (this.slots.inflight(r.slot) > 0) {
-      this.armIdle(r, Math.max(25, Math.ceil(limit / 4))); // busy: look again after its next release
-      return;
-    }
-    const idleFor = Date.now() - this.slots.idleSince(r.slot);
-    if (idleFor < limit - 1) {
-      this.armIdle(r, Math.ceil(limit - idleFor));
-      return;
-    }
-    if (this.live <= this.service.replicas.min || this.demand.size > 0 || !this.slots.retireIfIdle(r.slot)) {
-      this.armIdle(r, limit); // kept for `min`, or a request got there first; looked at again later
-      return;
-    }
-    this.transition(r, 'draining', 'idle', { idleMs: Math.round(idleFor) });
   }
 }

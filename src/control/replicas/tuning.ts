@@ -32,3 +32,36 @@ export const DEFAULT_TUNING: Readonly<ReplicaSetTuning> = Object.freeze({
   stopGraceMs: 5_000,
   poolCloseMs: 1_000,
 });
+
+/**
+ * The wait before the next start after failed ones: `backoffBaseMs`, doubling per consecutive
+ * failure up to `backoffMaxMs`; the count resets once a replica has stayed ready for `stableMs`,
+ * so a crash loop after readiness backs off too.
+ */
+export class StartBackoff {
+  private failures = 0;
+  private lastFailureAt = -Infinity;
+  private lastReadyAt = -Infinity;
+  private until = 0;
+
+  constructor(private readonly tuning: ReplicaSetTuning) {}
+
+  ready(now: number): void {
+    this.lastReadyAt = now;
+  }
+
+  /** A replica failed at `now`: the backoff it imposes, in ms. */
+  failed(now: number): number {
+    if (this.lastReadyAt > this.lastFailureAt && now - this.lastReadyAt >= this.tuning.stableMs) this.failures = 0;
+    this.failures++;
+    this.lastFailureAt = now;
+    const ms = Math.min(this.tuning.backoffMaxMs, this.tuning.backoffBaseMs * 2 ** (this.failures - 1));
+    this.until = now + ms;
+    return ms;
+  }
+
+  /** How long the next start must still wait (0: now). */
+  waitMs(now: number): number {
+    return now < this.until ? this.until - now : 0;
+  }
+}
