@@ -137,7 +137,7 @@ class ControlPlane implements Gateway, OpsSource {
           if (port !== 0 || attempt >= 5) throw err;
         }
       }
-      await Promise.all(Array.from({ length: this.workers - 1 }, (_, i) => pool.start(i + 1, this.port)));
+      await Promise.all(Array.from({ length: this.workers - 1 }, (_, i) => this.startWorker(i + 1)));
     }
     if (this.adminApp !== undefined) {
       this.adminSocket = await listenOn(this.adminApp, this.config.admin!.host, this.config.admin!.port, true);
@@ -147,6 +147,19 @@ class ControlPlane implements Gateway, OpsSource {
       { host, port: this.port, adminPort: this.adminPort, workers: this.workers, basePath: this.config.basePath, services: this.config.services.map((s) => s.slug) },
       'gateway listening',
     );
+  }
+
+  /** Starts worker `thread` on the port the first one took; a failure is retried twice. */
+  private async startWorker(thread: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.pool!.start(thread, this.port);
+        return;
+      } catch (err) {
+        if (attempt >= 3) throw err;
+        this.logger.warn({ worker: thread, attempt, err }, 'worker failed to start, trying again');
+      }
+    }
   }
 
   // ── drain and close ──────────────────────────────────────────────────────────────────────

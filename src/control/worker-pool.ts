@@ -41,6 +41,8 @@ class WorkerHandle {
   startedAt = performance.now();
   alive = true;
   listened = false;
+  /** The error the thread ended with, if any (for the reason of a failed start). */
+  error: Error | undefined = undefined;
   /** Started in place of a dead worker: if it fails, the pool tries again (a first start's caller decides). */
   replacement = false;
 
@@ -98,7 +100,10 @@ export class WorkerPool {
       h.failed = (reason) => reject(new Error(reason));
     });
     worker.on('message', (message: FromWorker) => this.onMessage(h, message));
-    worker.on('error', (err) => this.options.logger.error({ worker: thread, err }, 'worker error'));
+    worker.on('error', (err) => {
+      h.error = err;
+      this.options.logger.error({ worker: thread, err }, 'worker error');
+    });
     worker.once('exit', (code) => this.onExit(h, code));
     // The replicas that exist already; later changes reach it like every other worker.
     this.options.services.forEach((service, s) => {
@@ -149,7 +154,7 @@ export class WorkerPool {
 
   private onExit(h: WorkerHandle, code: number): void {
     h.alive = false;
-    h.failed?.(`worker ${h.thread} exited with code ${code} before listening`);
+    h.failed?.(`worker ${h.thread} exited with code ${code} before listening${h.error === undefined ? '' : `: ${h.error.message}`}`);
     h.drained?.();
     if (this.handles[h.thread] !== h) return;
     if (!h.listened && !h.replacement && !this.closing) {
