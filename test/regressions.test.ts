@@ -50,6 +50,8 @@ test('regression: an answer that ends while the caller is still uploading leaves
   await caller.waitFor(/\r\n\r\nearly$/);
   caller.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
   await caller.waitFor(/earlyHTTP\/1\.1 200 OK/);
+  // A worker's log lines reach the log a moment after its answers (batched through the main thread).
+  await eventually(() => tg.logs.some((l) => l.msg === 'request'), 5_000, 'the access log line');
   const line = tg.logs.find((l) => l.msg === 'request');
   assert.equal(line?.outcome, 'ok');
   assert.equal(line?.status, 200);
