@@ -12,8 +12,9 @@ import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config-types.js';
 import { RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { Metrics } from '../metrics.js';
-import { createStoreBuffer, RequestCounter } from '../metrics/request-store.js';
+import { Metrics } from '../metrics/metrics.js';
+import { RequestCounters } from '../metrics/request-counters.js';
+import { resolveWorkers } from '../cpu-count.js';
 import { writeError } from '../relay/downstream.js';
 import { LocalReplicaSet } from '../replicas/replica-set.js';
 import { DataPlane } from '../data/data-plane.js';
@@ -23,7 +24,6 @@ import { FLAG_COUNT, FLAG_DRAINING } from './messages.js';
 import { checkPortFree } from './port-check.js';
 import { ServiceControl } from './replicas/service-control.js';
 import { WorkerPool } from './worker-pool.js';
-import { workerCount } from './workers-count.js';
 
 export interface Gateway {
   /** The port the relay listens on (the real one when the config said 0). */
@@ -66,19 +66,20 @@ class ControlPlane implements Gateway, OpsSource {
     options: GatewayOptions,
   ) {
     this.logger = options.logger;
-    this.workers = workerCount(config.workers);
+    // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
+    this.workers = resolveWorkers(config.workers);
     this.registry = new Metrics(config.services.map((s) => s.slug));
     const ops = config.admin === undefined ? this : undefined;
     if (this.workers === 1) {
       const sets = config.services.map((service) => new LocalReplicaSet(service, { logger: this.logger, events: this.registry }));
       this.services.push(...sets.map((set) => set.control));
-      const store = createStoreBuffer(config.services.length);
-      this.registry.addStore(store);
-      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: new RequestCounter(store), ops });
+      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, ops });
       this.local = { plane, sets };
     } else {
-      const stores = Array.from({ length: this.workers }, () => createStoreBuffer(config.services.length));
-      for (const store of stores) this.registry.addStore(store);
+      // Each worker counts into its own shared store; a scrape sums them (metrics/collectors.ts).
+      const layout = this.registry.layout;
+      const stores = Array.from({ length: this.workers }, () => new RequestCounters(layout, new SharedArrayBuffer(layout.byteLength)));
+      for (const store of stores) this.registry.addCounters(store);
       const pool = new WorkerPool({
         logger: this.logger,
         services: this.services,
@@ -87,11 +88,11 @@ class ControlPlane implements Gateway, OpsSource {
           thread,
           port,
           slots: this.services.map((service) => service.slots.init),
-          store: stores[thread]!,
+          store: stores[thread]!.buffer as SharedArrayBuffer,
           flags: this.flagsBuffer,
         }),
         render: () => this.metricsText(),
-        storeOf: (thread) => stores[thread]!,
+        countersOf: (thread) => stores[thread]!,
       });
       config.services.forEach((service, s) => {
         this.services.push(new ServiceControl(service, { logger: this.logger, events: this.registry, threads: this.workers, views: pool.router(s) }));

@@ -5,7 +5,7 @@
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
 import { destinationOf } from '../log-transport.js';
-import { resetInflight } from '../metrics/request-store.js';
+import type { RequestCounters } from '../metrics/request-counters.js';
 import type { ErrorSpec, ReplicaInfo, ViewLink } from '../replicas/link.js';
 import type { FromWorker, ToWorker, WorkerInit } from './messages.js';
 import type { ViewRouter } from './replicas/control-types.js';
@@ -27,8 +27,8 @@ export interface WorkerPoolOptions {
   init(thread: number, port: number): WorkerInit;
   /** Renders `/metrics` for a worker serving it on the relay listener. */
   render(): Promise<{ text: string; contentType: string }>;
-  /** Thread `thread`'s request store (its in-flight gauge is reset when it dies). */
-  storeOf(thread: number): SharedArrayBuffer;
+  /** Thread `thread`'s request counters (their in-flight gauge is reset when it dies). */
+  countersOf(thread: number): RequestCounters;
 }
 
 /** One worker thread and the per-service links the control plane uses to reach it. */
@@ -163,7 +163,7 @@ export class WorkerPool {
     }
     let given = 0;
     for (const service of this.options.services) given += service.threadGone(h.thread);
-    resetInflight(this.options.storeOf(h.thread));
+    this.options.countersOf(h.thread).forgetInflight();
     if (this.closing) return;
     const now = performance.now();
     if (now - h.startedAt >= STABLE_MS) this.quickDeaths[h.thread] = 0;

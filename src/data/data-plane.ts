@@ -5,13 +5,13 @@ import * as uWS from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config, TokenConfig } from '../config-types.js';
 import type { Logger } from '../log.js';
-import type { RequestCounter } from '../metrics/request-store.js';
+import type { RequestCounters } from '../metrics/request-counters.js';
 import { tokenEntries } from '../relay/auth.js';
 import type { RelayRequest } from '../relay/relay.js';
 import type { ReplicaSet } from '../replicas/types.js';
 import { describeUpstreamError } from '../upstream/errors.js';
 import { FrontEnd, type FrontEndOwner, ServiceEntry } from './front-end.js';
-import { listenOn } from './listen.js';
+import { createApp, listenOn } from './listen.js';
 import { addOpsRoutes, type OpsSource } from './ops-routes.js';
 
 export interface DataPlaneOptions {
@@ -19,7 +19,7 @@ export interface DataPlaneOptions {
   logger: Logger;
   /** This thread's view of each service's replicas, in config order. */
   replicas: readonly ReplicaSet[];
-  counter: RequestCounter;
+  counter: RequestCounters;
   /** The gateway-wide state the ops endpoints report, when they are on the relay listener. */
   ops: OpsSource | undefined;
   /** Test builds only (NODE_ENV=test and SLUICE_TEST_HOOKS=1): extra routes on the relay listener. */
@@ -35,7 +35,7 @@ export class DataPlane implements FrontEndOwner {
   private listenSocket: us_listen_socket | undefined;
   private idleWaiter: (() => void) | undefined;
   private readonly logger: Logger;
-  private readonly counter: RequestCounter;
+  private readonly counter: RequestCounters;
   private readonly ops: OpsSource | undefined;
 
   constructor(private readonly options: DataPlaneOptions) {
@@ -46,8 +46,7 @@ export class DataPlane implements FrontEndOwner {
     const services = new Map<string, ServiceEntry>();
     config.services.forEach((service, i) => services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i)));
     this.frontEnd = new FrontEnd(config.basePath, services, this, this.logger);
-    const tls = config.listen.tls;
-    this.app = tls === undefined ? uWS.App() : uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
+    this.app = createApp(config.listen.tls);
     if (options.ops !== undefined) addOpsRoutes(this.app, options.ops, this.logger);
     options.testRoutes?.(this.app);
     this.app.any('/*', this.frontEnd.handle);
@@ -66,7 +65,7 @@ export class DataPlane implements FrontEndOwner {
 
   onRelayStarted(): void {
     this.inflight += 1;
-    this.counter.requestStarted();
+    this.counter.started();
   }
 
   onRelayFinished(r: RelayRequest): void {
@@ -76,15 +75,7 @@ export class DataPlane implements FrontEndOwner {
     const status = r.outcome === 'client_closed' ? 499 : d.headersSent ? d.statusCode : (r.error?.status ?? 500);
     const ttfbMs = d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1;
     const ms = now - r.startedAt;
-    this.counter.requestFinished({
-      service: this.frontEnd.services.get(r.slug)!.index,
-      status,
-      outcome: r.outcome,
-      bytesIn: r.body.received,
-      bytesOut: d.bytesOut,
-      ttfbSeconds: ttfbMs / 1000,
-      durationSeconds: ms / 1000,
-    });
+    this.counter.finished(r.slug, status, r.outcome, r.body.received, d.bytesOut, ttfbMs / 1000, ms / 1000);
     const line = {
       reqId: r.requestId,
       service: r.slug,

@@ -8,6 +8,7 @@
 // same check. With port 0 the first worker picks the port and the others join it.
 import * as uWS from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import type { Config } from '../config-types.js';
 
 /** `uWS.LIBUS_LISTEN_EXCLUSIVE_PORT`: exported by the module, missing from its typings. */
 const EXCLUSIVE_PORT = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
@@ -22,4 +23,21 @@ export function listenOn(app: TemplatedApp, host: string, port: number, exclusiv
       else resolve(socket);
     });
   });
+}
+
+/**
+ * The relay's uWS app: plain HTTP, or HTTPS with the config's certificate and key (each worker
+ * builds its own). The loader has checked both files (config/tls.ts); if uWS still cannot use
+ * them (changed since, or something OpenSSL refuses), the error names the keys and files instead
+ * of uWS's "App construction failed". uWS reads the files once, here: a renewed certificate is
+ * served after a restart.
+ */
+export function createApp(tls: Config['listen']['tls']): TemplatedApp {
+  if (tls === undefined) return uWS.App();
+  try {
+    return uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new Error(`cannot serve HTTPS with listen.tls.certFile ${tls.certFile} and listen.tls.keyFile ${tls.keyFile}: ${reason}`, { cause: err });
+  }
 }

@@ -10,7 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { createLogger } from '../log.js';
 import { PostingDestination } from '../log-transport.js';
-import { RequestCounter } from '../metrics/request-store.js';
+import { CounterLayout, RequestCounters } from '../metrics/request-counters.js';
 import type { DemandLink } from '../replicas/link.js';
 import { SlotTable } from '../replicas/slots.js';
 import { FLAG_DRAINING, type FromWorker, type ToWorker, type WorkerInit } from '../control/messages.js';
@@ -48,7 +48,7 @@ const plane = new DataPlane({
   config,
   logger,
   replicas: views,
-  counter: new RequestCounter(init.store),
+  counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug)), init.store),
   ops:
     config.admin === undefined
       ? {
