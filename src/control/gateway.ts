@@ -18,7 +18,8 @@ import { resolveWorkers } from '../cpu-count.js';
 import { writeError } from '../relay/downstream.js';
 import { LocalReplicaSet } from '../replicas/replica-set.js';
 import { DataPlane } from '../data/data-plane.js';
-import { listenOn } from '../data/listen.js';
+import { createApp, listenOn } from '../data/listen.js';
+import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
 import { FLAG_COUNT, FLAG_DRAINING } from './messages.js';
 import { checkPortFree } from './port-check.js';
@@ -52,6 +53,7 @@ class ControlPlane implements Gateway, OpsSource {
   private readonly registry: Metrics;
   private readonly flagsBuffer = new SharedArrayBuffer(4 * FLAG_COUNT);
   private readonly flags = new Int32Array(this.flagsBuffer);
+  private readonly authFailures = createAuthLimiterBuffer();
   private readonly services: ServiceControl[] = [];
   /** `workers: 1`: the data plane on this thread and the services' local halves. */
   private local: { plane: DataPlane; sets: LocalReplicaSet[] } | undefined;
@@ -66,6 +68,9 @@ class ControlPlane implements Gateway, OpsSource {
     options: GatewayOptions,
   ) {
     this.logger = options.logger;
+    // A certificate uWS cannot use fails the start with its reason before any replica set or
+    // worker has started (each data plane then builds its own app).
+    createApp(config.listen.tls).close();
     // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
     this.workers = resolveWorkers(config.workers);
     this.registry = new Metrics(config.services.map((s) => s.slug));
@@ -73,7 +78,7 @@ class ControlPlane implements Gateway, OpsSource {
     if (this.workers === 1) {
       const sets = config.services.map((service) => new LocalReplicaSet(service, { logger: this.logger, events: this.registry }));
       this.services.push(...sets.map((set) => set.control));
-      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, ops });
+      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, ops });
       this.local = { plane, sets };
     } else {
       // Each worker counts into its own shared store; a scrape sums them (metrics/collectors.ts).
@@ -90,6 +95,7 @@ class ControlPlane implements Gateway, OpsSource {
           slots: this.services.map((service) => service.slots.init),
           store: stores[thread]!.buffer as SharedArrayBuffer,
           flags: this.flagsBuffer,
+          authFailures: this.authFailures,
         }),
         render: () => this.metricsText(),
         countersOf: (thread) => stores[thread]!,

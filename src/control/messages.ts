@@ -18,6 +18,8 @@ export interface WorkerInit {
   store: SharedArrayBuffer;
   /** Gateway-wide flags (gateway.ts: [0] draining). */
   flags: SharedArrayBuffer;
+  /** The gateway-wide authentication failure table (data/shared-auth-limiter.ts). */
+  authFailures: SharedArrayBuffer;
 }
 
 /** Main → worker. `s` is a service's index in the config. */

@@ -13,6 +13,7 @@ import { describeUpstreamError } from '../upstream/errors.js';
 import { FrontEnd, type FrontEndOwner, ServiceEntry } from './front-end.js';
 import { createApp, listenOn } from './listen.js';
 import { addOpsRoutes, type OpsSource } from './ops-routes.js';
+import { SharedAuthLimiter } from './shared-auth-limiter.js';
 
 export interface DataPlaneOptions {
   config: Config;
@@ -20,6 +21,8 @@ export interface DataPlaneOptions {
   /** This thread's view of each service's replicas, in config order. */
   replicas: readonly ReplicaSet[];
   counter: RequestCounters;
+  /** The gateway-wide authentication failure table (shared-auth-limiter.ts). */
+  authFailures: SharedArrayBuffer;
   /** The gateway-wide state the ops endpoints report, when they are on the relay listener. */
   ops: OpsSource | undefined;
   /** Test builds only (NODE_ENV=test and SLUICE_TEST_HOOKS=1): extra routes on the relay listener. */
@@ -45,7 +48,7 @@ export class DataPlane implements FrontEndOwner {
     this.ops = options.ops;
     const services = new Map<string, ServiceEntry>();
     config.services.forEach((service, i) => services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i)));
-    this.frontEnd = new FrontEnd(config.basePath, services, this, this.logger);
+    this.frontEnd = new FrontEnd(config.basePath, services, this, this.logger, new SharedAuthLimiter(options.authFailures));
     this.app = createApp(config.listen.tls);
     if (options.ops !== undefined) addOpsRoutes(this.app, options.ops, this.logger);
     options.testRoutes?.(this.app);

@@ -9,7 +9,6 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { ServiceConfig } from '../config-types.js';
 import { RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { AuthFailureLimiter } from '../relay/auth-limiter.js';
 import { authenticate, type TokenEntry, tokenEntries } from '../relay/auth.js';
 import { writeError } from '../relay/downstream.js';
 import { readCallerHeaders, requestFraming } from '../relay/headers.js';
@@ -55,8 +54,14 @@ function upperMethod(method: string): string {
   return METHODS[method] ?? method.toUpperCase();
 }
 
+/** Repeated authentication failures per address (shared-auth-limiter.ts: gateway-wide). */
+export interface AuthLimiter {
+  readonly idle: boolean;
+  blockedFor(address: string, now: number): number;
+  recordFailure(address: string, now: number): void;
+}
+
 export class FrontEnd {
-  private readonly limiter = new AuthFailureLimiter();
   private readonly prefix: string;
   /** Request ids: a random per-thread prefix and a counter, cheap and unique. */
   private readonly idPrefix = randomBytes(6).toString('hex');
@@ -67,6 +72,7 @@ export class FrontEnd {
     readonly services: ReadonlyMap<string, ServiceEntry>,
     private readonly owner: FrontEndOwner,
     private readonly logger: Logger,
+    private readonly limiter: AuthLimiter,
   ) {
     this.prefix = `${basePath}/`;
   }

@@ -48,6 +48,7 @@ const plane = new DataPlane({
   config,
   logger,
   replicas: views,
+  authFailures: init.authFailures,
   counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug)), init.store),
   ops:
     config.admin === undefined
