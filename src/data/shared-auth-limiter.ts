@@ -1,7 +1,7 @@
 // The authentication failure limit (contract section 5, 429 too_many_requests) for the whole
 // gateway: an address that fails FAILURE_LIMIT times within WINDOW_S is refused for the rest of
-// the window, whichever workers its attempts reached. Same rule as relay/auth-limiter.ts, over a
-// table in a SharedArrayBuffer every data plane thread reads and writes with Atomics.
+// the window, whichever workers its attempts reached. One table in a SharedArrayBuffer that
+// every data plane thread reads and writes with Atomics.
 //
 // - Addresses are keyed by a 32-bit FNV-1a hash (never 0); a slot is [key, failures, window end
 //   (seconds since 2020)]. Linear probing over PROBES slots; a slot whose window has ended is
