@@ -6,7 +6,7 @@
 // - Addresses are keyed by a 32-bit FNV-1a hash (never 0); a slot is [key, failures, window end
 //   (seconds since 2020)]. Linear probing over PROBES slots; a slot whose window has ended is
 //   reused (compare-exchange on its key). If every probed slot is live, the first is taken over:
-//   the table stays bounded, as the per-thread one does.
+//   the table stays bounded.
 // - Hot path with no failure in the last window: one atomic load (`idle`).
 const WINDOW_S = 60;
 const FAILURE_LIMIT = 20;
