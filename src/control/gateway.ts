@@ -15,12 +15,11 @@ import type { Logger } from '../log.js';
 import { Metrics } from '../metrics/metrics.js';
 import { RequestCounters } from '../metrics/request-counters.js';
 import { resolveWorkers } from '../cpu-count.js';
-import { writeError } from '../relay/downstream.js';
 import { LocalReplicaSet } from '../replicas/replica-set.js';
 import { DataPlane } from '../data/data-plane.js';
 import { createApp, listenOn } from '../data/listen.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
-import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
+import { addOpsRoutes, type OpsSource, refusal } from '../data/ops-routes.js';
 import { FLAG_COUNT, FLAG_DRAINING } from './messages.js';
 import { checkPortFree } from './port-check.js';
 import { ServiceControl } from './replicas/service-control.js';
@@ -107,8 +106,9 @@ class ControlPlane implements Gateway, OpsSource {
     }
     if (config.admin !== undefined) {
       this.adminApp = uWS.App();
-      addOpsRoutes(this.adminApp, this, this.logger);
-      this.adminApp.any('/*', (res, req) => writeError(res, new RelayError('not_found'), '-', false, req.getMethod() === 'head'));
+      const refuse = refusal(this.logger);
+      addOpsRoutes(this.adminApp, this, this.logger, refuse);
+      this.adminApp.any('/*', (res, req) => refuse(res, new RelayError('not_found'), false, req.getMethod() === 'head'));
     }
   }
 

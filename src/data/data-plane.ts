@@ -50,7 +50,10 @@ export class DataPlane implements FrontEndOwner {
     config.services.forEach((service, i) => services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i)));
     this.frontEnd = new FrontEnd(config.basePath, services, this, this.logger, new SharedAuthLimiter(options.authFailures));
     this.app = createApp(config.listen.tls);
-    if (options.ops !== undefined) addOpsRoutes(this.app, options.ops, this.logger);
+    if (options.ops !== undefined) {
+      const frontEnd = this.frontEnd;
+      addOpsRoutes(this.app, options.ops, this.logger, (res, error, close, head) => frontEnd.refuse(res, error, close, undefined, head));
+    }
     options.testRoutes?.(this.app);
     this.app.any('/*', this.frontEnd.handle);
   }

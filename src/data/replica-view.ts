@@ -12,7 +12,6 @@
 //   for the oldest waiter) or the replica refused the connection (out of rotation).
 // - Each thread has its own connection pools, created in one place (`announce`) with
 //   `createPool(origin, service)` and closed when the control plane says the replica is gone.
-import type { Pool } from 'undici';
 import type { ServiceConfig } from '../config-types.js';
 import { RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -20,6 +19,7 @@ import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type 
 import { sharedClock } from '../replicas/queue.js';
 import type { SlotTable } from '../replicas/slots.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { UpstreamPool } from '../upstream/pool.js';
 import { createPool } from '../upstream/pools.js';
 
 /** One replica as this thread uses it. */
@@ -28,7 +28,7 @@ class LocalReplica implements Replica {
     readonly id: string,
     readonly origin: string,
     readonly host: string,
-    readonly dispatcher: Pool,
+    readonly pool: UpstreamPool,
     readonly slot: number,
     readonly gen: number,
     private readonly slots: SlotTable,
@@ -50,7 +50,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
   private readonly ids = new Map<ReplicaWaiter, number>();
   private lastId = 0;
   private readonly closing = new Set<Promise<void>>();
-  private readonly drainingError = new RelayError('draining');
+  private readonly drainingError = new RelayError('draining', { headers: { 'retry-after': '5' } });
   private readonly noOtherReplicaError = new RelayError('upstream_unavailable', {
     message: 'The service replica could not be reached and no other replica is ready.',
     retryable: false,
@@ -152,7 +152,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     if (r === undefined || r.gen !== gen) return;
     this.bySlot[slot] = undefined;
     this.known[slot] = -1;
-    const closing = closePool(r.dispatcher, this.poolCloseMs);
+    const closing = closePool(r.pool, this.poolCloseMs);
     this.closing.add(closing);
     void closing.finally(() => this.closing.delete(closing));
   }
@@ -190,7 +190,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
 }
 
 /** `close()` (let requests finish) bounded by `ms`, then `destroy()`. Never rejects. */
-async function closePool(pool: Pool, ms: number): Promise<void> {
+async function closePool(pool: UpstreamPool, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const closed = pool.close().then(
     () => true,
@@ -201,5 +201,5 @@ async function closePool(pool: Pool, ms: number): Promise<void> {
   });
   const done = await Promise.race([closed, late]);
   clearTimeout(timer);
-  if (!done) await pool.destroy().catch(() => undefined);
+  if (!done) pool.destroy();
 }

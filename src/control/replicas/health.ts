@@ -1,7 +1,7 @@
 // Probes, on the control plane only: the readiness poll of a starting replica, the periodic probe
 // of a ready static replica (when `readyPath` is set), and the recovery probe of a replica out of
 // rotation. Each result that changes a state goes through the service's transition function.
-import type { Agent } from 'undici';
+import type { Agent } from 'node:http';
 import type { ServiceConfig } from '../../config-types.js';
 import type { Logger } from '../../log.js';
 import { createProbeAgent, probeHttp, probeTcp, type ProbeResult } from '../../replicas/probe.js';
@@ -104,18 +104,8 @@ export class Health {
     this.log.debug({ service: this.service.slug, replica: r.id, state: r.state, probe: result.detail }, 'replica probe');
   }
 
-  /** Closes the probe connections (bounded by `poolCloseMs`). Never rejects. */
-  async close(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const closed = this.agent.close().then(
-      () => true,
-      () => true,
-    );
-    const late = new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), this.tuning.poolCloseMs);
-    });
-    const done = await Promise.race([closed, late]);
-    clearTimeout(timer);
-    if (!done) await this.agent.destroy().catch(() => undefined);
+  /** Closes the probe connections. */
+  close(): void {
+    this.agent.destroy();
   }
 }

@@ -32,7 +32,7 @@ import type { ServiceConfig } from '../../config-types.js';
 import { RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { ProcessExit } from '../../replicas/launchers/process.js';
-import type { ReplicaInfo } from '../../replicas/link.js';
+import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
 import { ProcessSource } from '../sources/process.js';
@@ -74,6 +74,7 @@ export class ServiceControl {
   private lastId = 0;
   private accepting = true;
   private closingPromise: Promise<void> | undefined = undefined;
+  private readonly drainingError = new RelayError('draining', { headers: { 'retry-after': '5' } });
 
   private readonly backoff: StartBackoff;
   private readonly idle: IdleStops;
@@ -125,7 +126,7 @@ export class ServiceControl {
   enqueue(thread: number, id: number, arrivedAt: number): void {
     if (!this.accepting) {
       this.slots.addQueued(-1);
-      this.views.get(thread)?.fail(id, { code: 'draining', message: new RelayError('draining').message });
+      this.views.get(thread)?.fail(id, errorSpec(this.drainingError));
       return;
     }
     if (this.demand.push(thread, id, arrivedAt)) this.scale();
@@ -173,7 +174,7 @@ export class ServiceControl {
     if (this.backoffTimer !== undefined) clearTimeout(this.backoffTimer);
     this.backoffTimer = undefined;
     this.log.info({ service: this.slug, queued: this.demand.size }, 'replica set draining');
-    this.demand.failAll(new RelayError('draining'), 'draining');
+    this.demand.failAll(this.drainingError, 'draining');
   }
 
   close(): Promise<void> {
@@ -193,7 +194,7 @@ export class ServiceControl {
     }
     await Promise.all(exits);
     await Promise.all([...this.pending]);
-    await this.health.close();
+    this.health.close();
     this.log.info({ service: this.slug }, 'replica set closed');
   }
 
