@@ -34,9 +34,10 @@ test('workers: 2 — a second gateway process on the same port fails with a one-
   const [code] = (await once(second, 'exit')) as [number | null];
   assert.equal(code, 1);
   assert.match(stderr, new RegExp(`^sluice: cannot start: cannot listen on 127\\.0\\.0\\.1:${port} \\(address in use or not available\\)\\n$`));
+  const health = `${gw.origin}/healthz`;
   for (let i = 0; i < 4; i++) {
-    const res = await request(`${gw.origin}/healthz`);
-    assert.equal(res.statusCode, 200, 'the first gateway still answers');
-    await res.body.dump();
+    const answer = await request(health);
+    assert.equal(answer.statusCode, 200, 'the first gateway still answers');
+    await answer.body.dump();
   }
 });
