@@ -3,6 +3,7 @@
 // (src/data/worker.ts), or on the main thread with `workers: 1`.
 import * as uWS from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { type AccessLine, AccessLog } from '../access-log.js';
 import type { Config, TokenConfig } from '../config-types.js';
 import type { Logger } from '../log.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
@@ -38,12 +39,14 @@ export class DataPlane implements FrontEndOwner {
   private listenSocket: us_listen_socket | undefined;
   private idleWaiter: (() => void) | undefined;
   private readonly logger: Logger;
+  private readonly accessLog: AccessLog;
   private readonly counter: RequestCounters;
   private readonly ops: OpsSource | undefined;
 
   constructor(private readonly options: DataPlaneOptions) {
     const { config } = options;
     this.logger = options.logger;
+    this.accessLog = new AccessLog(options.logger);
     this.counter = options.counter;
     this.ops = options.ops;
     const services = new Map<string, ServiceEntry>();
@@ -82,24 +85,8 @@ export class DataPlane implements FrontEndOwner {
     const ttfbMs = d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1;
     const ms = now - r.startedAt;
     this.counter.finished(r.slug, status, r.outcome, r.body.received, d.bytesOut, ttfbMs / 1000, ms / 1000);
-    const line = {
-      reqId: r.requestId,
-      service: r.slug,
-      tokenName: r.tokenName,
-      method: r.method,
-      path: r.path,
-      status,
-      outcome: r.outcome,
-      bytesIn: r.body.received,
-      bytesOut: d.bytesOut,
-      ttfbMs: ttfbMs >= 0 ? round(ttfbMs) : undefined,
-      ms: round(ms),
-      queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,
-      retried: r.retried || undefined,
-      err: r.error?.cause === undefined ? undefined : describeUpstreamError(r.error.cause),
-    };
-    if (r.outcome === 'ok' || r.outcome === 'client_closed') this.logger.info(line, 'request');
-    else this.logger.warn(line, 'request');
+    const failed = r.outcome !== 'ok' && r.outcome !== 'client_closed';
+    if (this.accessLog.enabled(failed)) this.accessLog.write(accessLine(r, status, ttfbMs, ms), failed);
     if (this.inflight === 0 && this.idleWaiter !== undefined) this.idleWaiter();
   }
 
@@ -144,6 +131,26 @@ export class DataPlane implements FrontEndOwner {
   get config(): Config {
     return this.options.config;
   }
+}
+
+/** The access-log line of a finished request. */
+function accessLine(r: RelayRequest, status: number, ttfbMs: number, ms: number): AccessLine {
+  return {
+    reqId: r.requestId,
+    service: r.slug,
+    tokenName: r.tokenName,
+    method: r.method,
+    path: r.path,
+    status,
+    outcome: r.outcome,
+    bytesIn: r.body.received,
+    bytesOut: r.downstream.bytesOut,
+    ttfbMs: ttfbMs >= 0 ? round(ttfbMs) : undefined,
+    ms: round(ms),
+    queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,
+    retried: r.retried || undefined,
+    err: r.error?.cause === undefined ? undefined : describeUpstreamError(r.error.cause),
+  };
 }
 
 function round(ms: number): number {
