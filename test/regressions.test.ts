@@ -60,8 +60,10 @@ test('regression: an answer that ends while the caller is still uploading leaves
 test('regression: an error answer to a queued request with a complete body keeps the connection usable', async () => {
   let releaseFirst!: () => void;
   const held = new Promise<void>((resolve) => (releaseFirst = resolve));
+  let arrived = 0;
   const { tg } = await setUp(
     async (req, res) => {
+      arrived++;
       req.resume();
       await held;
       res.end('ok');
@@ -71,6 +73,8 @@ test('regression: an error answer to a queued request with a complete body keeps
   );
   const first = request(tg.url('/x'), { method: 'POST', headers: AUTH, body: 'a' });
   await eventually(() => tg.logs.some((l) => l.msg === 'replica state' && l.to === 'ready'));
+  // The first request holds the one slot before the second is sent (they may reach different workers).
+  await eventually(() => arrived === 1, 5_000, 'the first request to reach the replica');
   const caller = await rawClient(tg.port);
   const size = 100_000; // over the 64 KiB a queued request keeps, so the socket is paused
   caller.socket.write(`POST ${new URL(tg.url('/x')).pathname} HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\nContent-Length: ${size}\r\n\r\n`);
