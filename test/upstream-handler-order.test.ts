@@ -222,3 +222,17 @@ test('sendWhole writes a body valid only during the call (head and body in one b
   }
   await pool.close();
 });
+
+test('regression: destroying the pool also fails the requests waiting for a connection (retryable), once each', { timeout: 10_000 }, async () => {
+  const pool = new UpstreamPool('127.0.0.1', replica.port, { maxConnections: 1, connectMs: 2_000, headersMs: 5_000, bodyIdleMs: 5_000 });
+  const busy = new Recorder('/silent');
+  const waiting = new Recorder('/ok');
+  pool.request(busy);
+  pool.request(waiting);
+  await eventually(() => busy.calls.length > 0, 5_000, 'the connection');
+  pool.destroy();
+  // Before the fix the waiter was never called: its request hung until its caller left.
+  assert.deepEqual(await waiting.done(), ['error (retryable)']);
+  assert.deepEqual(await busy.done(), ['connection', 'error']);
+  assert.equal(pool.size, 0);
+});

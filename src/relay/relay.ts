@@ -306,8 +306,12 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   private finish(outcome: Outcome, error: RelayError | undefined, release: ReleaseOutcome): void {
     if (this.phase === 'done') return;
     // A queued request that ends (caller gone, body too large) leaves the queue: it never reaches a replica.
-    if (this.phase === 'queued') this.service.replicas.cancel(this);
-    else this.abortUpstream();
+    if (this.phase === 'queued') {
+      this.queuedMs = performance.now() - this.queuedAt;
+      this.service.replicas.cancel(this);
+    } else {
+      this.abortUpstream();
+    }
     this.phase = 'done';
     this.outcome = outcome;
     this.error = error;

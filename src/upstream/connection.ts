@@ -163,6 +163,7 @@ export class UpstreamConnection implements ResponseSink, Ticking {
       this.socket.uncork();
     }
     if (last) this.requestWritten();
+    else if (!ok) this.writeBlocked();
     return ok;
   }
 
@@ -207,6 +208,7 @@ export class UpstreamConnection implements ResponseSink, Ticking {
       ok = this.socket.write(chunk!);
     }
     if (last) this.requestWritten();
+    else if (!ok) this.writeBlocked();
     return ok;
   }
 
@@ -275,6 +277,15 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     if (this.state === CONNECTING) this.fail(connectTimedOut(this.owner.connectMs));
     else if (this.state === BUSY) this.fail(this.parser.headDone ? bodyTimedOut(this.owner.bodyIdleMs) : headersTimedOut(this.owner.headersMs));
     else this.destroy();
+  }
+
+  /**
+   * The socket did not take a piece of the request body at once. Until it drains, the replica is
+   * not reading the request: the response head deadline runs (a replica that froze with an upload
+   * half read must not hold the request until the caller's own idle timeout).
+   */
+  private writeBlocked(): void {
+    if (!this.parser.headDone) this.arm(ticksFor(this.owner.headersMs));
   }
 
   private requestWritten(): void {
@@ -374,6 +385,9 @@ export class UpstreamConnection implements ResponseSink, Ticking {
   };
 
   private readonly onDrain = (): void => {
-    if (this.state === BUSY) this.handler?.onUpstreamWritable();
+    if (this.state !== BUSY) return;
+    // The replica read the backlog: a slow upload is not its fault, the head deadline waits for the last byte.
+    if (!this.requestDone && !this.parser.headDone) this.arm(0);
+    this.handler?.onUpstreamWritable();
   };
 }

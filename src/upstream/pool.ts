@@ -126,6 +126,7 @@ export class UpstreamPool implements ConnectionOwner {
   destroy(): void {
     this.closing = true;
     for (const handler of this.toOpen.splice(0)) process.nextTick(failClosed, handler);
+    for (const handler of this.waiting.splice(0)) process.nextTick(failClosed, handler);
     for (const c of [...this.all]) c.shutdown();
   }
 
