@@ -131,6 +131,44 @@ describe('kubernetes scale-up', () => {
   });
 });
 
+describe('kubernetes scale-down, as the gateways see it', () => {
+  test('a pod being removed turns terminating at once (not routable); a stream in flight on it completes; then it is gone', async () => {
+    const api = await startFakeKube({ bookmarkEveryMs: 100 });
+    const sim = new KubeControllerSim(api, { namespace: NS, deployment: 'llama', service: 'llama', env: { TOKEN_DELAY_MS: '40' } });
+    api.addDeployment(NS, 'llama', 0);
+    const { source, log } = newSource(writeKubeconfig(api.url), { replicas: { readyPath: '/health' } });
+    const seen: string[] = [];
+    source.onEndpoints((eps) => seen.push(eps.map((e) => `${e.ready ? 'ready' : e.terminating ? 'terminating' : 'starting'}`).join(',')));
+    source.start();
+    try {
+      api.setReplicas(NS, 'llama', 1);
+      await eventually(() => source.endpoints()[0]?.ready === true, 20_000, 'the pod ready');
+      const pod = source.endpoints()[0]!;
+      // A stream of 12 tokens, 40 ms apart, straight to the pod.
+      const res = await fetch(`${pod.origin}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'toy', prompt: 'a b c d e f g h i j k l', max_tokens: 12, stream: true }),
+      });
+      assert.equal(res.status, 200);
+      const body = res.text();
+      api.setReplicas(NS, 'llama', 0);
+      await eventually(() => source.endpoints()[0]?.terminating === true, 10_000, 'terminating');
+      assert.equal(source.endpoints()[0]!.ready, false, 'no new request goes to a terminating pod');
+      const text = await body;
+      assert.match(text, /data: \[DONE\]/, 'the stream in flight completed');
+      await eventually(() => source.endpoints().length === 0, 10_000, 'gone once its process exited');
+      assert.deepEqual(seen.filter((s, i) => s !== seen[i - 1]), ['starting', 'ready', 'terminating', '']);
+      assert.ok(!log.text().includes(KUBE_TOKEN));
+    } finally {
+      await source.stop();
+      await sim.close();
+      await api.close();
+    }
+    assert.deepEqual(api.forbiddenCalls(), []);
+  });
+});
+
 describe('wantedReplicas', () => {
   test('the rule of contract sections 6 and 11', () => {
     // cold: at least 1
