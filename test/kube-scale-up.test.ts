@@ -112,6 +112,18 @@ describe('kubernetes scale-up', () => {
     assert.equal(g.log.lines.filter((l) => l['msg'] === 'kubernetes API call recovered' && l['call'] === 'scale.raise').length, 1);
   });
 
+  test('an API server that accepts calls and never answers: each call gives up at its deadline, quietly; the raise lands once it answers', async () => {
+    const g = gateway({ tuning: { callTimeoutMs: 200, watchStallMs: 400 } });
+    await eventually(() => api.watchCount === 1, 5_000, 'the watch');
+    api.hang();
+    g.source.report(1, 0);
+    await eventually(() => g.log.lines.filter((l) => l['call'] === 'scale.get' && l['reason'] === 'aborted').length >= 2, 10_000, 'calls given up');
+    assert.equal(g.log.lines.filter((l) => l['msg'] === 'kubernetes API call failed; retrying with backoff' && l['call'] === 'scale.get').length, 1);
+    api.stopHanging();
+    await eventually(() => api.scaleOf(NS, 'llama').replicas === 1, 10_000, 'the raise');
+    assert.equal(scaleWrites(api), 1);
+  });
+
   test('API server down during a cold start: retries quietly until the queue gives up, then stops asking', async () => {
     const g = gateway();
     await eventually(() => api.watchCount === 1, 5_000, 'the watch');

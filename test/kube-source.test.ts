@@ -123,3 +123,35 @@ describe('kubernetes endpoints and readyPath', () => {
     }
   });
 });
+
+describe('the fake API server itself', () => {
+  test('answers 403 to any call outside section 11, 401 without the token, and lists both as not allowed', async () => {
+    const api = await startFakeKube();
+    api.addDeployment(NS, 'llama', 0);
+    const auth = { authorization: `Bearer ${KUBE_TOKEN}` };
+    try {
+      const call = async (method: string, path: string, headers: Record<string, string> = auth): Promise<number> =>
+        (await fetch(`${api.url}${path}`, { method, headers })).status;
+      assert.equal(await call('GET', `/apis/apps/v1/namespaces/${NS}/deployments/llama/scale`), 200);
+      assert.equal(await call('GET', `/apis/apps/v1/namespaces/${NS}/deployments/llama`), 403);
+      assert.equal(await call('GET', '/api/v1/namespaces/models/pods'), 403);
+      assert.equal(await call('GET', '/apis/discovery.k8s.io/v1/endpointslices'), 403);
+      assert.equal(await call('DELETE', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/sluice-llama`), 403);
+      assert.equal(await call('GET', `/apis/apps/v1/namespaces/${NS}/deployments/llama/scale`, {}), 401);
+      const body = (await (await fetch(`${api.url}/api/v1/secrets`, { headers: auth })).json()) as Record<string, unknown>;
+      assert.deepEqual([body['kind'], body['reason'], body['code']], ['Status', 'Forbidden', 403]);
+      assert.deepEqual(
+        api.forbiddenCalls().map((r) => `${r.method} ${r.path}`),
+        [
+          `GET /apis/apps/v1/namespaces/${NS}/deployments/llama`,
+          'GET /api/v1/namespaces/models/pods',
+          'GET /apis/discovery.k8s.io/v1/endpointslices',
+          `DELETE /apis/coordination.k8s.io/v1/namespaces/${NS}/leases/sluice-llama`,
+          'GET /api/v1/secrets',
+        ],
+      );
+    } finally {
+      await api.close();
+    }
+  });
+});

@@ -3,6 +3,7 @@
 // per kind of call: the first failure is a warning, repeats are debug lines, and the first success
 // after failures is one info line with how long it lasted. A gateway that cannot reach the API
 // server for an hour writes two lines per kind of call, not one per request or retry.
+import { type ConfigurationOptions, Observable, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
 import type { Logger } from '../../../log.js';
 
 /** What a failed API call says about itself, safe to log. */
@@ -117,4 +118,27 @@ export function sleep(ms: number, signal: AbortSignal): Promise<void> {
       resolve();
     }
   });
+}
+
+/**
+ * Per-call options for the generated API clients: a deadline on every call (the client sets none,
+ * so a black-holed API server would hold a scale-up for minutes), and optionally a Content-Type
+ * (a PATCH is sent as JSON Patch unless told otherwise, fact 15).
+ */
+export function callOptions(timeoutMs: number, contentType?: string): ConfigurationOptions {
+  return {
+    middleware: [
+      {
+        pre(context: RequestContext): Observable<RequestContext> {
+          context.setSignal(AbortSignal.timeout(timeoutMs));
+          if (contentType !== undefined) context.setHeaderParam('Content-Type', contentType);
+          return new Observable(Promise.resolve(context));
+        },
+        post(context: ResponseContext): Observable<ResponseContext> {
+          return new Observable(Promise.resolve(context));
+        },
+      },
+    ],
+    middlewareMergeStrategy: 'append',
+  };
 }

@@ -17,7 +17,7 @@
 import type { DiscoveryV1Api, KubeConfig, V1EndpointSlice } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from '../../../log.js';
-import { type ApiTrouble, sleep, statusOf } from './api-trouble.js';
+import { type ApiTrouble, callOptions, sleep, statusOf } from './api-trouble.js';
 import { SERVICE_NAME_LABEL } from './endpoints.js';
 
 export interface WatchTuning {
@@ -25,6 +25,8 @@ export interface WatchTuning {
   watchTimeoutSeconds: number;
   /** A watch silent this long (no event, no bookmark) is taken for dead and restarted. */
   watchStallMs: number;
+  /** Deadline of the list call. */
+  callTimeoutMs: number;
 }
 
 /** `kind: Status` in an ERROR event. */
@@ -41,8 +43,6 @@ export class EndpointSliceWatch {
   private readonly stopper = new AbortController();
   private running: Promise<void> | undefined;
   private current: AbortController | undefined;
-  /** Relists so far (the first list included): tests and the status page read it. */
-  lists = 0;
 
   constructor(
     private readonly kubeConfig: KubeConfig,
@@ -96,11 +96,10 @@ export class EndpointSliceWatch {
   }
 
   private async list(): Promise<void> {
-    const list = await this.api.listNamespacedEndpointSlice({
-      namespace: this.namespace,
-      labelSelector: `${SERVICE_NAME_LABEL}=${this.service}`,
-    });
-    this.lists++;
+    const list = await this.api.listNamespacedEndpointSlice(
+      { namespace: this.namespace, labelSelector: `${SERVICE_NAME_LABEL}=${this.service}` },
+      callOptions(this.tuning.callTimeoutMs),
+    );
     this.slices.clear();
     for (const s of list.items ?? []) {
       const name = s.metadata?.name;

@@ -19,9 +19,9 @@
 //   decide at once, one write lands; the others read `min` and stop.
 // Times are wall-clock (the Lease is shared between machines); gateways' clocks are assumed to
 // agree to well within idleTimeoutMs (NTP).
-import { type CoordinationV1Api, V1MicroTime, type V1Lease } from '@kubernetes/client-node';
+import { type ConfigurationOptions, type CoordinationV1Api, V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import type { Logger } from '../../../log.js';
-import { type ApiTrouble, statusOf } from './api-trouble.js';
+import { type ApiTrouble, callOptions, statusOf } from './api-trouble.js';
 import { CONFLICT, type DeploymentScaler } from './scaler.js';
 
 interface LeaseReading {
@@ -45,6 +45,7 @@ export class IdleCoordinator {
   /** False once a check found the Deployment at `min`: no further checks until traffic. */
   private watching = true;
   private stopped = false;
+  private readonly options: ConfigurationOptions;
 
   constructor(
     private readonly api: CoordinationV1Api,
@@ -56,8 +57,10 @@ export class IdleCoordinator {
     private readonly trouble: ApiTrouble,
     private readonly log: Logger,
     private readonly context: Record<string, unknown>,
+    callTimeoutMs: number,
   ) {
     this.lastActiveAt = Date.now();
+    this.options = callOptions(callTimeoutMs);
   }
 
   start(): void {
@@ -204,7 +207,7 @@ export class IdleCoordinator {
 
   private async read(): Promise<LeaseReading> {
     try {
-      const lease = await this.api.readNamespacedLease({ name: this.leaseName, namespace: this.scaler.namespace });
+      const lease = await this.api.readNamespacedLease({ name: this.leaseName, namespace: this.scaler.namespace }, this.options);
       return { lease, renewedAt: timeOf(lease.spec?.renewTime) };
     } catch (err) {
       if (statusOf(err) === 404) return { lease: undefined, renewedAt: -Infinity };
@@ -226,7 +229,7 @@ export class IdleCoordinator {
           ...(acquireTime === undefined ? {} : { acquireTime: new V1MicroTime(acquireTime) }),
         },
       },
-    });
+    }, this.options);
   }
 
   private async update(lease: V1Lease, change: { renewTime?: number; acquireTime?: number }): Promise<void> {
@@ -249,7 +252,7 @@ export class IdleCoordinator {
           acquireTime: Number.isFinite(acquireTime) ? new V1MicroTime(acquireTime) : undefined,
         },
       } as V1Lease,
-    });
+    }, this.options);
   }
 }
 

@@ -68,6 +68,8 @@ export interface KubernetesTuning {
   probeTimeoutMs: number;
   /** A scale decision that needed no write is trusted this long (no re-read per queue change). */
   scaleCacheMs: number;
+  /** Deadline of every API call but the watch (which has watchStallMs). */
+  callTimeoutMs: number;
 }
 
 export const DEFAULT_KUBERNETES_TUNING: Readonly<KubernetesTuning> = Object.freeze({
@@ -78,6 +80,7 @@ export const DEFAULT_KUBERNETES_TUNING: Readonly<KubernetesTuning> = Object.free
   probeIntervalMs: 200,
   probeTimeoutMs: 2_000,
   scaleCacheMs: 2_000,
+  callTimeoutMs: 10_000,
 });
 
 export interface KubernetesSourceOptions {
@@ -152,7 +155,7 @@ export class KubernetesReplicaSource {
     this.log = options.logger;
     this.context = { service: this.slug, namespace, deployment: this.target.deployment };
     this.trouble = new ApiTrouble(this.log, this.context, this.tuning);
-    this.scaler = new DeploymentScaler(kubeConfig.makeApiClient(AppsV1Api), namespace, this.target.deployment);
+    this.scaler = new DeploymentScaler(kubeConfig.makeApiClient(AppsV1Api), namespace, this.target.deployment, this.tuning.callTimeoutMs);
     this.watch = new EndpointSliceWatch(
       kubeConfig,
       kubeConfig.makeApiClient(DiscoveryV1Api),
@@ -173,6 +176,7 @@ export class KubernetesReplicaSource {
       this.trouble,
       this.log,
       this.context,
+      this.tuning.callTimeoutMs,
     );
     this.probeAgent = this.settings.readyPath === undefined ? undefined : createProbeAgent(this.tuning.probeTimeoutMs);
   }

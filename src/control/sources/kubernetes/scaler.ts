@@ -9,7 +9,8 @@
 // - The idle lower to `min` is an update (PUT) of the Scale read, with its resourceVersion.
 // - Every pod status change bumps the Deployment's resourceVersion, so 409 is routine: the caller
 //   reads again and decides again (a raise someone else made may already cover it).
-import { type AppsV1Api, PatchStrategy, setHeaderOptions, type V1Scale } from '@kubernetes/client-node';
+import { type AppsV1Api, type ConfigurationOptions, PatchStrategy, type V1Scale } from '@kubernetes/client-node';
+import { callOptions } from './api-trouble.js';
 
 export interface ScaleReading {
   replicas: number;
@@ -19,17 +20,23 @@ export interface ScaleReading {
 /** Why a conditional write did not happen: someone else wrote first (409). */
 export const CONFLICT = 409;
 
-const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
-
 export class DeploymentScaler {
+  private readonly options: ConfigurationOptions;
+  private readonly mergePatch: ConfigurationOptions;
+
   constructor(
     private readonly api: AppsV1Api,
     readonly namespace: string,
     readonly deployment: string,
-  ) {}
+    /** Deadline of each call. */
+    timeoutMs: number,
+  ) {
+    this.options = callOptions(timeoutMs);
+    this.mergePatch = callOptions(timeoutMs, PatchStrategy.MergePatch);
+  }
 
   async read(): Promise<ScaleReading> {
-    const scale = await this.api.readNamespacedDeploymentScale({ name: this.deployment, namespace: this.namespace });
+    const scale = await this.api.readNamespacedDeploymentScale({ name: this.deployment, namespace: this.namespace }, this.options);
     return reading(scale);
   }
 
@@ -41,7 +48,7 @@ export class DeploymentScaler {
         namespace: this.namespace,
         body: { metadata: { resourceVersion: from.resourceVersion }, spec: { replicas: to } },
       },
-      MERGE_PATCH,
+      this.mergePatch,
     );
     return reading(scale);
   }
@@ -57,7 +64,7 @@ export class DeploymentScaler {
         metadata: { name: this.deployment, namespace: this.namespace, resourceVersion: from.resourceVersion },
         spec: { replicas: to },
       },
-    });
+    }, this.options);
     return reading(scale);
   }
 }
