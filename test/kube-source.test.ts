@@ -155,3 +155,17 @@ describe('the fake API server itself', () => {
     }
   });
 });
+
+describe('kubernetes credentials in logs', () => {
+  test('a server URL with user:password is logged without them', () => {
+    const file = writeKubeconfig('http://admin:hunter2@127.0.0.1:1');
+    const c = loadCredentials({ kubeconfig: file, env: {} });
+    assert.equal(c.server, 'http://127.0.0.1:1/');
+    const { source, log } = newSource(file);
+    source.start();
+    void source.stop();
+    assert.ok(log.lines.some((l) => l['msg'] === 'kubernetes replica source started'));
+    assert.ok(!log.text().includes('hunter2'));
+    assert.ok(!log.text().includes(KUBE_TOKEN));
+  });
+});

@@ -25,7 +25,7 @@ export interface KubeCredentials {
   namespace: string;
   /** Where the credentials came from, for the start log line (never the credentials themselves). */
   source: 'kubeconfig' | 'in-cluster' | 'KUBECONFIG';
-  /** The API server's URL. */
+  /** The API server's URL, without userinfo (it is logged). */
   server: string;
 }
 
@@ -68,7 +68,20 @@ export function loadCredentials(options: CredentialOptions): KubeCredentials {
   }
   const cluster = kc.getCurrentCluster();
   if (cluster === null) throw new KubeCredentialsError(`the ${source} credentials name no current cluster (current-context: "${kc.getCurrentContext()}")`);
-  return { kubeConfig: kc, namespace: pickNamespace(options.namespace, kc, prefix), source, server: cluster.server };
+  return { kubeConfig: kc, namespace: pickNamespace(options.namespace, kc, prefix), source, server: withoutUserinfo(cluster.server) };
+}
+
+/** The server URL for logs: any `user:password@` taken out. */
+function withoutUserinfo(server: string): string {
+  try {
+    const url = new URL(server);
+    if (url.username === '' && url.password === '') return server;
+    url.username = '';
+    url.password = '';
+    return url.toString();
+  } catch {
+    return '(unparsable server URL)';
+  }
 }
 
 /** The config's namespace; else the pod's own; else the current context's; else `default`. */

@@ -74,25 +74,32 @@ export class IdleCoordinator {
     clearTimeout(this.checkTimer);
   }
 
-  /** This gateway relays or queues requests for the service (true), or has nothing (false). */
+  /**
+   * This gateway relays or queues requests for the service (true), or has nothing (false).
+   * Called often while active: then it only moves the clock (the heartbeat renews the Lease).
+   */
   activity(active: boolean): void {
     if (this.stopped) return;
     const now = Date.now();
+    if (active && this.active) {
+      this.lastActiveAt = now;
+      return;
+    }
     if (active || this.active) this.lastActiveAt = now; // the end of traffic is when idling starts
-    if (active && !this.active) {
+    if (active) {
       this.heartbeat = setInterval(() => {
         this.lastActiveAt = Date.now();
         this.scheduleRenew();
       }, Math.max(1, Math.floor(this.idleTimeoutMs / 4)));
       this.heartbeat.unref();
-    } else if (!active && this.active) {
+    } else {
       clearInterval(this.heartbeat);
       this.heartbeat = undefined;
     }
     this.active = active;
     this.watching = true;
     this.scheduleRenew();
-    this.scheduleCheck(this.lastActiveAt + this.idleTimeoutMs);
+    if (!active) this.scheduleCheck(this.lastActiveAt + this.idleTimeoutMs);
   }
 
   /** Kubernetes shows `n` live replicas: above `min`, idle checks resume (someone scaled up). */
