@@ -8,6 +8,7 @@ import { wantedReplicas } from '../src/control/sources/kubernetes/scaler.js';
 import type { FakeKubeApi } from './fixtures/fake-kube-api.js';
 import { KubeControllerSim } from './fixtures/kube-controller-sim.js';
 import { eventually } from './helpers/gateway.js';
+import { startReplica } from './helpers/replica.js';
 import { type CapturedLog, KUBE_TOKEN, NS, newSource, type SourceSetup, startFakeKube, writeKubeconfig } from './helpers/kube.js';
 
 const scaleWrites = (api: FakeKubeApi): number =>
@@ -60,6 +61,24 @@ describe('kubernetes scale-up', () => {
     // The endpoint the gateways route to is the pod the simulator started.
     const pod = sim.started[0]!;
     for (const g of gws) assert.equal(g.source.endpoints()[0]!.origin, `http://127.0.0.1:${pod.port}`);
+  });
+
+  test('pods added by someone else (an HPA, another controller) reach every gateway; none of them writes', async () => {
+    api.setReplicas(NS, 'llama', 1);
+    const gws = [gateway({ gatewayId: 'a' }), gateway({ gatewayId: 'b' }), gateway({ gatewayId: 'c' })];
+    await eventually(() => gws.every((g) => g.source.endpoints().filter((e) => e.ready).length === 1), 20_000, 'one pod everywhere');
+    api.setReplicas(NS, 'llama', 2); // the HPA
+    const outside = await startReplica((_req, res) => void res.end('ok'));
+    try {
+      sim.addEndpoint('outside-pod', outside.port); // an endpoint no Deployment of ours runs
+      await eventually(() => gws.every((g) => g.source.endpoints().filter((e) => e.ready).length === 3), 20_000, 'three endpoints everywhere');
+      assert.ok(gws.every((g) => g.source.endpoints().some((e) => e.port === outside.port && e.pod === 'outside-pod')));
+      sim.removeEndpoint('outside-pod');
+      await eventually(() => gws.every((g) => g.source.endpoints().length === 2), 10_000, 'the outside endpoint gone everywhere');
+    } finally {
+      await outside.close();
+    }
+    assert.equal(scaleWrites(api), 0);
   });
 
   test('a conflict (someone wrote since the read) is read again, quietly, and the raise goes through', async () => {
