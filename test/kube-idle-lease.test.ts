@@ -64,7 +64,9 @@ describe('kubernetes idle scale-down through the Lease', () => {
     await eventually(() => api.scaleOf(NS, 'llama').replicas === 0, 10_000, 'the idle scale-down');
     await sleep(IDLE_MS); // any other gateway's late decision would land now
     assert.equal(scaleUpdates(api), 1, 'lowered once');
-    const downs = [a, b, c].flatMap((g) => g.log.lines.filter((l) => l['msg'] === 'kubernetes deployment scaled down after idle'));
+    const downLines = (): Record<string, unknown>[] => [a, b, c].flatMap((g) => g.log.lines.filter((l) => l['msg'] === 'kubernetes deployment scaled down after idle'));
+    await eventually(() => downLines().length > 0, 5_000, 'the log line');
+    const downs = downLines();
     assert.equal(downs.length, 1);
     assert.deepEqual([downs[0]!['from'], downs[0]!['to']], [1, 0]);
     assert.ok(Number(downs[0]!['idleMs']) >= IDLE_MS);
@@ -113,6 +115,8 @@ describe('kubernetes idle scale-down through the Lease', () => {
     assert.ok(api.requests.some((r) => r.resource === 'leases' && r.verb === 'update' && r.status === 409), 'the claim conflicted');
     assert.ok(loweredAt - renewedAt >= IDLE_MS, `lowered ${loweredAt - renewedAt} ms after the racing renewal`);
     assert.equal(scaleUpdates(api), 1);
+    // The server applied the write before the gateway read its answer: wait for the gateway's line.
+    await eventually(() => a.log.lines.some((l) => l['msg'] === 'kubernetes deployment scaled down after idle'), 5_000, 'the log line');
     assert.equal(a.log.lines.filter((l) => l['msg'] === 'kubernetes deployment scaled down after idle').length, 1);
   });
 
