@@ -131,6 +131,17 @@ describe('kubernetes scale-up', () => {
     assert.equal(g.log.lines.filter((l) => l['msg'] === 'kubernetes API call recovered' && l['call'] === 'scale.raise').length, 1);
   });
 
+  test('a refused call (403: the Role is missing a verb) is an error line with a hint, once', async () => {
+    api.failNext('get', 'deployments/scale', 403, 3);
+    const g = gateway();
+    g.source.report(1, 0);
+    await eventually(() => g.log.lines.some((l) => l['msg'] === 'kubernetes deployment scaled up'), 10_000, 'the raise after the refusals');
+    const refused = g.log.lines.filter((l) => l['msg'] === 'kubernetes API call refused; retrying with backoff');
+    assert.equal(refused.length, 1);
+    assert.deepEqual([refused[0]!['level'], refused[0]!['status'], refused[0]!['reason'], refused[0]!['call']], [50, 403, 'Forbidden', 'scale.get']);
+    assert.match(String(refused[0]!['hint']), /Role/);
+  });
+
   test('an API server that accepts calls and never answers: each call gives up at its deadline, quietly; the raise lands once it answers', async () => {
     const g = gateway({ tuning: { callTimeoutMs: 200, watchStallMs: 400 } });
     await eventually(() => api.watchCount === 1, 5_000, 'the watch');

@@ -57,6 +57,10 @@ export interface BackoffTuning {
   backoffMaxMs: number;
 }
 
+/** Statuses that a retry will not cure by itself. */
+const PERMANENT = new Set([401, 403, 404]);
+const HINT = 'check the credentials, the Role (README, Sluice on Kubernetes) and replicas.kubernetes (namespace, deployment, service)';
+
 /** Per kind of call (`watch`, `scale`, `lease`): consecutive failures, backoff, and log-once. */
 export class ApiTrouble {
   private readonly failures = new Map<string, { count: number; since: number }>();
@@ -77,8 +81,11 @@ export class ApiTrouble {
     }
     entry.count++;
     const line = { ...this.context, call, status: failure.status, reason: failure.reason, message: failure.message, failures: entry.count };
-    if (entry.count === 1) this.log.warn(line, 'kubernetes API call failed; retrying with backoff');
-    else this.log.debug(line, 'kubernetes API call failed again');
+    if (entry.count > 1) this.log.debug(line, 'kubernetes API call failed again');
+    else if (failure.status !== undefined && PERMANENT.has(failure.status)) {
+      // Not a passing outage: the credentials, the Role or the names in the config are wrong.
+      this.log.error({ ...line, hint: HINT }, 'kubernetes API call refused; retrying with backoff');
+    } else this.log.warn(line, 'kubernetes API call failed; retrying with backoff');
     return this.delay(entry.count);
   }
 

@@ -18,6 +18,21 @@
 //                                      //   idle Lease fresh; cheap, no API call per call
 //   await source.stop();
 //
+// Adopting it in the control plane (src/control/replicas/service-control.ts of the workers split):
+// - kind `kubernetes`: queue for a cold start like `launched` (no static "panic" fallback, no
+//   periodic static recheck, no IdleStops: the source lowers the Deployment through the Lease);
+//   ServiceControl.scale() starts nothing, the source raises `spec.replicas` from `report()`.
+// - an endpoint is an external replica: create + place (probeHost = address, probePort = port),
+//   `ready` → transition to ready; ready → not ready → `unreachable` (Health brings it back);
+// - `terminating` → `draining`, and the replica stays `draining` (its pool open, requests on it
+//   finishing) until its id leaves the list: that is its "exit", then `stopped` and forget. Do not
+//   close the data planes' pools at `terminating`: a stream in flight must complete.
+// - the slot table is fixed-size: give a kubernetes service room for more pods than `max` (an HPA
+//   may add some) plus the draining ones; an endpoint with no free slot is skipped (and logged).
+// - call `report(demand size, in-flight over all slots)` on enqueue and on a short interval (the
+//   queue also shrinks by expiry and cancels); `KubeCredentialsError` from the constructor is a
+//   failed start (exit 1, one line).
+//
 // The queue, its `maxWaitMs` budget and `concurrency` stay the control plane's, exactly as for
 // launched replicas: this source never holds a request. While the API server is unreachable the
 // endpoints last seen stay as they were (known pods keep serving) and scale-ups retry with a
