@@ -39,11 +39,10 @@
 // backoff until the queue gives up on them (`503 no_replica` after `queue.maxWaitMs`).
 import { hostname } from 'node:os';
 import { AppsV1Api, CoordinationV1Api, DiscoveryV1Api, type V1EndpointSlice } from '@kubernetes/client-node';
-import type { Agent } from 'undici';
 import type { Logger } from '../../../log.js';
-import { createProbeAgent, probeHttp } from '../../../replicas/probe.js';
 import { ApiTrouble, sleep, statusOf } from './api-trouble.js';
 import { type CredentialOptions, type KubeCredentials, loadCredentials } from './credentials.js';
+import { EndpointProbes } from './endpoint-probes.js';
 import { EndpointSliceWatch } from './endpoint-watch.js';
 import { endpointsOf, originOf, type SliceEndpoint } from './endpoints.js';
 import { IdleCoordinator } from './idle-lease.js';
@@ -123,14 +122,6 @@ export interface KubeEndpoint extends SliceEndpoint {
 
 type EndpointListener = (endpoints: readonly KubeEndpoint[]) => void;
 
-interface ProbeState {
-  ok: boolean;
-  timer: NodeJS.Timeout | undefined;
-  probing: boolean;
-  /** Kubernetes said ready at the last look (a true → false change means "probe again"). */
-  kubeReady: boolean;
-}
-
 export class KubernetesReplicaSource {
   readonly credentials: KubeCredentials;
   private readonly slug: string;
@@ -143,13 +134,13 @@ export class KubernetesReplicaSource {
   private readonly watch: EndpointSliceWatch;
   private readonly scaler: DeploymentScaler;
   private readonly idle: IdleCoordinator;
-  private readonly probeAgent: Agent | undefined;
+  /** This gateway's probes of new endpoints (with readyPath only). */
+  private readonly probes: EndpointProbes | undefined;
   private readonly stopper = new AbortController();
   private readonly listeners: EndpointListener[] = [];
 
   private slices: SliceEndpoint[] = [];
   private list: KubeEndpoint[] = [];
-  private readonly probes = new Map<string, ProbeState>();
 
   private queued = 0;
   private inflight = 0;
@@ -193,7 +184,10 @@ export class KubernetesReplicaSource {
       this.context,
       this.tuning.callTimeoutMs,
     );
-    this.probeAgent = this.settings.readyPath === undefined ? undefined : createProbeAgent(this.tuning.probeTimeoutMs);
+    this.probes =
+      this.settings.readyPath === undefined
+        ? undefined
+        : new EndpointProbes(this.settings.readyPath, this.tuning, this.log, this.context, () => this.publish());
   }
 
   /** Starts the watch and the idle checks. */
@@ -211,10 +205,9 @@ export class KubernetesReplicaSource {
   async stop(): Promise<void> {
     this.stopper.abort();
     this.idle.stop();
-    for (const p of this.probes.values()) clearTimeout(p.timer);
     await this.watch.stop();
     await this.scaling;
-    await this.probeAgent?.close().catch(() => undefined);
+    await this.probes?.close();
   }
 
   /** Calls `listener` with the whole endpoint list after every change (and now, if known). */
@@ -246,66 +239,18 @@ export class KubernetesReplicaSource {
   private slicesChanged(slices: Iterable<V1EndpointSlice>): void {
     this.slices = endpointsOf(slices, this.target.port);
     this.lastScaleAt = -Infinity; // pods came or went: the next decision reads the Scale again
-    const live = new Set<string>();
-    for (const ep of this.slices) {
-      if (ep.terminating) continue;
-      live.add(ep.id);
-      this.trackProbe(ep);
-    }
-    for (const [id, p] of this.probes) {
-      if (!live.has(id)) {
-        clearTimeout(p.timer);
-        this.probes.delete(id);
-      }
-    }
-    this.idle.replicasSeen(live.size);
+    const live = this.slices.filter((ep) => !ep.terminating);
+    this.probes?.track(live);
+    this.idle.replicasSeen(live.length);
     this.publish();
     if (this.queued > 0) this.scaleUp();
-  }
-
-  /** Without readyPath Kubernetes' condition decides; with it, this gateway's own probe does. */
-  private trackProbe(ep: SliceEndpoint): void {
-    if (this.probeAgent === undefined) return;
-    let p = this.probes.get(ep.id);
-    if (p === undefined) {
-      p = { ok: false, timer: undefined, probing: false, kubeReady: ep.kubeReady };
-      this.probes.set(ep.id, p);
-      this.probe(ep.id, p);
-      return;
-    }
-    if (p.kubeReady && !ep.kubeReady && p.ok) {
-      // Kubernetes took it out of rotation (its readiness probe failed): ours must pass again.
-      p.ok = false;
-      this.probe(ep.id, p);
-    }
-    p.kubeReady = ep.kubeReady;
-  }
-
-  private probe(id: string, p: ProbeState): void {
-    if (p.probing || this.stopper.signal.aborted) return;
-    clearTimeout(p.timer);
-    p.timer = undefined;
-    const ep = this.slices.find((e) => e.id === id);
-    if (ep === undefined) return;
-    p.probing = true;
-    void probeHttp(this.probeAgent!, originOf(ep), this.settings.readyPath!, this.tuning.probeTimeoutMs).then((result) => {
-      p.probing = false;
-      if (this.probes.get(id) !== p || this.stopper.signal.aborted) return;
-      if (result.ok) {
-        p.ok = true;
-        this.log.debug({ ...this.context, endpoint: id }, 'kubernetes endpoint answered its readiness probe');
-        this.publish();
-        return;
-      }
-      p.timer = setTimeout(() => this.probe(id, p), this.tuning.probeIntervalMs);
-      p.timer.unref();
-    });
   }
 
   private publish(): void {
     const next: KubeEndpoint[] = this.slices.map((ep) => {
       const origin = originOf(ep);
-      const ready = !ep.terminating && (this.probeAgent === undefined ? ep.kubeReady : this.probes.get(ep.id)?.ok === true);
+      // Without readyPath Kubernetes' condition decides; with it, this gateway's own probe does.
+      const ready = !ep.terminating && (this.probes === undefined ? ep.kubeReady : this.probes.ok(ep.id));
       return { ...ep, origin, host: origin.slice('http://'.length), ready };
     });
     if (sameList(next, this.list)) return;
