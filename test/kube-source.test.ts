@@ -106,6 +106,27 @@ describe('kubernetes endpoints and readyPath', () => {
     }
   });
 
+  test('with readyPath, an endpoint Kubernetes takes out of rotation is routed again only after it answers again', async () => {
+    healthy = true;
+    api.putEndpointSlice(slice('llama-r1', loading.port, [['127.0.0.1', true]]));
+    const { source } = newSource(kubeconfig, { replicas: { readyPath: '/health' } });
+    source.start();
+    try {
+      await eventually(() => source.endpoints()[0]?.ready === true, 10_000, 'ready');
+      healthy = false;
+      api.putEndpointSlice(slice('llama-r1', loading.port, [['127.0.0.1', false]])); // its readiness probe failed
+      await eventually(() => source.endpoints()[0]?.ready === false, 10_000, 'out of rotation');
+      const probes = loading.seen.length;
+      await eventually(() => loading.seen.length >= probes + 2, 10_000, 'probed again');
+      assert.equal(source.endpoints()[0]!.ready, false, 'not routed while it does not answer');
+      healthy = true;
+      await eventually(() => source.endpoints()[0]?.ready === true, 10_000, 'back once it answers');
+    } finally {
+      await source.stop();
+      api.deleteEndpointSlice(NS, 'llama-r1');
+    }
+  });
+
   test('without readyPath, Kubernetes\' ready condition decides and nothing is probed', async () => {
     const before = answering.seen.length;
     api.putEndpointSlice(slice('llama-q1', answering.port, [['127.0.0.1', false]]));
