@@ -134,6 +134,28 @@ describe('kubernetes EndpointSlice watch', () => {
     }
   });
 
+  test('a watch the server ends at its timeoutSeconds resumes from the last resourceVersion (bookmarks move it), without relisting', async () => {
+    api.putEndpointSlice(slice('llama-t', 8000, [['10.0.6.1', true]]));
+    const listsBefore = api.requests.filter((r) => r.verb === 'list').length;
+    const watchesBefore = api.requests.filter((r) => r.verb === 'watch').length;
+    const { source } = newSource(kubeconfig, { tuning: { watchTimeoutSeconds: 1 } });
+    source.start();
+    try {
+      await eventually(() => api.requests.filter((r) => r.verb === 'watch').length >= watchesBefore + 3, 10_000, 'three watches');
+      const watches = api.requests.filter((r) => r.verb === 'watch').slice(watchesBefore);
+      assert.ok(watches.every((r) => r.query['timeoutSeconds'] === '1'));
+      // Each resumed watch starts where the last one ended: bookmarks moved the resourceVersion on.
+      const rvs = watches.map((r) => Number(r.query['resourceVersion']));
+      for (let i = 1; i < rvs.length; i++) assert.ok(rvs[i]! >= rvs[i - 1]!);
+      assert.equal(api.requests.filter((r) => r.verb === 'list').length, listsBefore + 1, 'one list only');
+      api.putEndpointSlice(slice('llama-t', 8000, [['10.0.6.1', true], ['10.0.6.2', true]]));
+      await eventually(() => source.endpoints().length === 2, 5_000, 'an event on a resumed watch');
+    } finally {
+      await source.stop();
+      api.deleteEndpointSlice(NS, 'llama-t');
+    }
+  });
+
   test('a watch that stays open but silent is restarted', async () => {
     // No bookmarks from this server and a short stall limit: each silent watch is given up.
     const quiet = await startFakeKube();
