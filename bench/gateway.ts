@@ -1,31 +1,45 @@
 // `sluice`: the real gateway (parseConfig + createLogger + startGateway), run as its own process
-// by the benchmark, relaying one service to the benchmark's replica.
-// Settings: BENCH_REPLICA_URL (required), BENCH_LOG_LEVEL (default warn).
+// by the benchmark, relaying one service.
+// Settings:
+//   BENCH_REPLICA_URL    the replica (static service `bench`); required unless BENCH_COLD_STATS is set
+//   BENCH_LOG_LEVEL      default warn
+//   BENCH_WORKERS        the config's `workers` (default 1, set explicitly)
+//   BENCH_COLD_STATS     cold-start mode: the service's replica is launched by the gateway
+//                        (bench/replica.js, readyPath /ready, min 0, max 1), and writes its
+//                        timings to this file; BENCH_REPLICA_STARTUP_MS is passed on to it
 // Logs go where production sends them: pino's default destination, fd 1 (the parent points it at
 // a file, so the cost of writing every access-log line at `info` is measured, not a pipe's).
+import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { startGateway } from '../src/server.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
-import { BENCH_SLUG, BENCH_TOKEN_SHA256 } from './lib/workload.js';
+import { BENCH_SLUG, BENCH_TOKEN_SHA256, READY_PATH } from './lib/workload.js';
 
-const replicaUrl = process.env['BENCH_REPLICA_URL'];
-if (replicaUrl === undefined || replicaUrl === '') {
-  process.stderr.write('bench gateway: BENCH_REPLICA_URL is required\n');
+const replicaUrl = process.env['BENCH_REPLICA_URL'] ?? '';
+const coldStats = process.env['BENCH_COLD_STATS'] ?? '';
+if (replicaUrl === '' && coldStats === '') {
+  process.stderr.write('bench gateway: BENCH_REPLICA_URL or BENCH_COLD_STATS is required\n');
   process.exit(2);
 }
 
+const replicas =
+  coldStats === ''
+    ? { urls: [replicaUrl] }
+    : {
+        command: [process.execPath, fileURLToPath(new URL('./replica.js', import.meta.url))],
+        env: { BENCH_COLD_STATS: coldStats, BENCH_REPLICA_STARTUP_MS: process.env['BENCH_REPLICA_STARTUP_MS'] || '0' },
+        readyPath: READY_PATH,
+        startTimeoutMs: 30_000,
+        min: 0,
+        max: 1,
+      };
+
 const config = parseConfig({
   listen: { host: '127.0.0.1', port: 0 },
-  workers: 1, // what startGateway serves today (one front-end thread); says so instead of a warning
+  workers: Number(process.env['BENCH_WORKERS'] || 1),
   log: { level: process.env['BENCH_LOG_LEVEL'] || 'warn' },
-  services: [
-    {
-      slug: BENCH_SLUG,
-      tokens: [{ name: 'bench', sha256: BENCH_TOKEN_SHA256 }],
-      replicas: { urls: [replicaUrl] },
-    },
-  ],
+  services: [{ slug: BENCH_SLUG, tokens: [{ name: 'bench', sha256: BENCH_TOKEN_SHA256 }], replicas }],
 });
 const logger = createLogger(config.log.level);
 const gateway = await startGateway(config, { logger });

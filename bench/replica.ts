@@ -1,18 +1,43 @@
-// `direct`: a minimal fast replica on node:http, run as its own process by the benchmark.
-//   POST /v1/infer (any path but /v1/stream) → 200, a small JSON body with Content-Length, keep-alive.
-//   POST /v1/stream?tokens=N&gap_ms=G → 200 text/event-stream: N events, the first after G ms and
-//     then one every G ms, then `data: [DONE]`. Each event carries `t`, the replica's
-//     process.hrtime.bigint() when it was written: the clock is CLOCK_MONOTONIC, shared by every
-//     process on Linux, so the client can measure each token's delivery time across processes.
-// Settings: BENCH_REPLICA_PORT (default 0: any free port).
+// `direct`: a minimal fast replica on node:http, run as its own process by the benchmark (and,
+// for the cold-start scenario, launched by the gateway as a service's replica).
+//   POST /v1/infer (any other path) → 200, 1 KiB of JSON with Content-Length, keep-alive.
+//   POST /v1/stream?tokens=N&gap_ms=G → 200 text/event-stream: N events, the first after a
+//     random part of G ms (so 1,000 streams do not tick together), then one every G ms, then
+//     `data: [DONE]`. Each event carries `t`, the replica's process.hrtime.bigint() when it was
+//     written: CLOCK_MONOTONIC, which on Linux every process shares, so the client measures each
+//     token's delivery across processes on one clock.
+//   GET /v1/blob?bytes=N → N bytes, written as fast as the reader takes them (backpressure).
+//   POST /v1/idle → SSE headers and one comment, then nothing until the caller leaves.
+//   GET /ready → 200 (the readiness probe of a launched replica).
+// Settings: PORT (set by the gateway when it launches this), else BENCH_REPLICA_PORT (default 0);
+// BENCH_REPLICA_STARTUP_MS: wait this long before listening (a model load);
+// BENCH_COLD_STATS: a file where the replica writes, when the first non-probe request arrives,
+// when it answered its first readiness probe, when it accepted the first connection after that
+// and when that request was read (µs, CLOCK_MONOTONIC). A burst of queued requests opens hundreds
+// of connections at once: Node accepts them all before it reads any, so the first accepted
+// connection is when the first queued request reached the replica, and the first request read
+// includes the replica's own accept work.
+import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { announceReady, exitOnStop } from './lib/child-side.js';
-import { INFER_ANSWER, STREAM_PATH } from './lib/workload.js';
+import { BLOB_PATH, IDLE_PATH, INFER_ANSWER, READY_PATH, STREAM_PATH } from './lib/workload.js';
 
 const ANSWER = Buffer.from(INFER_ANSWER);
 const ANSWER_HEADERS = { 'content-type': 'application/json', 'content-length': String(ANSWER.length) };
 const STREAM_HEADERS = { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' };
 const DONE = 'data: [DONE]\n\n';
+const BLOB_CHUNK = Buffer.alloc(64 * 1024, 0x61);
+
+const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
+const statsFile = process.env['BENCH_COLD_STATS'];
+let readyAnsweredUs = 0;
+let firstConnectionUs = 0;
+let firstRequestUs = 0;
+
+function query(url: string): URLSearchParams {
+  const q = url.indexOf('?');
+  return new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+}
 
 function streamTokens(res: ServerResponse, tokens: number, gapMs: number): void {
   res.writeHead(200, STREAM_HEADERS);
@@ -28,31 +53,76 @@ function streamTokens(res: ServerResponse, tokens: number, gapMs: number): void 
     i += 1;
     setTimeout(next, gapMs);
   };
-  setTimeout(next, gapMs);
+  setTimeout(next, Math.random() * gapMs);
+}
+
+function streamBlob(res: ServerResponse, bytes: number): void {
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes) });
+  let left = bytes;
+  const pump = (): void => {
+    while (left > 0) {
+      const chunk = left >= BLOB_CHUNK.length ? BLOB_CHUNK : BLOB_CHUNK.subarray(0, left);
+      left -= chunk.length;
+      if (left === 0) {
+        res.end(chunk);
+        return;
+      }
+      if (!res.write(chunk)) {
+        res.once('drain', pump);
+        return;
+      }
+    }
+  };
+  pump();
+}
+
+function recordFirstRequest(): void {
+  if (statsFile === undefined || firstRequestUs !== 0) return;
+  firstRequestUs = nowUs();
+  writeFileSync(statsFile, JSON.stringify({ pid: process.pid, readyAnsweredUs, firstConnectionUs, firstRequestUs }));
 }
 
 function handle(req: IncomingMessage, res: ServerResponse): void {
+  const url = req.url ?? '/';
+  if (url === READY_PATH) {
+    res.writeHead(200, { 'content-length': '2' });
+    res.end('ok');
+    if (readyAnsweredUs === 0) readyAnsweredUs = nowUs();
+    return;
+  }
+  recordFirstRequest();
   // Read (and drop) the whole body before answering, like a real replica.
   req.on('data', noop);
   req.on('end', () => {
-    const url = req.url ?? '/';
     if (url.startsWith(STREAM_PATH)) {
-      const q = new URLSearchParams(url.slice(url.indexOf('?') + 1));
+      const q = query(url);
       streamTokens(res, Number(q.get('tokens') ?? 20), Number(q.get('gap_ms') ?? 10));
-      return;
+    } else if (url.startsWith(BLOB_PATH)) {
+      streamBlob(res, Number(query(url).get('bytes') ?? 1024));
+    } else if (url.startsWith(IDLE_PATH)) {
+      res.writeHead(200, STREAM_HEADERS);
+      res.write(': open\n\n');
+    } else {
+      res.writeHead(200, ANSWER_HEADERS);
+      res.end(ANSWER);
     }
-    res.writeHead(200, ANSWER_HEADERS);
-    res.end(ANSWER);
   });
 }
 
 function noop(): void {}
 
 const server = createServer({ keepAliveTimeout: 120_000, requestTimeout: 0, headersTimeout: 130_000 }, handle);
-server.listen(Number(process.env['BENCH_REPLICA_PORT'] ?? 0), '127.0.0.1', () => {
-  const address = server.address();
-  announceReady(typeof address === 'object' && address !== null ? address.port : 0);
+server.on('connection', () => {
+  if (readyAnsweredUs !== 0 && firstConnectionUs === 0) firstConnectionUs = nowUs();
 });
+const port = Number(process.env['PORT'] || process.env['BENCH_REPLICA_PORT'] || 0);
+const startupMs = Number(process.env['BENCH_REPLICA_STARTUP_MS'] || 0);
+setTimeout(() => {
+  server.listen(port, '127.0.0.1', () => {
+    const address = server.address();
+    announceReady(typeof address === 'object' && address !== null ? address.port : 0);
+  });
+}, startupMs);
 exitOnStop(() => {
   server.closeAllConnections();
   server.close();

@@ -4,6 +4,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import type { Config } from './config-types.js';
 import { ConfigError, formatProblem, loadConfigFile } from './config.js';
+import { tlsFingerprint, tlsWarnings } from './config/tls.js';
 import { createLogger, type Logger } from './log.js';
 import type { Gateway } from './server.js';
 import { generateToken } from './token.js';
@@ -31,7 +32,7 @@ Environment:
                          override listen.host, listen.port and log.level
 
 Signals (serve): SIGTERM/SIGINT drain then exit 0 (a second one exits at once with 1);
-SIGHUP reloads the config's tokens.
+SIGHUP reloads the config's tokens (a renewed TLS certificate needs a restart).
 
 Exit codes: 0 ok, 1 invalid config or failed start, 2 usage error.
 `;
@@ -134,6 +135,7 @@ function check(file: string, env: NodeJS.ProcessEnv): number {
   if (config === undefined) return 1;
   const n = config.services.length;
   process.stdout.write(`config OK: ${n} ${n === 1 ? 'service' : 'services'}\n`);
+  if (config.listen.tls !== undefined) for (const warning of tlsWarnings(config.listen.tls)) process.stdout.write(`warning: ${warning}\n`);
   return 0;
 }
 
@@ -180,6 +182,7 @@ async function serve(file: string, env: NodeJS.ProcessEnv): Promise<number | und
   const config = load(file, env);
   if (config === undefined) return 1;
   const logger = createLogger(config.log.level);
+  if (config.listen.tls !== undefined) for (const warning of tlsWarnings(config.listen.tls)) logger.warn({ warning }, 'TLS certificate warning');
   const lifecycle = new Lifecycle(file, env, config, logger);
   // Handlers go in before the start: a signal during the start must not kill the process with
   // its default action (SIGHUP would) or skip the drain; it is acted on once the gateway is up.
@@ -202,13 +205,17 @@ class Lifecycle {
   private gateway: Gateway | undefined;
   private stopSignal: NodeJS.Signals | undefined;
   private reloadPending = false;
+  /** The contents of the certificate and key being served (uWS read them at start). */
+  private readonly servedTls: string | undefined;
 
   constructor(
     private readonly file: string,
     private readonly env: NodeJS.ProcessEnv,
     private config: Config,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.servedTls = config.listen.tls === undefined ? undefined : tlsFingerprint(config.listen.tls);
+  }
 
   listen(): void {
     const stop = (signal: NodeJS.Signals): void => this.onStop(signal);
@@ -292,6 +299,11 @@ class Lifecycle {
     this.logger.info({ file: this.file, services: next.services.length }, 'config reloaded');
     if (needRestart.length > 0) {
       this.logger.warn({ keys: needRestart }, 'config changes other than tokens take effect on restart');
+    }
+    // uWS cannot swap the certificate of a listening app: a renewed one is served after a restart.
+    const tls = next.listen.tls;
+    if (tls !== undefined && this.servedTls !== undefined && tlsFingerprint(tls) !== this.servedTls) {
+      this.logger.warn({ certFile: tls.certFile, keyFile: tls.keyFile }, 'TLS certificate not reloaded: the files changed, restart to serve them');
     }
   }
 }

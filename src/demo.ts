@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { build as prettyStream } from 'pino-pretty';
 import { startModelServer, type ModelServer } from '../examples/model-server.js';
 import type { Config, ServiceConfig } from './config-types.js';
 import { loadConfigFile } from './config.js';
@@ -24,7 +25,7 @@ type Gateway = Awaited<ReturnType<typeof startGateway>>;
  */
 export async function runDemo(): Promise<void> {
   const config = withPackagePaths(loadConfigFile(DEMO_CONFIG_PATH, process.env));
-  const logger = createLogger(config.log.level);
+  const logger = createLogger(config.log.level, readableLines());
   const service = config.services.find((s) => s.slug === 'demo') ?? config.services[0];
   if (!service) throw new Error(`${DEMO_CONFIG_PATH}: the demo config has no service`);
 
@@ -73,6 +74,21 @@ export async function runDemo(): Promise<void> {
   logger.flush();
   // Nothing should be left keeping the process alive; if something is, do not hang on it.
   setTimeout(() => process.exit(), 2000).unref();
+}
+
+/**
+ * The demo's log lines for people: time, level, message and the data on one line (pino-pretty),
+ * coloured on a terminal. `sluice serve` keeps JSON lines for log collectors.
+ */
+function readableLines(): ReturnType<typeof prettyStream> {
+  return prettyStream({
+    destination: 1,
+    sync: true,
+    colorize: process.stdout.isTTY === true,
+    translateTime: 'SYS:HH:MM:ss.l',
+    ignore: 'pid,hostname,name',
+    singleLine: true,
+  });
 }
 
 function nextSignal(): Promise<NodeJS.Signals> {

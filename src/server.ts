@@ -2,20 +2,24 @@
 //
 // requestFilter runs synchronously inside the uWS handler, cheapest check first, and nothing
 // costly happens before authentication (contract section 2):
-//   route → service → framing → method → draining → auth rate limit → token → path → size
+//   request head (framing, header syntax, method token, raw target: relay/request-head.ts, whatever
+//   the route) → route → service → method → draining → auth rate limit → token → path → size
+// Every refusal is answered on the next turn of the event loop (see `refuse`).
 // then a RelayRequest (src/relay/relay.ts) takes over.
 import { randomBytes } from 'node:crypto';
 import * as uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config, ServiceConfig } from './config-types.js';
+import { resolveWorkers } from './cpu-count.js';
 import { RelayError } from './errors.js';
 import type { Logger } from './log.js';
-import { Metrics } from './metrics.js';
+import { Metrics } from './metrics/metrics.js';
 import { AuthFailureLimiter } from './relay/auth-limiter.js';
 import { authenticate, type TokenEntry, tokenEntries } from './relay/auth.js';
 import { writeError } from './relay/downstream.js';
-import { readCallerHeaders, requestFraming } from './relay/headers.js';
+import { readCallerHeaders } from './relay/headers.js';
 import { pathProblem, queryProblem } from './relay/path.js';
+import { checkRequestHead } from './relay/request-head.js';
 import { type RelayObserver, RelayRequest, type ServiceRuntime } from './relay/relay.js';
 import { createReplicaSet } from './replicas/replica-set.js';
 import type { ReplicaSet } from './replicas/types.js';
@@ -60,20 +64,14 @@ const WWW_AUTHENTICATE = 'Bearer realm="sluice"';
 const WWW_AUTHENTICATE_INVALID = 'Bearer realm="sluice", error="invalid_token"';
 const REQUEST_SEGMENT = '/request/';
 const JSON_OK = '{"status":"ok"}';
-
-/** uWS gives the method in lower case; the common ones are mapped without allocating. */
-const METHODS: Record<string, string> = { post: 'POST', get: 'GET', put: 'PUT', patch: 'PATCH', delete: 'DELETE', head: 'HEAD', options: 'OPTIONS' };
-
-function upperMethod(method: string): string {
-  return METHODS[method] ?? method.toUpperCase();
-}
+const NO_FORWARD: ReadonlySet<string> = new Set();
 
 class GatewayServer implements Gateway, RelayObserver {
   port = 0;
   adminPort: number | undefined = undefined;
 
   private readonly logger: Logger;
-  private readonly metrics = new Metrics();
+  private readonly metrics: Metrics;
   private readonly limiter = new AuthFailureLimiter();
   private readonly services = new Map<string, ServiceEntry>();
   private readonly prefix: string;
@@ -96,12 +94,13 @@ class GatewayServer implements Gateway, RelayObserver {
   ) {
     this.logger = options.logger;
     this.prefix = `${config.basePath}/`;
+    // The app first: if it cannot be built, nothing else (replica sets, probes) has started yet.
+    this.app = createApp(config.listen.tls);
+    this.metrics = new Metrics(config.services.map((service) => service.slug));
     for (const service of config.services) {
       const replicas = createReplicaSet(service, { logger: this.logger, events: this.metrics });
       this.services.set(service.slug, new ServiceEntry(service, replicas));
     }
-    const tls = config.listen.tls;
-    this.app = tls === undefined ? uWS.App() : uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
     if (config.admin === undefined) {
       this.addOpsRoutes(this.app);
     } else {
@@ -125,7 +124,9 @@ class GatewayServer implements Gateway, RelayObserver {
       'gateway listening',
     );
     if (this.config.workers !== 1) {
-      this.logger.warn({ workers: this.config.workers, serving: 1 }, 'workers setting not applied: one front-end thread');
+      // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
+      const wanted = resolveWorkers(this.config.workers);
+      this.logger.warn({ workers: this.config.workers, wanted, serving: 1 }, 'workers setting not applied: one front-end thread');
     }
   }
 
@@ -133,32 +134,38 @@ class GatewayServer implements Gateway, RelayObserver {
 
   private readonly handle = (res: HttpResponse, req: HttpRequest): void => {
     const url = req.getUrl();
-    const method = upperMethod(req.getMethod());
+    // Methods are case-sensitive (RFC 9110 section 9.1): `post` is not POST. getMethod() would
+    // give `post` for both.
+    const method = req.getCaseSensitiveMethod();
     const head = method === 'HEAD';
     const prefix = this.prefix;
     const slash = url.startsWith(prefix) ? url.indexOf('/', prefix.length) : -1;
-    if (slash < 0 || !url.startsWith(REQUEST_SEGMENT, slash)) {
-      this.reject(res, new RelayError('not_found'), false, undefined, head);
-      return;
-    }
-    const service = this.services.get(url.slice(prefix.length, slash));
-    if (service === undefined) {
-      this.reject(res, new RelayError('service_not_found'), false, undefined, head);
-      return;
-    }
-    const headers = readCallerHeaders(req, service.forward);
-    const framing = requestFraming(headers);
-    if (typeof framing === 'string') {
-      this.refuseFraming(res, new RelayError('bad_request', { message: `Invalid request framing: ${framing}.` }), service, head);
+    const routed = slash >= 0 && url.startsWith(REQUEST_SEGMENT, slash);
+    const service = routed ? this.services.get(url.slice(prefix.length, slash)) : undefined;
+    // Framing and header syntax come first, whatever the route: an answer that leaves the
+    // connection open must know where this request ends, or the bytes after it run as a request.
+    const headers = readCallerHeaders(req, service?.forward ?? NO_FORWARD);
+    const query = req.getQuery();
+    const framing = checkRequestHead(headers, method, url, query);
+    if (typeof framing !== 'number') {
+      this.refuse(res, framing, true, service, head);
       return;
     }
     const hasBody = framing !== 0;
+    if (!routed) {
+      this.refuse(res, new RelayError('not_found'), hasBody, undefined, head);
+      return;
+    }
+    if (service === undefined) {
+      this.refuse(res, new RelayError('service_not_found'), hasBody, undefined, head);
+      return;
+    }
     if (!service.methods.has(method)) {
-      this.reject(res, new RelayError('method_not_allowed', { headers: { allow: service.allow } }), hasBody, service, head);
+      this.refuse(res, new RelayError('method_not_allowed', { headers: { allow: service.allow } }), hasBody, service, head);
       return;
     }
     if (this.draining) {
-      this.reject(res, new RelayError('draining', { headers: { 'retry-after': '5' } }), true, service, head);
+      this.refuse(res, new RelayError('draining', { headers: { 'retry-after': '5' } }), true, service, head);
       return;
     }
     let address: string | undefined;
@@ -166,31 +173,30 @@ class GatewayServer implements Gateway, RelayObserver {
       address = Buffer.from(res.getRemoteAddressAsText()).toString();
       const wait = this.limiter.blockedFor(address, Date.now());
       if (wait > 0) {
-        this.reject(res, new RelayError('too_many_requests', { headers: { 'retry-after': String(wait) } }), hasBody, service, head);
+        this.refuse(res, new RelayError('too_many_requests', { headers: { 'retry-after': String(wait) } }), hasBody, service, head);
         return;
       }
     }
     const auth = headers.authorizationCount > 1 ? 'malformed' : authenticate(headers.authorization, service.tokens);
     if (typeof auth === 'string') {
       if (auth === 'malformed') {
-        this.reject(res, new RelayError('bad_request', { message: 'The Authorization header must be "Bearer <token>".' }), hasBody, service, head);
+        this.refuse(res, new RelayError('bad_request', { message: 'The Authorization header must be "Bearer <token>".' }), hasBody, service, head);
         return;
       }
       this.limiter.recordFailure(address ?? Buffer.from(res.getRemoteAddressAsText()).toString(), Date.now());
       const challenge = auth === 'missing' ? WWW_AUTHENTICATE : WWW_AUTHENTICATE_INVALID;
-      this.reject(res, new RelayError('unauthorized', { headers: { 'www-authenticate': challenge } }), hasBody, service, head);
+      this.refuse(res, new RelayError('unauthorized', { headers: { 'www-authenticate': challenge } }), hasBody, service, head);
       return;
     }
     const path = url.slice(slash + REQUEST_SEGMENT.length - 1);
-    const query = req.getQuery();
     const problem = pathProblem(path) ?? (query === undefined ? undefined : queryProblem(query));
     if (problem !== undefined) {
-      this.reject(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${problem}.` }), hasBody, service, head);
+      this.refuse(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${problem}.` }), hasBody, service, head);
       return;
     }
     if (framing > service.config.maxRequestBytes) {
       const message = `The request body is larger than ${service.config.maxRequestBytes} bytes.`;
-      this.reject(res, new RelayError('payload_too_large', { message }), true, service, head);
+      this.refuse(res, new RelayError('payload_too_large', { message }), true, service, head);
       return;
     }
     const target = query === undefined ? path : `${path}?${query}`;
@@ -208,19 +214,21 @@ class GatewayServer implements Gateway, RelayObserver {
   }
 
   /**
-   * Refuses a request whose framing is ambiguous. Where it ends is unknown, so nothing after it on
-   * the connection may run. Answering at once would let uWS go on to a request pipelined behind it
-   * (fact 10); so the answer waits for the next turn of the event loop with the response still
-   * open, and uWS closes a connection that pipelines a request behind an unanswered one without
-   * running it. A caller that sent nothing more gets the 400, then the connection closes.
+   * Refuses a request, answering on the next turn of the event loop with the response still open.
+   * Answering inside the handler would let uWS go on to a request pipelined behind this one in the
+   * same packet (fact 10) — and where a refused request ends may be unknown (ambiguous framing),
+   * or uWS may have read it more leniently than a strict parser would (README, "Security and
+   * robustness"). uWS closes a connection that pipelines a request behind an unanswered one
+   * without running it, so nothing behind a refused request ever runs. A caller that sent
+   * nothing more gets the answer (and the connection closes if `closeConnection`).
    */
-  private refuseFraming(res: HttpResponse, error: RelayError, service: ServiceEntry, head: boolean): void {
+  private refuse(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined, head: boolean): void {
     let aborted = false;
     res.onAborted(() => {
       aborted = true;
     });
     setImmediate(() => {
-      if (!aborted) this.reject(res, error, true, service, head);
+      if (!aborted) this.reject(res, error, closeConnection, service, head);
     });
   }
 
@@ -240,15 +248,7 @@ class GatewayServer implements Gateway, RelayObserver {
     const status = r.outcome === 'client_closed' ? 499 : d.headersSent ? d.statusCode : (r.error?.status ?? 500);
     const ttfbMs = d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1;
     const ms = now - r.startedAt;
-    this.metrics.requestFinished({
-      slug: r.slug,
-      status,
-      outcome: r.outcome,
-      bytesIn: r.body.received,
-      bytesOut: d.bytesOut,
-      ttfbSeconds: ttfbMs / 1000,
-      durationSeconds: ms / 1000,
-    });
+    this.metrics.requestFinished(r.slug, status, r.outcome, r.body.received, d.bytesOut, ttfbMs / 1000, ms / 1000);
     const line = {
       reqId: r.requestId,
       service: r.slug,
@@ -272,17 +272,33 @@ class GatewayServer implements Gateway, RelayObserver {
 
   // ── operations endpoints ───────────────────────────────────────────────────────────────────
 
+  /**
+   * The operations endpoints answer without reading a body: a request to one with ambiguous
+   * framing or malformed headers is refused like a relay request, so nothing hides behind it.
+   */
+  private refusedOpsRequest(res: HttpResponse, req: HttpRequest, head: boolean): boolean {
+    const framing = checkRequestHead(readCallerHeaders(req, NO_FORWARD), req.getCaseSensitiveMethod(), req.getUrl(), req.getQuery());
+    if (framing === 0) return false;
+    // A body on an operations request is not read either: answer and close.
+    const error = typeof framing === 'number' ? new RelayError('bad_request', { message: 'The operations endpoints take no request body.' }) : framing;
+    this.refuse(res, error, true, undefined, head);
+    return true;
+  }
+
   private addOpsRoutes(app: TemplatedApp): void {
     for (const path of ['/healthz', '/readyz', '/metrics']) {
-      app.head(path, (res) => {
+      app.head(path, (res, req) => {
+        if (this.refusedOpsRequest(res, req, true)) return;
         const status = path === '/readyz' && this.draining ? '503 Service Unavailable' : '200 OK';
         res.cork(() => res.writeStatus(status).endWithoutBody());
       });
     }
-    app.get('/healthz', (res) => {
+    app.get('/healthz', (res, req) => {
+      if (this.refusedOpsRequest(res, req, false)) return;
       res.cork(() => res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(JSON_OK));
     });
-    app.get('/readyz', (res) => {
+    app.get('/readyz', (res, req) => {
+      if (this.refusedOpsRequest(res, req, false)) return;
       res.cork(() => {
         if (this.draining) {
           res.writeStatus('503 Service Unavailable').writeHeader('content-type', 'application/json').end('{"status":"draining"}');
@@ -291,7 +307,8 @@ class GatewayServer implements Gateway, RelayObserver {
         }
       });
     });
-    app.get('/metrics', (res) => {
+    app.get('/metrics', (res, req) => {
+      if (this.refusedOpsRequest(res, req, false)) return;
       let aborted = false;
       res.onAborted(() => {
         aborted = true;
@@ -364,6 +381,22 @@ class GatewayServer implements Gateway, RelayObserver {
       { services: config.services.filter((s) => this.services.has(s.slug)).map((s) => s.slug), ignored },
       'tokens reloaded',
     );
+  }
+}
+
+/**
+ * The relay's uWS app: plain HTTP, or HTTPS with the config's certificate and key. The loader has
+ * checked both files (config/tls.ts); if uWS still cannot use them (changed since, or something
+ * OpenSSL refuses), the error names the keys and files instead of uWS's "App construction failed".
+ * uWS reads the files once, here: a renewed certificate is served after a restart.
+ */
+function createApp(tls: Config['listen']['tls']): TemplatedApp {
+  if (tls === undefined) return uWS.App();
+  try {
+    return uWS.SSLApp({ cert_file_name: tls.certFile, key_file_name: tls.keyFile });
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new Error(`cannot serve HTTPS with listen.tls.certFile ${tls.certFile} and listen.tls.keyFile ${tls.keyFile}: ${reason}`, { cause: err });
   }
 }
 

@@ -50,7 +50,7 @@ test('past queue.maxWaitMs: 503 no_replica with Retry-After', async () => {
   assert.ok(waited >= 250 && waited < 4000, `answered after the 300 ms wait (${waited} ms)`);
 });
 
-test('a replica that exits at once: every queued request gets no_replica within a second, and the next request starts one again', async () => {
+test('a replica that exits at once: every queued request gets no_replica at once (not after startTimeoutMs), and the next request starts one again', async () => {
   const tg = await gatewayFor({ command: [process.execPath, '-e', 'process.exit(3)'], startTimeoutMs: 30_000 }, {});
   const started = Date.now();
   const answers = await Promise.all(Array.from({ length: 5 }, () => post(tg, '/echo')));
@@ -59,7 +59,9 @@ test('a replica that exits at once: every queued request gets no_replica within 
     assert.equal(answer.status, 503);
     assert.equal(JSON.parse(answer.text).error.code, 'no_replica');
   }
-  assert.ok(elapsed < 1000, `answered promptly (${elapsed} ms)`);
+  // Answered when the replica exited, not when startTimeoutMs (30 s) ran out; the bound leaves room
+  // for a busy machine (a 1 s bound failed at 1102 ms under load).
+  assert.ok(elapsed < 10_000, `answered when the replica exited, long before startTimeoutMs (${elapsed} ms)`);
   const startsBefore = transitions(tg.logs, 'starting').length;
   const again = await post(tg, '/echo');
   assert.equal(again.status, 503, 'the command still fails');

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfigFile, parseConfig, type ConfigProblem } from '../src/config.js';
 import type { Config } from '../src/config-types.js';
+import { makeCertificate } from './helpers/tls.js';
 
 const DIGEST = 'ab'.repeat(32);
 const DIGEST2 = 'cd'.repeat(32);
@@ -81,9 +82,11 @@ test('a minimal config gets every default from the contract', () => {
   assert.equal(config.listen.tls, undefined);
 });
 
-test('a full config keeps every value it sets', () => {
+test('a full config keeps every value it sets', (t) => {
+  const tls = makeCertificate();
+  t.after(tls.remove);
   const raw = {
-    listen: { host: '0.0.0.0', port: 0, tls: { certFile: 'cert.pem', keyFile: 'key.pem' } },
+    listen: { host: '0.0.0.0', port: 0, tls: { certFile: tls.certFile, keyFile: tls.keyFile } },
     admin: { host: '127.0.0.1', port: 9091 },
     workers: 4,
     basePath: '/v2',

@@ -33,7 +33,8 @@ test('a command that exits at once: every queued waiter gets no_replica within 1
       assert.ok(Number(o.error?.headers?.['retry-after']) >= 1, 'Retry-After in whole seconds');
     }
     console.log(`exit at once: 20 queued waiters answered no_replica ${elapsed.toFixed(1)} ms after the first acquire`);
-    assert.ok(elapsed < 1_000, `all queued waiters answered after ${elapsed.toFixed(0)} ms`);
+    // At once, not after startTimeoutMs; the bound leaves room for a busy machine (no 1 s race).
+    assert.ok(elapsed < 4_000, `all queued waiters answered after ${elapsed.toFixed(0)} ms`);
     const failed = await events.reached('failed', 'svc-1');
     assert.equal(failed.from, 'starting');
     const line = await records.next((r) => r.msg === 'replica state' && r['to'] === 'failed');

@@ -3,8 +3,10 @@
 // `{ type: 'stop' }` and the child closes and exits. A child exits by itself when the parent
 // goes away (IPC `disconnect`), and the parent SIGKILLs whatever is still alive when it exits,
 // so no run leaves an orphan behind, even on error or Ctrl-C.
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, fork, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Child {
   readonly name: string;
@@ -26,6 +28,17 @@ export interface ChildOptions {
 
 const live = new Set<ChildProcess>();
 const exitTasks: (() => void)[] = [];
+const started: { name: string; pid: number }[] = [];
+
+/** Every process this run started (name and pid), for the record and the smoke test's check. */
+export function startedProcesses(): readonly { name: string; pid: number }[] {
+  return started;
+}
+
+/** Records a process started elsewhere (a replica the gateway launched) in startedProcesses(). */
+export function recordProcess(name: string, pid: number): void {
+  started.push({ name, pid });
+}
 
 /** Runs `task` (synchronous: remove a temporary file…) when this process exits, however it exits. */
 export function atExit(task: () => void): void {
@@ -73,6 +86,7 @@ export async function startChild(name: string, script: URL, options: ChildOption
     stdio: ['ignore', options.stdout ?? 'ignore', 'inherit', 'ipc'],
   });
   live.add(proc);
+  if (proc.pid !== undefined) started.push({ name, pid: proc.pid });
   proc.once('exit', () => live.delete(proc));
   const timeoutMs = options.readyTimeoutMs ?? 15_000;
   const port = await new Promise<number>((resolve, reject) => {
@@ -101,6 +115,10 @@ export async function startChild(name: string, script: URL, options: ChildOption
     proc.once('exit', onExit);
     proc.once('error', onError);
   });
+  return handle(name, proc, port);
+}
+
+function handle(name: string, proc: ChildProcess, port: number): Child {
   return {
     name,
     pid: proc.pid!,
@@ -117,4 +135,40 @@ export async function startChild(name: string, script: URL, options: ChildOption
       return code;
     },
   };
+}
+
+/** Resolves once something accepts a TCP connection on 127.0.0.1:`port`. */
+async function acceptsConnections(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/**
+ * Starts a program that is not one of ours (nginx) on a port chosen by the caller; ready when the
+ * port accepts connections. stderr is inherited; stop() sends SIGTERM (SIGKILL after the grace).
+ */
+export async function startProgram(name: string, command: string, args: string[], port: number, readyTimeoutMs = 15_000): Promise<Child> {
+  const proc = spawn(command, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  live.add(proc);
+  if (proc.pid !== undefined) started.push({ name, pid: proc.pid });
+  proc.once('exit', () => live.delete(proc));
+  let exited: string | undefined;
+  proc.once('exit', (code, signal) => (exited = `exited before it was ready (code ${code}, signal ${signal})`));
+  proc.once('error', (err) => (exited = err.message));
+  const deadline = Date.now() + readyTimeoutMs;
+  for (;;) {
+    if (exited !== undefined) throw new Error(`${name}: ${exited}`);
+    if (await acceptsConnections(port)) return handle(name, proc, port);
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`${name}: not accepting connections on port ${port} after ${readyTimeoutMs} ms`);
+    }
+    await sleep(20);
+  }
 }

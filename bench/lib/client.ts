@@ -1,5 +1,6 @@
 // Our own client for what autocannon cannot see: time to first byte and per-token timing.
-// undici's dispatch() with a handler object, timed with process.hrtime.bigint().
+// undici's dispatch() with a handler object, timed with process.hrtime.bigint() (CLOCK_MONOTONIC,
+// the clock the replica stamps tokens with: shared by every process on Linux).
 import { type Dispatcher, Pool } from 'undici';
 import { nsToUs } from './stats.js';
 
@@ -52,7 +53,7 @@ export async function measureTtfb(
   path: string,
   body: string,
   requests: number,
-  concurrency: number,
+  concurrency = 1,
 ): Promise<number[]> {
   const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1 });
   const options: Dispatcher.DispatchOptions = {
@@ -88,20 +89,30 @@ export interface StreamTiming {
   gapsUs: number[];
   /** Replica wrote the token → token in the client's JS, µs (same CLOCK_MONOTONIC, see replica.ts). */
   deliveryUs: number[];
+  /** deliveryUs of the tokens the replica wrote once every stream of the batch had started (see measureStreams). */
+  steadyDeliveryUs: number[];
   tokens: number;
 }
 
-function timedStream(pool: Pool, options: Dispatcher.DispatchOptions): Promise<StreamTiming> {
+/** Shared by the streams of one batch: when the last of them got its response head. */
+interface Batch {
+  size: number;
+  started: number;
+  allStartedNs: bigint;
+}
+
+function timedStream(pool: Pool, options: Dispatcher.DispatchOptions, batch?: Batch): Promise<StreamTiming> {
   return new Promise((resolve, reject) => {
     let status = 0;
     let carry = '';
     let last = 0n;
     const t0 = process.hrtime.bigint();
-    const timing: StreamTiming = { ttftUs: -1, firstDeliveryUs: -1, gapsUs: [], deliveryUs: [], tokens: 0 };
+    const timing: StreamTiming = { ttftUs: -1, firstDeliveryUs: -1, gapsUs: [], deliveryUs: [], steadyDeliveryUs: [], tokens: 0 };
     pool.dispatch(options, {
       onRequestStart() {}, // selects undici's controller-style handler API
       onResponseStart(_c, code) {
         status = code;
+        if (batch !== undefined && ++batch.started === batch.size) batch.allStartedNs = process.hrtime.bigint();
       },
       onResponseData(_c, chunk) {
         const now = process.hrtime.bigint();
@@ -112,7 +123,9 @@ function timedStream(pool: Pool, options: Dispatcher.DispatchOptions): Promise<S
           carry = carry.slice(end + 2);
           const t = /"t":"(\d+)"/.exec(event);
           if (t === null) continue;
-          const delivery = nsToUs(now - BigInt(t[1]!));
+          const written = BigInt(t[1]!);
+          const delivery = nsToUs(now - written);
+          if (batch !== undefined && batch.allStartedNs !== 0n && written >= batch.allStartedNs) timing.steadyDeliveryUs.push(delivery);
           if (timing.tokens === 0) {
             timing.ttftUs = nsToUs(now - t0);
             timing.firstDeliveryUs = delivery;
@@ -135,15 +148,14 @@ function timedStream(pool: Pool, options: Dispatcher.DispatchOptions): Promise<S
   });
 }
 
-/** `streams` SSE requests, `concurrency` at a time; each must deliver `tokens` token events. */
-export async function measureStreams(
-  target: Target,
-  streams: number,
-  concurrency: number,
-  tokens: number,
-  gapMs: number,
-): Promise<StreamTiming[]> {
-  const pool = new Pool(target.origin, { connections: concurrency, pipelining: 1 });
+/**
+ * `streams` SSE requests all at once, each on its own connection (so the relay holds `streams`
+ * streams at the same time); each must deliver `tokens` token events. `steadyDeliveryUs` keeps
+ * the tokens written after every stream had started, so the burst of connections opening is not
+ * counted as token delivery.
+ */
+export async function measureStreams(target: Target, streams: number, tokens: number, gapMs: number): Promise<StreamTiming[]> {
+  const pool = new Pool(target.origin, { connections: streams, pipelining: 1, headersTimeout: 60_000, bodyTimeout: 60_000 });
   const options: Dispatcher.DispatchOptions = {
     method: 'POST',
     path: `${target.prefix}/v1/stream?tokens=${tokens}&gap_ms=${gapMs}`,
@@ -151,19 +163,11 @@ export async function measureStreams(
     body: '{"stream":true}',
   };
   try {
-    // Warm-up, not counted: one full stream per connection.
-    await Promise.all(Array.from({ length: concurrency }, () => timedStream(pool, options)));
-    const results: StreamTiming[] = [];
-    let next = 0;
-    const worker = async (): Promise<void> => {
-      while (next < streams) {
-        next += 1;
-        const timing = await timedStream(pool, options);
-        if (timing.tokens !== tokens) throw new Error(`stream delivered ${timing.tokens} of ${tokens} tokens`);
-        results.push(timing);
-      }
-    };
-    await Promise.all(Array.from({ length: concurrency }, worker));
+    const batch: Batch = { size: streams, started: 0, allStartedNs: 0n };
+    const results = await Promise.all(Array.from({ length: streams }, () => timedStream(pool, options, batch)));
+    for (const timing of results) {
+      if (timing.tokens !== tokens) throw new Error(`stream delivered ${timing.tokens} of ${tokens} tokens`);
+    }
     return results;
   } finally {
     await pool.close();

@@ -1,15 +1,33 @@
 // What every peer is asked and answers: shared by the parent and the children.
 import { createHash } from 'node:crypto';
 
-/** The replica's answer to POST /v1/infer (small JSON, with Content-Length). */
-export const INFER_ANSWER =
-  '{"id":"bench","model":"bench","outputs":[{"name":"y","datatype":"FP32","shape":[3],"data":[0.1,0.2,0.3]}]}';
+/** A JSON object of exactly `bytes` bytes: `fields`, then a padding string. */
+function jsonOfSize(bytes: number, fields: string): string {
+  const open = `{${fields},"pad":"`;
+  const close = '"}';
+  const pad = bytes - open.length - close.length;
+  if (pad < 0) throw new Error(`jsonOfSize: ${bytes} bytes is too small`);
+  return open + 'x'.repeat(pad) + close;
+}
 
-/** The request body every throughput and TTFB request sends. */
-export const INFER_REQUEST = '{"inputs":[{"name":"x","datatype":"FP32","shape":[3],"data":[1,2,3]}]}';
+/** The replica's answer to POST /v1/infer: 1 KiB of JSON, with Content-Length. */
+export const INFER_ANSWER = jsonOfSize(
+  1024,
+  '"id":"bench","model":"bench","outputs":[{"name":"y","datatype":"FP32","shape":[3],"data":[0.1,0.2,0.3]}]',
+);
+
+/** The request body every throughput and TTFB request sends: 1 KiB of JSON. */
+export const INFER_REQUEST = jsonOfSize(1024, '"inputs":[{"name":"x","datatype":"FP32","shape":[3],"data":[1,2,3]}]');
 
 export const INFER_PATH = '/v1/infer';
+/** POST /v1/stream?tokens=N&gap_ms=G: SSE, one stamped token every G ms. */
 export const STREAM_PATH = '/v1/stream';
+/** GET /v1/blob?bytes=N: N bytes of application/octet-stream, written as fast as the reader takes them. */
+export const BLOB_PATH = '/v1/blob';
+/** POST /v1/idle: SSE headers and one comment, then nothing until the caller leaves. */
+export const IDLE_PATH = '/v1/idle';
+/** GET /ready: the replica's readiness probe (answered once it listens). */
+export const READY_PATH = '/ready';
 
 /** The bearer token the benchmark's gateway accepts (a fixed, public, bench-only value). */
 export const BENCH_TOKEN = 'slc_bench_token_not_a_secret_0123456789abcdefghijklmnop';

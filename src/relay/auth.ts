@@ -1,5 +1,13 @@
 // Bearer authentication (contract section 2). The config holds only SHA-256 digests; the
 // presented token is hashed and compared with every digest of the service in constant time.
+//
+// Cost: about 1.5 µs per request, of which `crypto.hash` is about 1.2 (the regex 0.1, each
+// comparison under 0.1). It is not cached, on purpose: a cache that skips the hash must hold
+// the presented token itself (or something as good as it) to recognise it again, so a valid
+// token would live in the heap for the life of the process, where today only digests do and a
+// presented token lives only as long as its request; and a Map keyed by presented strings
+// compares them with an early exit (not constant time) and, holding wrong tokens too, grows
+// without bound. Measured with a one-off script timing `authenticate` against two entries.
 import { hash, timingSafeEqual } from 'node:crypto';
 import type { TokenConfig } from '../config-types.js';
 

@@ -26,15 +26,22 @@ function hexAt(s: string, i: number): number {
   return c < 128 ? HEX[c]! : -1;
 }
 
-/** True if `s[from, to)` is `.` or `..`, with any dot written as `%2e` or `%2E`. */
+/**
+ * True if `s[from, to)` is `.` or `..`, with any dot written as `%2e` or `%2E`, alone or followed
+ * by path parameters (`..;x`, `..%3bx`): servlet containers and some proxies strip the parameters
+ * and then resolve the dots.
+ */
 function isDotSegment(s: string, from: number, to: number): boolean {
   let dots = 0;
   let i = from;
   while (i < to) {
-    if (s.charCodeAt(i) === 0x2e) {
+    const c = s.charCodeAt(i);
+    if (c === 0x2e) {
       i += 1;
-    } else if (s.charCodeAt(i) === 0x25 && i + 2 < to && hexAt(s, i + 1) === 2 && (s.charCodeAt(i + 2) | 0x20) === 0x65) {
+    } else if (c === 0x25 && i + 2 < to && hexAt(s, i + 1) === 2 && (s.charCodeAt(i + 2) | 0x20) === 0x65) {
       i += 3;
+    } else if (dots > 0 && (c === 0x3b || (c === 0x25 && i + 2 < to && hexAt(s, i + 1) === 3 && (s.charCodeAt(i + 2) | 0x20) === 0x62))) {
+      return true;
     } else {
       return false;
     }
@@ -83,6 +90,26 @@ export function pathProblem(path: string): PathProblem | undefined {
 export function queryProblem(query: string): PathProblem | undefined {
   for (let i = 0; i < query.length; i++) {
     const c = query.charCodeAt(i);
+    if (c === 0x23) return 'fragment (#)';
+    if (c < 0x20 || c === 0x7f) return 'control character';
+    if (c === 0x20 || c > 0x7e) return 'character that must be percent-encoded';
+  }
+  return undefined;
+}
+
+/**
+ * Checks the raw request target (path and query, as uWS gives them) for bytes that make the
+ * request line invalid (RFC 9112 section 3.2: a request-target is visible ASCII, and never holds
+ * `#`). uWS lets some through; such a request is refused like ambiguous framing, whatever its
+ * route, so nothing pipelined behind it runs.
+ */
+export function targetProblem(url: string, query: string | undefined): PathProblem | undefined {
+  return rawProblem(url) ?? (query === undefined ? undefined : rawProblem(query));
+}
+
+function rawProblem(s: string): PathProblem | undefined {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
     if (c === 0x23) return 'fragment (#)';
     if (c < 0x20 || c === 0x7f) return 'control character';
     if (c === 0x20 || c > 0x7e) return 'character that must be percent-encoded';

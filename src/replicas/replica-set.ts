@@ -206,7 +206,7 @@ class ReplicaSetImpl implements ManagedReplicaSet {
       message: `The service queue is full (${service.queue.maxRequests} requests); retry later.`,
       headers: { 'retry-after': String(QUEUE_FULL_RETRY_AFTER_S) },
     });
-    this.drainingError = new RelayError('draining');
+    this.drainingError = new RelayError('draining', { headers: { 'retry-after': '5' } });
     this.waitExpiredError = new RelayError('no_replica', {
       message: `No replica of the service could take the request within ${service.queue.maxWaitMs} ms.`,
       headers: { 'retry-after': String(WAIT_EXPIRED_RETRY_AFTER_S) },

@@ -11,6 +11,27 @@ export const TEST_TOKEN = 'slc_test_token_for_the_black_box_tests_0123456789';
 export const TEST_TOKEN_SHA256 = sha256Hex(TEST_TOKEN);
 export const AUTH = { authorization: `Bearer ${TEST_TOKEN}` };
 
+/**
+ * Token-like strings no gateway may ever log (contract section 2). Every gateway a test starts
+ * checks its whole log on close; tests that present other tokens add them with `secret()`.
+ * Only strings of 12 characters or more are checked (a shorter one may occur by chance).
+ */
+const SECRETS = new Set<string>([TEST_TOKEN]);
+
+/** Registers `token` as a secret that no gateway's log may contain; returns it. */
+export function secret(token: string): string {
+  if (token.length >= 12) SECRETS.add(token);
+  return token;
+}
+
+/** Throws if `text` (a gateway's log) contains a registered secret. */
+export function assertNoSecrets(text: string, where = 'the gateway log'): void {
+  for (const token of SECRETS) {
+    const at = text.indexOf(token);
+    if (at >= 0) throw new Error(`a token appeared in ${where}: …${text.slice(Math.max(0, at - 80), at)}[token]…`);
+  }
+}
+
 /** A raw service entry as it would appear in a config file; the validator fills the defaults. */
 export type RawService = Record<string, unknown> & { slug?: string; replicas: Record<string, unknown> };
 
@@ -56,7 +77,10 @@ export async function startTestGateway(services: RawService | RawService[], extr
     url: (path, slug = firstSlug) => `${origin}${config.basePath}/${slug}/request${path}`,
     logs,
     logText: () => chunks.join(''),
-    close: () => gateway.close(),
+    close: async () => {
+      await gateway.close();
+      assertNoSecrets(chunks.join(''));
+    },
   };
 }
 

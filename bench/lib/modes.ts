@@ -1,0 +1,112 @@
+// The benchmark's three modes and their sizes. `full` is what the committed results come from;
+// `quick` shrinks every scenario to about a minute; `smoke` only proves that every process starts,
+// gets measured and stops (tiny sizes, never installs anything). BENCH_* variables override.
+import { intEnv, listEnv } from './settings.js';
+
+export const PEERS = ['direct', 'sluice-info', 'sluice-warn', 'sluice-info-w2', 'nginx', 'http-proxy', 'fastify-proxy', 'bare'] as const;
+export type PeerId = (typeof PEERS)[number];
+export const DEFAULT_PEERS: readonly PeerId[] = PEERS.filter((p) => p !== 'bare');
+
+export const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'slowReader', 'idleStreams', 'coldStart'] as const;
+export type ScenarioId = (typeof SCENARIOS)[number];
+
+export type Mode = 'full' | 'quick' | 'smoke';
+
+export interface Settings {
+  mode: Mode;
+  peers: PeerId[];
+  scenarios: ScenarioId[];
+  rounds: number;
+  connections: number;
+  durationS: number;
+  warmupS: number;
+  ttfbRequests: number;
+  streams: number;
+  streamTokens: number;
+  streamGapMs: number;
+  slowBytes: number;
+  slowRateBytesPerS: number;
+  slowPeers: PeerId[];
+  idleStreams: number;
+  coldRequests: number;
+  coldStartupMs: number;
+  /** May the run install nginx with apt when it is missing? */
+  installNginx: boolean;
+  /** Memory scenarios on a fresh process of each relay (full, quick) or on the rounds' ones (smoke: fewer starts). */
+  freshRelays: boolean;
+}
+
+const MiB = 1024 * 1024;
+
+const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowPeers' | 'installNginx' | 'freshRelays'>> = {
+  full: {
+    rounds: 3,
+    connections: 50,
+    durationS: 5,
+    warmupS: 2,
+    ttfbRequests: 2_000,
+    streams: 1_000,
+    streamTokens: 12,
+    streamGapMs: 200,
+    slowBytes: 64 * MiB,
+    slowRateBytesPerS: 4 * MiB,
+    idleStreams: 1_000,
+    coldRequests: 500,
+    coldStartupMs: 300,
+  },
+  quick: {
+    rounds: 1,
+    connections: 50,
+    durationS: 2,
+    warmupS: 1,
+    ttfbRequests: 1_000,
+    streams: 1_000,
+    streamTokens: 8,
+    streamGapMs: 200,
+    slowBytes: 8 * MiB,
+    slowRateBytesPerS: 4 * MiB,
+    idleStreams: 1_000,
+    coldRequests: 500,
+    coldStartupMs: 300,
+  },
+  smoke: {
+    rounds: 1,
+    connections: 4,
+    durationS: 1,
+    warmupS: 0,
+    ttfbRequests: 20,
+    streams: 10,
+    streamTokens: 3,
+    streamGapMs: 10,
+    slowBytes: MiB,
+    slowRateBytesPerS: 4 * MiB,
+    idleStreams: 10,
+    coldRequests: 20,
+    coldStartupMs: 50,
+  },
+};
+
+export function settingsFor(mode: Mode): Settings {
+  const d = SIZES[mode];
+  return {
+    mode,
+    peers: listEnv<PeerId>('BENCH_PEERS', DEFAULT_PEERS, PEERS),
+    scenarios: listEnv<ScenarioId>('BENCH_SCENARIOS', SCENARIOS, SCENARIOS),
+    rounds: intEnv('BENCH_ROUNDS', d.rounds, 1, 100),
+    connections: intEnv('BENCH_CONNECTIONS', d.connections, 1, 10_000),
+    durationS: intEnv('BENCH_DURATION_S', d.durationS, 1, 3_600),
+    warmupS: intEnv('BENCH_WARMUP_S', d.warmupS, 0, 600),
+    ttfbRequests: intEnv('BENCH_TTFB_REQUESTS', d.ttfbRequests, 1, 1_000_000),
+    streams: intEnv('BENCH_STREAMS', d.streams, 1, 10_000),
+    streamTokens: intEnv('BENCH_STREAM_TOKENS', d.streamTokens, 2, 100_000),
+    streamGapMs: intEnv('BENCH_STREAM_GAP_MS', d.streamGapMs, 1, 60_000),
+    slowBytes: intEnv('BENCH_SLOW_MIB', d.slowBytes / MiB, 1, 4_096) * MiB,
+    slowRateBytesPerS: intEnv('BENCH_SLOW_MIB_PER_S', d.slowRateBytesPerS / MiB, 1, 1_024) * MiB,
+    slowPeers: listEnv<PeerId>('BENCH_SLOW_PEERS', ['sluice-info', 'nginx'], PEERS),
+    idleStreams: intEnv('BENCH_IDLE_STREAMS', d.idleStreams, 1, 10_000),
+    coldRequests: intEnv('BENCH_COLD_REQUESTS', d.coldRequests, 1, 10_000),
+    coldStartupMs: intEnv('BENCH_COLD_STARTUP_MS', d.coldStartupMs, 0, 60_000),
+    installNginx: mode !== 'smoke' && process.env['BENCH_NO_INSTALL'] !== '1',
+    freshRelays: mode !== 'smoke',
+  };
+}

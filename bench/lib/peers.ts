@@ -1,0 +1,96 @@
+// The peers: the replica alone (`direct`) and each relay in front of it, every one its own process.
+import { closeSync, openSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { atExit, type Child, startChild } from './children.js';
+import type { Target } from './client.js';
+import type { PeerId } from './modes.js';
+import { startNginx } from './nginx.js';
+import { BENCH_SLUG, BENCH_TOKEN } from './workload.js';
+
+export const LABEL: Record<PeerId, string> = {
+  direct: 'direct (no relay)',
+  'sluice-info': 'Sluice info',
+  'sluice-warn': 'Sluice warn',
+  'sluice-info-w2': 'Sluice info, workers: 2',
+  nginx: 'nginx (1 worker)',
+  'http-proxy': 'http-proxy',
+  'fastify-proxy': '@fastify/http-proxy',
+  bare: 'bare uWS + undici',
+};
+
+export interface Peer {
+  id: PeerId;
+  label: string;
+  target: Target;
+  /** The relay's process (CPU and memory are read from it); undefined for direct. */
+  relay: Child | undefined;
+}
+
+export interface SkippedPeer {
+  id: PeerId;
+  label: string;
+  reason: string;
+}
+
+const script = (name: string): URL => new URL(`../${name}.js`, import.meta.url);
+const plain = (port: number): Target => ({ origin: `http://127.0.0.1:${port}`, prefix: '', headers: {} });
+
+export const sluiceTarget = (port: number): Target => ({
+  origin: `http://127.0.0.1:${port}`,
+  prefix: `/api/v1/services/${BENCH_SLUG}/request`,
+  headers: { authorization: `Bearer ${BENCH_TOKEN}` },
+});
+
+/**
+ * Starts a Sluice gateway child whose logs (pino, fd 1) go to a temporary file, as in production
+ * — so the `info` peers pay for writing every access-log line.
+ */
+export async function startSluice(name: string, env: Record<string, string>): Promise<Child> {
+  const logFile = join(tmpdir(), `sluice-bench-${process.pid}-${name}.log`);
+  const fd = openSync(logFile, 'w');
+  atExit(() => rmSync(logFile, { force: true }));
+  try {
+    return await startChild(name, script('gateway'), { env, stdout: fd });
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Starts one peer in front of the replica. */
+export async function startPeer(id: PeerId, replica: Child, nginxBinary: string | undefined): Promise<Peer> {
+  const replicaUrl = `http://127.0.0.1:${replica.port}`;
+  const peer = (relay: Child | undefined, target: Target): Peer => ({ id, label: LABEL[id], target, relay });
+  switch (id) {
+    case 'direct':
+      return peer(undefined, plain(replica.port));
+    case 'sluice-info':
+    case 'sluice-warn':
+    case 'sluice-info-w2': {
+      const relay = await startSluice(id, {
+        BENCH_REPLICA_URL: replicaUrl,
+        BENCH_LOG_LEVEL: id === 'sluice-warn' ? 'warn' : 'info',
+        BENCH_WORKERS: id === 'sluice-info-w2' ? '2' : '1',
+      });
+      return peer(relay, sluiceTarget(relay.port));
+    }
+    case 'nginx': {
+      if (nginxBinary === undefined) throw new Error('nginx: no binary');
+      const relay = await startNginx(nginxBinary, replica.port);
+      return peer(relay, plain(relay.port));
+    }
+    case 'http-proxy':
+    case 'fastify-proxy':
+    case 'bare': {
+      const file = id === 'http-proxy' ? 'http-proxy-relay' : id === 'fastify-proxy' ? 'fastify-relay' : 'bare-relay';
+      const relay = await startChild(id, script(file), { env: { BENCH_REPLICA_URL: replicaUrl } });
+      return peer(relay, plain(relay.port));
+    }
+  }
+}
+
+/** Round r's order: every peer once, starting one further along each round. */
+export function order<T>(peers: readonly T[], round: number): T[] {
+  const k = round % peers.length;
+  return [...peers.slice(k), ...peers.slice(0, k)];
+}

@@ -1,0 +1,169 @@
+// The run's record (written as JSON) and the figures derived from it: medians across rounds,
+// differences and ratios taken within each round, and the issue's targets, met or missed.
+import type { ColdStartRun, IdleStreamsRun, SlowReaderRun, ThroughputRun, TokensRun, TtfbRun } from './measure.js';
+import type { PeerId, ScenarioId, Settings } from './modes.js';
+import { median } from './stats.js';
+
+export interface PeerRecord {
+  id: PeerId;
+  label: string;
+  /** Why the peer did not run (nginx unavailable…); absent when it ran. */
+  skipped?: string;
+}
+
+export interface Record {
+  schema: 1;
+  mode: Settings['mode'];
+  command: string;
+  startedAt: string;
+  wallSeconds: number;
+  machine: { cpuModel: string; cpus: number; kernel: string; memTotalMiB: number; loadavgAtStart: number[]; loadavgAtEnd: number[] };
+  node: string;
+  nginx: string | null;
+  settings: Settings;
+  peers: PeerRecord[];
+  /** Every process the run started (pid), all stopped before it ended. */
+  processes: { name: string; pid: number }[];
+  scenarios: {
+    throughput: { order: PeerId[][]; rounds: Partial<globalThis.Record<PeerId, ThroughputRun[]>> };
+    ttfb: { order: PeerId[][]; rounds: Partial<globalThis.Record<PeerId, TtfbRun[]>> };
+    tokens: { order: PeerId[][]; rounds: Partial<globalThis.Record<PeerId, TokensRun[]>> };
+    slowReader: { peers: Partial<globalThis.Record<PeerId, SlowReaderRun>> };
+    idleStreams: { peers: Partial<globalThis.Record<PeerId, IdleStreamsRun>> };
+    coldStart: { run: ColdStartRun | null };
+  };
+  derived?: Derived;
+}
+
+export function emptyScenarios(): Record['scenarios'] {
+  return {
+    throughput: { order: [], rounds: {} },
+    ttfb: { order: [], rounds: {} },
+    tokens: { order: [], rounds: {} },
+    slowReader: { peers: {} },
+    idleStreams: { peers: {} },
+    coldStart: { run: null },
+  };
+}
+
+export const SCENARIO_KEYS: readonly ScenarioId[] = ['throughput', 'ttfb', 'tokens', 'slowReader', 'idleStreams', 'coldStart'];
+
+/** A median across rounds, with the per-round values it came from. */
+export interface Figure {
+  median: number | null;
+  rounds: number[];
+}
+
+export interface Target {
+  name: string;
+  goal: string;
+  measured: string;
+  met: boolean | null;
+}
+
+export interface Derived {
+  throughput: Partial<globalThis.Record<PeerId, { reqPerS: Figure; cpuUsPerReq: Figure; cpuPct: Figure; latP50Ms: Figure; latP99Ms: Figure; errors: number; reqVsNginx: Figure; cpuVsNginx: Figure }>>;
+  ttfb: Partial<globalThis.Record<PeerId, { p50: Figure; p90: Figure; p99: Figure; p999: Figure; addedP50: Figure; addedP99: Figure }>>;
+  tokens: Partial<globalThis.Record<PeerId, { p50: Figure; p90: Figure; p99: Figure; addedP50: Figure; addedP99: Figure; cpuUsPerToken: Figure }>>;
+  ratios: { name: string; value: Figure }[];
+  targets: Target[];
+}
+
+function figure(values: readonly (number | null | undefined)[]): Figure {
+  const rounds = values.filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
+  return { median: rounds.length === 0 ? null : median(rounds), rounds };
+}
+
+/** f(a[i], b[i]) for each round both ran, then the median. */
+function paired<T>(a: T[] | undefined, b: T[] | undefined, f: (x: T, y: T) => number | null): Figure {
+  if (a === undefined || b === undefined) return figure([]);
+  const n = Math.min(a.length, b.length);
+  return figure(Array.from({ length: n }, (_, i) => f(a[i]!, b[i]!)));
+}
+
+const ratio = (x: number | null, y: number | null): number | null => (x === null || y === null || y <= 0 ? null : x / y);
+
+export function derive(rec: Record): Derived {
+  const { throughput: tp, ttfb: tt, tokens: tk } = rec.scenarios;
+  const d: Derived = { throughput: {}, ttfb: {}, tokens: {}, ratios: [], targets: [] };
+  const nginxTp = tp.rounds['nginx'];
+  for (const [id, runs] of Object.entries(tp.rounds) as [PeerId, ThroughputRun[]][]) {
+    d.throughput[id] = {
+      reqPerS: figure(runs.map((r) => r.reqPerS)),
+      cpuUsPerReq: figure(runs.map((r) => r.relayCpuUsPerReq)),
+      cpuPct: figure(runs.map((r) => r.relayCpuPct)),
+      latP50Ms: figure(runs.map((r) => r.latencyP50Ms)),
+      latP99Ms: figure(runs.map((r) => r.latencyP99Ms)),
+      errors: runs.reduce((n, r) => n + r.errors, 0),
+      reqVsNginx: paired(runs, nginxTp, (x, y) => ratio(x.reqPerS, y.reqPerS)),
+      cpuVsNginx: paired(runs, nginxTp, (x, y) => ratio(x.relayCpuUsPerReq, y.relayCpuUsPerReq)),
+    };
+  }
+  for (const [id, runs] of Object.entries(tt.rounds) as [PeerId, TtfbRun[]][]) {
+    const direct = tt.rounds['direct'];
+    d.ttfb[id] = {
+      p50: figure(runs.map((r) => r.p50Us)),
+      p90: figure(runs.map((r) => r.p90Us)),
+      p99: figure(runs.map((r) => r.p99Us)),
+      p999: figure(runs.map((r) => r.p999Us)),
+      addedP50: id === 'direct' ? figure([]) : paired(runs, direct, (x, y) => x.p50Us - y.p50Us),
+      addedP99: id === 'direct' ? figure([]) : paired(runs, direct, (x, y) => x.p99Us - y.p99Us),
+    };
+  }
+  for (const [id, runs] of Object.entries(tk.rounds) as [PeerId, TokensRun[]][]) {
+    const direct = tk.rounds['direct'];
+    d.tokens[id] = {
+      p50: figure(runs.map((r) => r.deliveryP50Us)),
+      p90: figure(runs.map((r) => r.deliveryP90Us)),
+      p99: figure(runs.map((r) => r.deliveryP99Us)),
+      addedP50: id === 'direct' ? figure([]) : paired(runs, direct, (x, y) => x.deliveryP50Us - y.deliveryP50Us),
+      addedP99: id === 'direct' ? figure([]) : paired(runs, direct, (x, y) => x.deliveryP99Us - y.deliveryP99Us),
+      cpuUsPerToken: figure(runs.map((r) => r.relayCpuUsPerToken)),
+    };
+  }
+  const tpRatio = (name: string, a: PeerId, b: PeerId, pick: (r: ThroughputRun) => number | null): void => {
+    if (tp.rounds[a] !== undefined && tp.rounds[b] !== undefined) d.ratios.push({ name, value: paired(tp.rounds[a], tp.rounds[b], (x, y) => ratio(pick(x), pick(y))) });
+  };
+  const rps = (r: ThroughputRun): number => r.reqPerS;
+  const cpu = (r: ThroughputRun): number | null => r.relayCpuUsPerReq;
+  tpRatio('Sluice info req/s ÷ nginx', 'sluice-info', 'nginx', rps);
+  tpRatio('Sluice info relay CPU/req ÷ nginx', 'sluice-info', 'nginx', cpu);
+  tpRatio('Sluice warn req/s ÷ nginx', 'sluice-warn', 'nginx', rps);
+  tpRatio('Sluice warn relay CPU/req ÷ nginx', 'sluice-warn', 'nginx', cpu);
+  tpRatio('Sluice info req/s ÷ http-proxy', 'sluice-info', 'http-proxy', rps);
+  tpRatio('Sluice info req/s ÷ @fastify/http-proxy', 'sluice-info', 'fastify-proxy', rps);
+  tpRatio('Sluice info workers 2 ÷ workers 1, req/s', 'sluice-info-w2', 'sluice-info', rps);
+  tpRatio('Sluice info req/s ÷ direct', 'sluice-info', 'direct', rps);
+  d.targets = targets(rec, d);
+  return d;
+}
+
+function targets(rec: Record, d: Derived): Target[] {
+  const out: Target[] = [];
+  const ratioOf = (name: string): number | null => d.ratios.find((r) => r.name === name)?.value.median ?? null;
+  const check = (name: string, goal: string, value: number | null, limit: number, atMost: boolean, show: (v: number) => string): void => {
+    out.push({ name, goal, measured: value === null ? 'not measured' : show(value), met: value === null ? null : atMost ? value <= limit : value >= limit });
+  };
+  const x = (v: number): string => `${v.toFixed(2)}×`;
+  const us = (v: number): string => `${v >= 0 ? '+' : ''}${v.toFixed(0)} µs`;
+  const mib = (v: number): string => `${v.toFixed(1)} MiB`;
+  check('Sluice info: relay CPU per request vs nginx', '≤ 1.6×', ratioOf('Sluice info relay CPU/req ÷ nginx'), 1.6, true, x);
+  check('Sluice info: throughput vs nginx', '≥ 0.95×', ratioOf('Sluice info req/s ÷ nginx'), 0.95, false, x);
+  check('Sluice warn: relay CPU per request vs nginx', '≤ 1.4×', ratioOf('Sluice warn relay CPU/req ÷ nginx'), 1.4, true, x);
+  check('Sluice info: throughput vs http-proxy', '≥ 2.5×', ratioOf('Sluice info req/s ÷ http-proxy'), 2.5, false, x);
+  const t = d.ttfb['sluice-info'];
+  check('Sluice info: added TTFB p50', '≤ 60 µs', t?.addedP50.median ?? null, 60, true, us);
+  check('Sluice info: added TTFB p99', '≤ 250 µs', t?.addedP99.median ?? null, 250, true, us);
+  const k = d.tokens['sluice-info'];
+  const streams = rec.settings.streams;
+  check(`Sluice info: added token delivery p50, ${streams} streams`, '≤ 50 µs', k?.addedP50.median ?? null, 50, true, us);
+  check(`Sluice info: added token delivery p99, ${streams} streams`, '≤ 500 µs', k?.addedP99.median ?? null, 500, true, us);
+  const slow = rec.scenarios.slowReader.peers['sluice-info'];
+  check(`Sluice info: slow reader RSS growth (${rec.settings.slowBytes / 1048576} MiB at ${rec.settings.slowRateBytesPerS / 1048576} MiB/s)`, '≤ 32 MiB', slow?.growthMiB ?? null, 32, true, mib);
+  const idle = rec.scenarios.idleStreams.peers['sluice-info'];
+  check(`Sluice info: memory per idle stream (${rec.settings.idleStreams} streams)`, '≤ 16 KiB', idle?.perStreamKiB ?? null, 16, true, (v) => `${v.toFixed(1)} KiB`);
+  const cold = rec.scenarios.coldStart.run;
+  check(`Cold start: lost requests of ${rec.settings.coldRequests}`, '0', cold?.lost ?? null, 0, true, (v) => String(v));
+  check('Cold start: readiness answer → first queued request at the replica', '≤ 20 ms', cold?.readyToFirstRequestMs ?? null, 20, true, (v) => `${v.toFixed(1)} ms`);
+  return out;
+}

@@ -1,0 +1,110 @@
+// Prometheus metrics (contract section 9): requests by service and status, time to first byte,
+// queue depth and wait, replica states and cold-start durations, bytes relayed.
+// Per request: counts in typed arrays (request-counters.ts), rendered by collectors at a scrape
+// (collectors.ts). Replica events (a few per replica start, not per request) stay prom-client
+// metrics.
+import { Gauge, Histogram, Registry } from 'prom-client';
+import type { QueueOutcome, ReplicaEvents, ReplicaStateName } from '../replicas/replica-set.js';
+import { registerRequestCollectors } from './collectors.js';
+import { CounterLayout, RequestCounters, sameLayout } from './request-counters.js';
+
+const COLD_START_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
+
+export class Metrics implements ReplicaEvents {
+  readonly registry = new Registry();
+  readonly layout: CounterLayout;
+  /** This thread's counters: what `requestStarted` and `requestFinished` count into. */
+  readonly counters: RequestCounters;
+  /** Every store the scrape sums: this thread's, then those added with `addCounters`. */
+  private readonly stores: RequestCounters[];
+  private readonly queueDepthGauge: Gauge<'service'>;
+  private readonly queueWaitHistogram: Histogram<'service' | 'outcome'>;
+  private readonly replicaStates: Gauge<'service' | 'state'>;
+  private readonly coldStartHistogram: Histogram<'service' | 'result'>;
+
+  /**
+   * `slugs`: every service the gateway serves (requests of other slugs are not counted).
+   * `buffer`: where this thread counts (`layout.byteLength` bytes, e.g. a SharedArrayBuffer the
+   * main thread also reads); a new ArrayBuffer if not given.
+   */
+  constructor(slugs: readonly string[], buffer?: ArrayBuffer | SharedArrayBuffer) {
+    this.layout = new CounterLayout(slugs);
+    this.counters = new RequestCounters(this.layout, buffer);
+    this.stores = [this.counters];
+    const registers = [this.registry];
+    registerRequestCollectors(this.registry, this.layout, () => this.stores);
+    this.queueDepthGauge = new Gauge({
+      name: 'sluice_queue_depth',
+      help: 'Requests waiting for a replica.',
+      labelNames: ['service'],
+      registers,
+    });
+    this.queueWaitHistogram = new Histogram({
+      name: 'sluice_queue_wait_seconds',
+      help: 'Time requests spent waiting for a replica, by how they left the queue (granted, expired, failed, cancelled, draining).',
+      labelNames: ['service', 'outcome'],
+      buckets: COLD_START_BUCKETS,
+      registers,
+    });
+    this.replicaStates = new Gauge({
+      name: 'sluice_replicas',
+      help: 'Replicas by service and state.',
+      labelNames: ['service', 'state'],
+      registers,
+    });
+    this.coldStartHistogram = new Histogram({
+      name: 'sluice_replica_start_seconds',
+      help: 'From a replica being started to it being ready (result=ready) or failing (result=failed).',
+      labelNames: ['service', 'result'],
+      buckets: COLD_START_BUCKETS,
+      registers,
+    });
+  }
+
+  /**
+   * Adds another thread's store (over a SharedArrayBuffer of `layout.byteLength` bytes that the
+   * thread counts into with its own `RequestCounters`): scrapes then sum it too.
+   */
+  addCounters(store: RequestCounters): void {
+    if (!sameLayout(store.layout, this.layout)) throw new Error('a counter store of another layout (other services)');
+    this.stores.push(store);
+  }
+
+  requestStarted(): void {
+    this.counters.started();
+  }
+
+  /** A finished request. `ttfbSeconds` is negative if no byte reached the caller. */
+  requestFinished(slug: string, status: number, outcome: string, bytesIn: number, bytesOut: number, ttfbSeconds: number, durationSeconds: number): void {
+    this.counters.finished(slug, status, outcome, bytesIn, bytesOut, ttfbSeconds, durationSeconds);
+  }
+
+  // ── ReplicaEvents: the replica sets report here ───────────────────────────────────────────
+
+  queueDepth(service: string, depth: number): void {
+    this.queueDepthGauge.labels(service).set(depth);
+  }
+
+  queueWait(service: string, ms: number, outcome: QueueOutcome): void {
+    this.queueWaitHistogram.labels(service, outcome).observe(ms / 1000);
+  }
+
+  replicaState(service: string, _replica: string, from: ReplicaStateName | null, to: ReplicaStateName, ms: number): void {
+    if (from !== null) this.replicaStates.labels(service, from).dec();
+    // Stopped and failed replicas are gone: the gauge counts the replicas that exist.
+    if (to !== 'stopped' && to !== 'failed') this.replicaStates.labels(service, to).inc();
+    if (from === 'starting' && to === 'failed') this.coldStartHistogram.labels(service, 'failed').observe(ms / 1000);
+  }
+
+  coldStart(service: string, _replica: string, ms: number): void {
+    this.coldStartHistogram.labels(service, 'ready').observe(ms / 1000);
+  }
+
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

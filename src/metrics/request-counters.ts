@@ -1,0 +1,263 @@
+// Per-request counters in plain typed arrays: what the hot path pays for metrics (a few array
+// additions), read and summed by the prom-client collectors only when /metrics is scraped.
+//
+// A store lives in one ArrayBuffer or SharedArrayBuffer with a fixed layout: the services are
+// known at start, the outcomes and histogram buckets are fixed. With worker threads, each thread
+// counts into its own store (one writer per store) and the main thread sums every store at a
+// scrape. Values are float64 (exact integers up to 2^53), written without Atomics (there is no
+// atomic add for float64, and one writer needs none); a reader may see a store a few increments
+// behind its writer. V8 reads and writes an aligned float64 element with one 8-byte access on
+// x64 and arm64, so a reader does not see half of a write in practice (the language does not
+// promise it for non-atomic accesses). A new pair key is published with Atomics.store after
+// its count.
+//
+// Statuses: `sluice_requests_total` keeps the exact status. Each service has a small
+// open-addressed table of PAIR_SLOTS (status, outcome) pairs; a status outside 100..999, or a
+// pair arriving when the table is full (64 distinct pairs for one service in one store), is
+// counted under status "other" for its outcome. So the label set is bounded: at most
+// PAIR_SLOTS + one "other" per outcome for each service.
+import type { ErrorCode } from '../errors.js';
+
+/** Bucket bounds (seconds) of the time-to-first-byte and duration histograms. */
+export const LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+
+/** Every outcome a request can end with (`ok` or one of Sluice's error codes), plus `other`. */
+const OUTCOME_SET: Record<'ok' | ErrorCode | 'other', true> = {
+  ok: true,
+  client_closed: true,
+  upstream_error: true,
+  upstream_unavailable: true,
+  upstream_timeout: true,
+  payload_too_large: true,
+  queue_full: true,
+  no_replica: true,
+  draining: true,
+  internal_error: true,
+  bad_request: true,
+  invalid_path: true,
+  unauthorized: true,
+  not_found: true,
+  service_not_found: true,
+  method_not_allowed: true,
+  too_many_requests: true,
+  // An outcome name this list does not know (none should reach here): counted, not lost.
+  other: true,
+};
+export const OUTCOMES: readonly string[] = Object.keys(OUTCOME_SET);
+const OUTCOME_INDEX = new Map(OUTCOMES.map((name, index) => [name, index]));
+const OTHER_OUTCOME = OUTCOMES.length - 1;
+// A pair key holds the outcome in 5 bits.
+if (OUTCOMES.length > 32) throw new Error('too many outcomes for the counter layout');
+
+/** (status, outcome) pairs kept with their exact status, per service and store. A power of two. */
+export const PAIR_SLOTS = 64;
+
+const BUCKETS = LATENCY_BUCKETS.length;
+/** Float64 slots of one histogram: a count per bucket, the +Inf bucket, the sum. */
+const HISTOGRAM_SLOTS = BUCKETS + 2;
+
+// Float64 offsets inside one service's block.
+const PAIRS = 0;
+const OVERFLOW = PAIRS + PAIR_SLOTS;
+const TTFB = OVERFLOW + OUTCOMES.length;
+const DURATION = TTFB + HISTOGRAM_SLOTS;
+const BYTES_IN = DURATION + HISTOGRAM_SLOTS;
+const BYTES_OUT = BYTES_IN + 1;
+const SERVICE_F64 = BYTES_OUT + 1;
+
+/** Which histogram of a service. */
+export type HistogramName = 'ttfb' | 'duration';
+
+/** The fixed shape of a store: the services, in order. Every store of a gateway shares one. */
+export class CounterLayout {
+  readonly slugs: readonly string[];
+  /** Bytes a store of this layout needs. */
+  readonly byteLength: number;
+  /** Float64 slots: every service's block, then the in-flight gauge. */
+  readonly f64Length: number;
+  private readonly index: Map<string, number>;
+
+  constructor(slugs: readonly string[]) {
+    this.slugs = [...slugs];
+    this.index = new Map(this.slugs.map((slug, i) => [slug, i]));
+    if (this.index.size !== this.slugs.length) throw new Error('duplicate service slug in the counter layout');
+    this.f64Length = this.slugs.length * SERVICE_F64 + 1;
+    // Then the pair keys: one int32 per slot.
+    this.byteLength = this.f64Length * 8 + this.slugs.length * PAIR_SLOTS * 4;
+  }
+
+  /** The service's position in every store, or -1 for a slug the layout does not have. */
+  serviceIndex(slug: string): number {
+    return this.index.get(slug) ?? -1;
+  }
+}
+
+/** One (status, outcome) count read from a store. */
+export interface PairCount {
+  /** The exact status, or `other` (see the file comment). */
+  status: string;
+  outcome: string;
+  count: number;
+}
+
+/** One thread's counters. Only that thread writes; any thread may read. */
+export class RequestCounters {
+  readonly buffer: ArrayBuffer | SharedArrayBuffer;
+  private readonly f64: Float64Array;
+  /** Per service, PAIR_SLOTS keys: `status * 32 + outcome + 1`, 0 for a free slot. */
+  private readonly keys: Int32Array;
+  private readonly inflightAt: number;
+
+  constructor(
+    readonly layout: CounterLayout,
+    buffer?: ArrayBuffer | SharedArrayBuffer,
+  ) {
+    this.buffer = buffer ?? new ArrayBuffer(layout.byteLength);
+    if (this.buffer.byteLength !== layout.byteLength) {
+      throw new Error(`a counter store of this layout needs ${layout.byteLength} bytes, not ${this.buffer.byteLength}`);
+    }
+    this.f64 = new Float64Array(this.buffer, 0, layout.f64Length);
+    this.keys = new Int32Array(this.buffer, layout.f64Length * 8, layout.slugs.length * PAIR_SLOTS);
+    this.inflightAt = layout.f64Length - 1;
+  }
+
+  // ── the hot path ───────────────────────────────────────────────────────────────────────────
+
+  started(): void {
+    this.f64[this.inflightAt]! += 1;
+  }
+
+  /**
+   * Counts a finished request. `ttfbSeconds` is negative when no byte reached the caller (not
+   * observed then). A slug the layout does not have only leaves the in-flight count.
+   */
+  finished(slug: string, status: number, outcome: string, bytesIn: number, bytesOut: number, ttfbSeconds: number, durationSeconds: number): void {
+    const f64 = this.f64;
+    f64[this.inflightAt]! -= 1;
+    const service = this.layout.serviceIndex(slug);
+    if (service < 0) return;
+    const base = service * SERVICE_F64;
+    this.countPair(service, base, status, OUTCOME_INDEX.get(outcome) ?? OTHER_OUTCOME);
+    if (ttfbSeconds >= 0) observe(f64, base + TTFB, ttfbSeconds);
+    observe(f64, base + DURATION, durationSeconds);
+    if (bytesIn > 0) f64[base + BYTES_IN]! += bytesIn;
+    if (bytesOut > 0) f64[base + BYTES_OUT]! += bytesOut;
+  }
+
+  private countPair(service: number, base: number, status: number, outcome: number): void {
+    if (status >= 100 && status <= 999 && Number.isInteger(status)) {
+      const key = status * 32 + outcome + 1;
+      const keys = this.keys;
+      const keyBase = service * PAIR_SLOTS;
+      let slot = (status * 7 + outcome) & (PAIR_SLOTS - 1);
+      for (let probe = 0; probe < PAIR_SLOTS; probe++) {
+        const found = keys[keyBase + slot];
+        if (found === key) {
+          this.f64[base + PAIRS + slot]! += 1;
+          return;
+        }
+        if (found === 0) {
+          // The count first, then the key: a reader that sees the key sees its count.
+          this.f64[base + PAIRS + slot]! += 1;
+          Atomics.store(keys, keyBase + slot, key);
+          return;
+        }
+        slot = (slot + 1) & (PAIR_SLOTS - 1);
+      }
+    }
+    this.f64[base + OVERFLOW + outcome]! += 1;
+  }
+
+  // ── reading (at a scrape) ──────────────────────────────────────────────────────────────────
+
+  get inflight(): number {
+    return this.f64[this.inflightAt]!;
+  }
+
+  /** Calls `add` for every (status, outcome) pair of the service counted at least once. */
+  forEachPair(service: number, add: (status: string, outcome: string, count: number) => void): void {
+    const base = service * SERVICE_F64;
+    const keyBase = service * PAIR_SLOTS;
+    for (let slot = 0; slot < PAIR_SLOTS; slot++) {
+      const key = Atomics.load(this.keys, keyBase + slot);
+      if (key === 0) continue;
+      add(String(Math.floor((key - 1) / 32)), OUTCOMES[(key - 1) % 32]!, this.f64[base + PAIRS + slot]!);
+    }
+    for (let outcome = 0; outcome < OUTCOMES.length; outcome++) {
+      const count = this.f64[base + OVERFLOW + outcome]!;
+      if (count > 0) add('other', OUTCOMES[outcome]!, count);
+    }
+  }
+
+  /** Adds the service's histogram into `into`: per-bucket counts (not cumulative), +Inf, then the sum. */
+  addHistogram(service: number, name: HistogramName, into: Float64Array): void {
+    const at = service * SERVICE_F64 + (name === 'ttfb' ? TTFB : DURATION);
+    for (let i = 0; i < HISTOGRAM_SLOTS; i++) into[i]! += this.f64[at + i]!;
+  }
+
+  bytes(service: number, direction: 'in' | 'out'): number {
+    return this.f64[service * SERVICE_F64 + (direction === 'in' ? BYTES_IN : BYTES_OUT)]!;
+  }
+}
+
+/** A histogram's slots as `addHistogram` fills them. */
+export function histogramSlots(): Float64Array {
+  return new Float64Array(HISTOGRAM_SLOTS);
+}
+
+function observe(f64: Float64Array, at: number, value: number): void {
+  let bucket = 0;
+  while (bucket < BUCKETS && value > LATENCY_BUCKETS[bucket]!) bucket++;
+  f64[at + bucket]! += 1;
+  f64[at + BUCKETS + 1]! += value;
+}
+
+/** Every service's totals over several stores (one per thread), as the collectors render them. */
+export interface ServiceTotals {
+  slug: string;
+  /** By `status outcome`. */
+  requests: Map<string, PairCount>;
+  ttfb: Float64Array;
+  duration: Float64Array;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+export interface CounterTotals {
+  services: ServiceTotals[];
+  inflight: number;
+}
+
+/** Whether stores of these layouts count the same services in the same places. */
+export function sameLayout(a: CounterLayout, b: CounterLayout): boolean {
+  return a === b || (a.slugs.length === b.slugs.length && a.slugs.every((slug, i) => b.slugs[i] === slug));
+}
+
+/** Sums stores of one layout (see `sameLayout`). */
+export function sumCounters(layout: CounterLayout, stores: readonly RequestCounters[]): CounterTotals {
+  const services = layout.slugs.map((slug): ServiceTotals => ({
+    slug,
+    requests: new Map(),
+    ttfb: histogramSlots(),
+    duration: histogramSlots(),
+    bytesIn: 0,
+    bytesOut: 0,
+  }));
+  let inflight = 0;
+  for (const store of stores) {
+    inflight += store.inflight;
+    services.forEach((totals, service) => {
+      store.forEachPair(service, (status, outcome, count) => {
+        const key = `${status} ${outcome}`;
+        const pair = totals.requests.get(key);
+        if (pair === undefined) totals.requests.set(key, { status, outcome, count });
+        else pair.count += count;
+      });
+      store.addHistogram(service, 'ttfb', totals.ttfb);
+      store.addHistogram(service, 'duration', totals.duration);
+      totals.bytesIn += store.bytes(service, 'in');
+      totals.bytesOut += store.bytes(service, 'out');
+    });
+  }
+  return { services, inflight };
+}

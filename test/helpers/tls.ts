@@ -1,0 +1,36 @@
+// Throwaway TLS material for tests, made with the `openssl` command: a self-signed certificate
+// for `localhost` and 127.0.0.1 (P-256, valid one day) and its key, in a temporary directory.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface TestCertificate {
+  /** The temporary directory holding the files (remove it with `remove()`). */
+  dir: string;
+  certFile: string;
+  keyFile: string;
+  /** The certificate's PEM text: a client trusts the gateway by passing it as `ca`. */
+  cert: string;
+  remove(): void;
+}
+
+/** A new self-signed certificate and key in `dir` (a new temporary directory by default). */
+export function makeCertificate(name = 'server', dir = mkdtempSync(join(tmpdir(), 'sluice-tls-'))): TestCertificate {
+  const certFile = join(dir, `${name}.crt`);
+  const keyFile = join(dir, `${name}.key`);
+  // prettier-ignore
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+    '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', `/CN=${name}`,
+    '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+  ], { stdio: ['ignore', 'ignore', 'pipe'] });
+  return { dir, certFile, keyFile, cert: readFileSync(certFile, 'utf8'), remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** `keyFile` encrypted with a passphrase, written next to it as `<name>.enc.key`. */
+export function encryptKey(keyFile: string): string {
+  const out = keyFile.replace(/\.key$/, '.enc.key');
+  execFileSync('openssl', ['pkey', '-in', keyFile, '-aes256', '-passout', 'pass:secret', '-out', out], { stdio: ['ignore', 'ignore', 'pipe'] });
+  return out;
+}
