@@ -180,7 +180,9 @@ describe('overload', () => {
         `under attack: ${openFds(gw.pid)} fds, latency p50 ${percentile(latencies, 50).toFixed(2)} ms p99 ${percentile(latencies, 99).toFixed(2)} ms max ${latencies.at(-1)!.toFixed(2)} ms`,
       );
       const answers = await Promise.all(refused);
-      for (const line of answers) assert.match(line, /^HTTP\/1\.1 431 /, 'a header block over the limit is refused');
+      // uWS answers 431 and closes; a caller still writing its 512 KiB may get a reset that
+      // discards the 431 before it is read, so a close without an answer counts as refused too.
+      for (const line of answers) assert.ok(line === '' || /^HTTP\/1\.1 431 /.test(line), `a header block over the limit is refused (got ${JSON.stringify(line)})`);
 
       // uWS closes the silent and the dribbling connections itself (its ~10 s timeout).
       await eventually(() => mustClose.every((e) => e.closed), 30_000, 'the gateway to close the silent and slowloris connections');

@@ -3,6 +3,7 @@
 // and queued requests go out within milliseconds of the replica answering its readiness probe.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { request } from 'undici';
 import { createReplicaSet } from '../src/replicas/replica-set.js';
 import {
   Recorder,
@@ -47,7 +48,7 @@ test('a burst of 200 on a cold service starts exactly one replica and is served 
     assert.equal(events.depths.at(-1), 0, 'the last reported depth is 0');
 
     // The replica answers real requests through its pool.
-    const res = await replica.dispatcher.request({ origin: replica.origin, path: '/v1/x', method: 'POST', body: '{}' });
+    const res = await request(replica.origin + '/v1/x', { method: 'POST', body: '{}' });
     const body = (await res.body.json()) as { pid: number };
     assert.equal(res.statusCode, 200);
     for (const w of waiters) set.release(w.outcome!.replica!, 'ok');

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
+import { request } from 'undici';
 import { createReplicaSet } from '../src/replicas/replica-set.js';
 import {
   Recorder,
@@ -79,7 +80,7 @@ test('drain(): queued waiters get 503 draining, new ones too, in-flight requests
     assert.equal(late.got()?.error?.code, 'draining');
 
     // The request in flight still reaches its replica.
-    const res = await replica.dispatcher.request({ origin: replica.origin, path: '/x', method: 'POST', body: '' });
+    const res = await request(replica.origin + '/x', { method: 'POST', body: '' });
     assert.equal(res.statusCode, 200);
     await res.body.dump();
     set.release(replica, 'ok');

@@ -3,12 +3,13 @@
 // dies is replaced when needed.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { request } from 'undici';
 import { createReplicaSet } from '../src/replicas/replica-set.js';
 import type { Replica } from '../src/replicas/types.js';
 import { Recorder, TestWaiter, captureLogger, pidAlive, serverCommand, serviceConfig, within } from './fixtures/replica-harness.js';
 
 async function pidOf(replica: Replica): Promise<number> {
-  const res = await replica.dispatcher.request({ origin: replica.origin, path: '/whoami', method: 'POST', body: '' });
+  const res = await request(replica.origin + '/whoami', { method: 'POST', body: '' });
   return ((await res.body.json()) as { pid: number }).pid;
 }
 

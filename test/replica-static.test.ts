@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import { request } from 'undici';
 import { findFreePort } from '../src/replicas/launchers/process.js';
 import { createReplicaSet, type ManagedReplicaSet } from '../src/replicas/replica-set.js';
 import type { Replica } from '../src/replicas/types.js';
@@ -67,7 +68,7 @@ async function relay(set: ManagedReplicaSet): Promise<RelayResult> {
     const r = outcome.replica;
     tried.push(r.id);
     try {
-      const res = await r.dispatcher.request({ origin: r.origin, path: '/v1/x', method: 'POST', body: '{}' });
+      const res = await request(r.origin + '/v1/x', { method: 'POST', body: '{}' });
       const body = await res.body.text();
       set.release(r, 'ok');
       return { status: res.statusCode, body, tried };

@@ -1,12 +1,13 @@
-// The caller's request body, from uWS onData to the replica, with backpressure both ways.
-// A body that arrives whole in the first onData call (most inference requests, fact 11) becomes one
-// Buffer that undici sends as is. Anything else streams: chunks are copied (fact 3), queued, and
-// pulled by undici through a Readable; the caller's socket is paused while the queue is full or
-// no replica has been assigned yet, so a body is never held in memory whole.
-import { Readable } from 'node:stream';
+// The caller's request body, from uWS onData to the replica's connection, with backpressure both
+// ways. A body that arrives whole in the first onData call (most inference requests, fact 11)
+// becomes one Buffer, written with the request head in one write. Anything else streams: chunks
+// are copied (fact 3) and, until a connection is ready, queued; once it is, they are written to
+// it as they arrive. The caller's socket is paused while the queue is full, while the connection's
+// buffer is full, or while no replica has been assigned yet, so a body is never held whole.
 import type { HttpResponse } from 'uWebSockets.js';
+import type { UpstreamConnection } from '../upstream/connection.js';
 
-/** How many bytes may wait for the replica before the caller's socket is paused. */
+/** How many bytes may wait for a connection before the caller's socket is paused. */
 const QUEUE_HIGH_WATER = 256 * 1024;
 /**
  * The same while the request waits in the service's queue: lower, since a thousand requests may
@@ -14,31 +15,12 @@ const QUEUE_HIGH_WATER = 256 * 1024;
  * once (a paused socket is not read, and its close would only be seen on resume).
  */
 const HOLD_HIGH_WATER = 64 * 1024;
-/** How many chunks the stream handed to undici may hold (each at most one uWS read). */
-const READER_HIGH_WATER_CHUNKS = 4;
 
 export interface CallerBodyListener {
   /** The first bytes (or the whole body) are here: the request can be dispatched. */
   onBodyStart(): void;
   /** The body crossed the service's `maxRequestBytes`. */
   onBodyTooLarge(): void;
-}
-
-class BodyReadable extends Readable {
-  constructor(private readonly body: CallerBody) {
-    // Object mode, counting chunks: undici then never infers a Content-Length from a stream that
-    // has already ended (it does for byte streams), so a chunked caller body stays chunked.
-    super({ objectMode: true, highWaterMark: READER_HIGH_WATER_CHUNKS });
-  }
-
-  override _read(): void {
-    this.body.pull(this);
-  }
-
-  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    this.body.detach(this);
-    callback(error);
-  }
 }
 
 export class CallerBody {
@@ -51,11 +33,12 @@ export class CallerBody {
 
   private queue: Buffer[] = [];
   private queuedBytes = 0;
-  private reader: BodyReadable | undefined = undefined;
-  /** A reader asked for more and got nothing yet: push straight to it. */
-  private wanted = false;
-  /** Bytes have left the queue for a reader: the body cannot be sent again (no retry). */
-  private consumed = false;
+  /** The connection the rest of a streamed body goes to, once it is ready. */
+  private connection: UpstreamConnection | undefined = undefined;
+  /** Bytes of a streamed body have been written to a connection: it cannot be sent again. */
+  private sent = false;
+  /** The connection's buffer is full: wait for `onWritable`. */
+  private blocked = false;
   private paused = false;
   private stopped = false;
   private highWater = QUEUE_HIGH_WATER;
@@ -84,13 +67,14 @@ export class CallerBody {
       this.listener.onBodyStart();
       return;
     }
-    if (size > 0) {
-      this.queue.push(Buffer.copyBytesFrom(new Uint8Array(data)));
+    const chunk = size === 0 ? undefined : Buffer.copyBytesFrom(new Uint8Array(data));
+    if (this.connection !== undefined) {
+      if (!this.connection.writeBody(chunk, isLast)) this.block();
+    } else if (chunk !== undefined) {
+      this.queue.push(chunk);
       this.queuedBytes += size;
+      if (!isLast && this.queuedBytes >= this.highWater) this.pause();
     }
-    if (this.wanted && this.reader !== undefined) this.pull(this.reader);
-    else if (isLast && this.reader !== undefined && this.queue.length === 0) this.reader.push(null);
-    if (!isLast && this.queuedBytes >= this.highWater) this.pause();
     if (!this.started) {
       this.started = true;
       this.listener.onBodyStart();
@@ -98,20 +82,36 @@ export class CallerBody {
   }
 
   /**
-   * What undici sends: the whole Buffer, or a fresh stream over the queued and coming chunks.
-   * A whole body the caller sent chunked goes as a one-element iterable, which undici frames
-   * chunked as well (contract section 3: Content-Length only when the caller sent one).
+   * Writes the request to a ready connection: `head` with the whole body, or with what has
+   * arrived of a streamed one (the rest follows as it comes). `chunked`: the caller sent it
+   * chunked, and so does Sluice (contract section 3); `expectBody` is false for HEAD.
    */
-  upstreamBody(chunked: boolean): Buffer | Readable {
-    if (this.whole !== undefined) return chunked ? ([this.whole] as unknown as Readable) : this.whole;
-    if (this.reader !== undefined) this.reader.destroy();
-    this.reader = new BodyReadable(this);
-    return this.reader;
+  sendTo(connection: UpstreamConnection, head: string, chunked: boolean, expectBody: boolean): void {
+    if (this.whole !== undefined) {
+      connection.send(head, expectBody, chunked, this.whole, true);
+      return;
+    }
+    this.sent = true;
+    this.connection = connection;
+    const queue = this.queue;
+    this.queue = [];
+    this.queuedBytes = 0;
+    let ok = connection.send(head, expectBody, chunked, queue[0], this.complete && queue.length <= 1);
+    for (let i = 1; i < queue.length; i++) ok = connection.writeBody(queue[i], this.complete && i === queue.length - 1);
+    if (!ok) this.block();
+    else this.resumeIfRoom();
   }
 
-  /** True if the body can be sent again (nothing of it has been handed to a connection). */
+  /** The connection took its backlog: let the caller send more. */
+  onWritable(): void {
+    if (!this.blocked) return;
+    this.blocked = false;
+    this.resumeIfRoom();
+  }
+
+  /** True if the body can be sent again (nothing of it has been written to a connection). */
   get resendable(): boolean {
-    return this.whole !== undefined || !this.consumed;
+    return this.whole !== undefined || !this.sent;
   }
 
   /** The first onData call has come. */
@@ -131,52 +131,21 @@ export class CallerBody {
     this.resumeIfRoom();
   }
 
-  /** Moves queued chunks into the reader while it accepts them. Called by the reader's _read. */
-  pull(reader: BodyReadable): void {
-    if (reader !== this.reader) return;
-    this.wanted = false;
-    while (this.queue.length > 0) {
-      const chunk = this.queue.shift()!;
-      this.queuedBytes -= chunk.length;
-      this.consumed = true;
-      if (!reader.push(chunk)) {
-        this.resumeIfRoom();
-        return;
-      }
-    }
-    if (this.complete) {
-      reader.push(null);
-      return;
-    }
-    this.wanted = true;
-    this.resumeIfRoom();
-  }
-
-  /** The reader was destroyed (request ended or failed). */
-  detach(reader: BodyReadable): void {
-    if (reader === this.reader) {
-      this.reader = undefined;
-      this.wanted = false;
-    }
-  }
-
   /**
    * The rest of the body is not wanted (the answer is about to end, or an error answers it): it is
    * discarded as it arrives. Call it while the response is still open: a paused socket is resumed
    * (our own pause, undone before the end, fact 9) so uWS can read past the rest of the body and
-   * the connection stays usable. The stream undici reads is left to end with the request.
+   * the connection stays usable.
    */
   discard(): void {
     if (this.stopped) return;
-    this.stopped = true;
-    this.queue = [];
-    this.queuedBytes = 0;
-    if (this.paused) this.res.resume();
-    this.paused = false;
+    const paused = this.paused;
+    this.stop();
+    if (paused) this.res.resume();
   }
 
   /**
-   * The request is over: drop everything and end the stream undici reads. Never touches the
+   * The request is over: drop everything and write nothing more upstream. Never touches the
    * socket (the response may have ended, or the caller gone); call `discard` first if it is open.
    */
   stop(): void {
@@ -184,7 +153,12 @@ export class CallerBody {
     this.queue = [];
     this.queuedBytes = 0;
     this.paused = false;
-    if (this.reader !== undefined) this.reader.destroy();
+    this.connection = undefined;
+  }
+
+  private block(): void {
+    this.blocked = true;
+    this.pause();
   }
 
   private pause(): void {
@@ -196,7 +170,7 @@ export class CallerBody {
 
   private resumeIfRoom(): void {
     // Only undo our own pause, never after the response ended (fact 9): the relay discards first.
-    if (!this.paused || this.stopped || this.queuedBytes >= this.highWater) return;
+    if (!this.paused || this.stopped || this.blocked || this.queuedBytes >= this.highWater) return;
     this.paused = false;
     this.res.resume();
   }

@@ -54,7 +54,11 @@ export class Downstream {
     this.bodyless = bodyless;
   }
 
-  /** Relays one chunk. Returns false when the caller is slow: pause the upstream until told. */
+  /**
+   * Relays one chunk. Returns false when the caller is slow: pause the upstream until told.
+   * `chunk` may be a view of a shared read buffer: it is written (uWS copies what it buffers) or
+   * copied before this returns, never kept.
+   */
   write(chunk: Buffer): boolean {
     if (this.closed) return true;
     this.chunk = chunk;
@@ -144,7 +148,8 @@ export class Downstream {
       this.closed = true;
       this.writable = true;
     } else if (!ok) {
-      this.pending = chunk;
+      // The chunk may be a view of the upstream read buffer, valid only now: keep a copy.
+      this.pending = Buffer.from(chunk);
       this.pendingOffset = offset;
       this.writable = false;
       this.hookWritable();

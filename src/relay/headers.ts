@@ -1,8 +1,9 @@
-// Header policy, as pure functions: what Sluice reads from the caller, what the replica
-// receives (contract section 3) and what the caller receives (contract section 4).
+// Header policy, as pure functions: what Sluice reads from the caller and how its request is
+// framed. What the replica receives (contract section 3) is written by src/upstream/request-head.ts;
+// what the caller receives of the replica's headers (contract section 4: Content-Type and
+// Content-Length only) is picked by the response parser (src/upstream/response-parser.ts).
 // The caller's headers are read once, in the uWS handler, into a CallerHeaders record.
 import type { HttpRequest } from 'uWebSockets.js';
-import type { IncomingHttpHeaders } from 'node:http';
 
 /** What Sluice needs from the caller's headers, copied out of the uWS request. */
 export interface CallerHeaders {
@@ -136,41 +137,4 @@ export function headerProblem(h: CallerHeaders): string | undefined {
   if (h.host !== undefined && !HOST.test(h.host)) return 'invalid Host';
   if (h.controlInValue) return 'a control character in a header value, or a forwarded value that is not visible ASCII';
   return undefined;
-}
-
-/**
- * The headers the replica receives, as undici's flat name/value array. Nothing else from the
- * caller: no Authorization, Cookie, Connection or other hop-by-hop fields (RFC 9110 section 7.6.1).
- * undici adds `host` (the replica's) and the framing: `content-length` when the caller sent one
- * (same value, given here), else `transfer-encoding: chunked` for a streamed body.
- */
-export function upstreamRequestHeaders(h: CallerHeaders, bodyLength: number, requestId: string): string[] {
-  const out = ['accept-encoding', 'identity', 'x-request-id', requestId];
-  if (h.contentType !== undefined) out.push('content-type', h.contentType);
-  if (h.accept !== undefined) out.push('accept', h.accept);
-  if (bodyLength >= 0 && h.contentLengthCount === 1) out.push('content-length', h.contentLength!);
-  if (h.forwarded !== undefined) {
-    for (let i = 0; i < h.forwarded.length; i++) out.push(h.forwarded[i]!);
-  }
-  return out;
-}
-
-/** The two replica headers the caller receives (contract section 4). */
-export interface ResponseHeaders {
-  contentType: string | undefined;
-  /** The replica's Content-Length, or -1 when it sent none (the caller then gets a chunked body). */
-  contentLength: number;
-}
-
-function first(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
-}
-
-/** Picks Content-Type and Content-Length from the replica's headers; drops everything else. */
-export function responseHeaders(headers: IncomingHttpHeaders): ResponseHeaders {
-  const length = first(headers['content-length']);
-  return {
-    contentType: first(headers['content-type']),
-    contentLength: length !== undefined && DIGITS.test(length) ? Number(length) : -1,
-  };
 }

@@ -3,24 +3,23 @@
 // Phases, in order (each one line):
 //   acquire          — ask the service's replica set for a replica; maybe wait in its queue
 //   requestFilter    — build the replica's request: path, allowed headers, framing, body
-//   dispatch         — hand it to the replica's connection pool (undici) with this object as handler
+//   dispatch         — ask the replica's connection pool for a connection, with this object as
+//                      handler; once it is ready, write the request head and body to it
 //   upstreamResponse — status and the two allowed headers → downstream, then each chunk, with
 //                      backpressure both ways
 //   finish           — release the replica, count, log
 //
-// One object per request plays every role (replica waiter, undici handler, body and writer
+// One object per request plays every role (replica waiter, upstream handler, body and writer
 // listener), so the hot path allocates no closures beyond the two uWS callbacks.
-import type { Dispatcher } from 'undici';
 import type { HttpResponse } from 'uWebSockets.js';
 import type { ServiceConfig } from '../config-types.js';
 import { RelayError } from '../errors.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
-import { upstreamFailure } from '../upstream/errors.js';
+import type { UpstreamConnection, UpstreamHandler } from '../upstream/connection.js';
+import { requestHead } from '../upstream/request-head.js';
 import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
-import { type CallerHeaders, responseHeaders, upstreamRequestHeaders } from './headers.js';
-
-type DispatchController = Dispatcher.DispatchController;
+import type { CallerHeaders } from './headers.js';
 
 /** What a relayed request needs to know about its service (rebuilt on token reload). */
 export interface ServiceRuntime {
@@ -50,13 +49,13 @@ export interface RelayObserver {
  * The lifecycle of one request:
  * - `waiting`: no replica yet (or a replica, but the body has not started arriving);
  * - `queued`: in the replica set's queue; the caller's socket is paused;
- * - `sending`: dispatched; no status line from the replica yet;
+ * - `sending`: dispatched (waiting for a connection, or written); no status line from the replica yet;
  * - `receiving`: the replica's status line arrived; its body is being relayed;
  * - `done`: finished; nothing more happens.
  */
 type Phase = 'waiting' | 'queued' | 'sending' | 'receiving' | 'done';
 
-export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, CallerBodyListener, DownstreamListener {
+export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener {
   readonly startedAt = performance.now();
   readonly downstream: Downstream;
   readonly body: CallerBody;
@@ -72,7 +71,10 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
   /** The request was sent again after the first replica could not be reached. */
   retried = false;
 
-  private controller: DispatchController | undefined = undefined;
+  /** The connection carrying the exchange, once it is ready. */
+  private connection: UpstreamConnection | undefined = undefined;
+  /** Dispatched, and the pool has not answered with a connection or an error yet. */
+  private inPool = false;
   private callerGone = false;
   /** Why the first replica could not be reached, kept for the answer if the retry finds none. */
   private unreachable: RelayError | undefined = undefined;
@@ -157,53 +159,50 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
   }
 
   private dispatch(): void {
-    const replica = this.replica!;
-    const timeouts = this.service.config.timeouts;
     this.phase = 'sending';
-    replica.dispatcher.dispatch(
-      {
-        path: this.target,
-        method: this.method as Dispatcher.HttpMethod,
-        headers: upstreamRequestHeaders(this.headers, this.bodyLength, this.requestId),
-        body: this.body.upstreamBody(this.bodyLength < 0),
-        headersTimeout: timeouts.responseHeadersMs,
-        bodyTimeout: timeouts.bodyIdleMs,
-        idempotent: false,
-      },
-      this,
-    );
+    this.inPool = true;
+    this.replica!.pool.request(this);
   }
 
   onBodyTooLarge(): void {
     const error = new RelayError('payload_too_large', {
       message: `The request body is larger than ${this.service.config.maxRequestBytes} bytes.`,
     });
-    if (this.controller !== undefined && this.phase !== 'done') this.controller.abort(error);
-    else this.fail(error);
+    if (this.phase === 'sending' || this.phase === 'receiving') {
+      this.abortUpstream();
+      this.upstreamFailed(error);
+    } else {
+      this.fail(error);
+    }
   }
 
-  // ── upstreamResponse (undici DispatchHandler) ──────────────────────────────────────────────
+  // ── upstreamResponse (UpstreamHandler) ─────────────────────────────────────────────────────
 
-  onRequestStart(controller: DispatchController): void {
-    this.controller = controller;
-    if (this.callerGone || this.phase === 'done') controller.abort(new RelayError('client_closed'));
+  onUpstreamConnection(connection: UpstreamConnection): void {
+    this.inPool = false;
+    this.connection = connection;
+    const head = requestHead(this.method, this.target, this.replica!.host, this.headers, this.bodyLength, this.requestId);
+    this.body.sendTo(connection, head, this.bodyLength < 0, this.method !== 'HEAD');
   }
 
-  onResponseStart(_controller: DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+  onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void {
     this.phase = 'receiving';
-    const picked = responseHeaders(headers);
-    const bodyless = this.method === 'HEAD' || statusCode === 204 || statusCode === 304;
-    this.downstream.begin(statusCode, picked.contentType, picked.contentLength, bodyless);
+    const bodyless = this.method === 'HEAD' || status === 204 || status === 304;
+    this.downstream.begin(status, contentType, contentLength, bodyless);
   }
 
-  onResponseData(controller: DispatchController, chunk: Buffer): void {
-    if (!this.downstream.write(chunk)) controller.pause();
+  onUpstreamData(chunk: Buffer): boolean {
+    return this.downstream.write(chunk);
   }
 
-  onResponseEnd(): void {
-    this.controller = undefined;
+  onUpstreamEnd(): void {
+    this.connection = undefined;
     this.downstream.end();
     this.finish('ok', undefined, 'ok');
+  }
+
+  onUpstreamWritable(): void {
+    this.body.onWritable();
   }
 
   /**
@@ -214,9 +213,15 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
     this.body.discard();
   }
 
-  onResponseError(_controller: DispatchController, err: Error): void {
+  onUpstreamError(error: RelayError): void {
+    this.inPool = false;
+    this.connection = undefined;
     if (this.phase === 'done') return;
-    this.controller = undefined;
+    this.upstreamFailed(error);
+  }
+
+  /** The exchange failed: truncate a relayed answer, retry a request the replica never got, or answer with the error. */
+  private upstreamFailed(error: RelayError): void {
     if (this.callerGone) {
       this.finish('client_closed', undefined, 'ok');
       return;
@@ -225,17 +230,15 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
       // The status line was relayed: the caller must be able to tell the answer is incomplete.
       this.body.stop();
       this.downstream.truncate();
-      const tooLarge = err instanceof RelayError && err.code === 'payload_too_large';
-      this.finish(tooLarge ? 'payload_too_large' : 'upstream_error', tooLarge ? err : new RelayError('upstream_error', { cause: err }), tooLarge ? 'ok' : 'failed');
+      const tooLarge = error.code === 'payload_too_large';
+      this.finish(tooLarge ? 'payload_too_large' : 'upstream_error', tooLarge ? error : new RelayError('upstream_error', { cause: error.cause ?? error }), tooLarge ? 'ok' : 'failed');
       return;
     }
     // Nothing of the answer reached the caller yet (at most the replica's status, not written).
-    const error = this.phase === 'receiving' && !(err instanceof RelayError) ? new RelayError('upstream_unavailable', { cause: err }) : upstreamFailure(err);
     if (error.retryable && !this.retried && this.body.resendable && this.replica !== undefined) {
       // Nothing reached the replica: once, another ready replica (contract section 5).
       const unreachable = this.replica;
       this.replica = undefined;
-      this.controller = undefined;
       this.retried = true;
       this.unreachable = error;
       this.phase = 'waiting';
@@ -249,7 +252,19 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
 
   /** The caller can take more bytes: let the replica's stream flow again. */
   onCallerWritable(): void {
-    this.controller?.resume();
+    this.connection?.resume();
+  }
+
+  /** Ends the exchange with the replica, wherever it is: no upstream callback comes after this. */
+  private abortUpstream(): void {
+    const connection = this.connection;
+    if (connection !== undefined) {
+      this.connection = undefined;
+      connection.abort();
+    } else if (this.inPool) {
+      this.inPool = false;
+      this.replica!.pool.cancel(this);
+    }
   }
 
   // ── finish ─────────────────────────────────────────────────────────────────────────────────
@@ -265,8 +280,11 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
         return;
       case 'sending':
       case 'receiving':
-        // onResponseError finishes the request; without a controller yet, onRequestStart aborts.
-        this.controller?.abort(new RelayError('client_closed'));
+        // Without a connection or a pending one, the exchange is already over and whoever ended
+        // it (a truncation closes the caller's connection from inside `upstreamFailed`) finishes.
+        if (this.connection === undefined && !this.inPool) return;
+        this.abortUpstream();
+        this.finish('client_closed', undefined, 'ok');
         return;
       case 'done':
         return;
@@ -289,10 +307,10 @@ export class RelayRequest implements ReplicaWaiter, Dispatcher.DispatchHandler, 
     if (this.phase === 'done') return;
     // A queued request that ends (caller gone, body too large) leaves the queue: it never reaches a replica.
     if (this.phase === 'queued') this.service.replicas.cancel(this);
+    else this.abortUpstream();
     this.phase = 'done';
     this.outcome = outcome;
     this.error = error;
-    this.controller = undefined;
     const replica = this.replica;
     if (replica !== undefined) {
       this.replica = undefined;

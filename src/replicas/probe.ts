@@ -1,9 +1,10 @@
 // Readiness and recovery probes: `GET readyPath` (2xx = ready) or, without a readyPath, a TCP
-// connect. Probes go through their own undici Agent, never through the replica's relay pool, so a
-// probe never waits behind relayed requests for one of `concurrency` connections (and a slow
-// probe never holds one).
+// connect. Probes go through their own node:http Agent, never through the replica's relay pool,
+// so a probe never waits behind relayed requests for one of `concurrency` connections (and a slow
+// probe never holds one). Probes are rare and off the hot path: a fresh connection each time
+// (no keep-alive), and one timer per probe for its deadline.
+import { Agent, request } from 'node:http';
 import { connect } from 'node:net';
-import { Agent } from 'undici';
 
 /** A probe's outcome: `ok`, plus what to log when it changes (`200`, `503`, `ECONNREFUSED`). */
 export interface ProbeResult {
@@ -11,36 +12,48 @@ export interface ProbeResult {
   detail: string;
 }
 
-export function createProbeAgent(timeoutMs: number): Agent {
-  return new Agent({
-    connect: { timeout: timeoutMs },
-    // A probe connection is reused while the replica keeps it open; one is enough per replica.
-    connections: 1,
-    pipelining: 1,
-    keepAliveTimeout: 4_000,
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
-  });
+export function createProbeAgent(_timeoutMs: number): Agent {
+  return new Agent({ keepAlive: false });
 }
 
-/** `GET origin+path`; ok on any 2xx. Never throws. */
-export async function probeHttp(agent: Agent, origin: string, path: string, timeoutMs: number): Promise<ProbeResult> {
-  try {
-    const res = await agent.request({
-      origin,
-      path,
-      method: 'GET',
-      headers: { 'accept-encoding': 'identity', 'user-agent': 'sluice-probe' },
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
+/** `GET origin+path`; ok on any 2xx within `timeoutMs` (connect included). Never throws. */
+export function probeHttp(agent: Agent, origin: string, path: string, timeoutMs: number): Promise<ProbeResult> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (result: ProbeResult): void => {
+      if (settled) return;
+      settled = true;
+      resolve(result);
+    };
+    let req: ReturnType<typeof request>;
+    try {
+      req = request(origin + path, { agent, method: 'GET', headers: { 'accept-encoding': 'identity', 'user-agent': 'sluice-probe' } }, (res) => {
+        // The status decides; the body is read (and dropped) in the background, within the same deadline.
+        res.on('end', () => clearTimeout(timer));
+        res.on('error', () => undefined);
+        res.resume();
+        const status = res.statusCode ?? 0;
+        done({ ok: status >= 200 && status < 300, detail: String(status) });
+      });
+    } catch (err) {
+      done({ ok: false, detail: errorCode(err) });
+      return;
+    }
+    const timer = setTimeout(() => {
+      done({ ok: false, detail: 'ETIMEDOUT' });
+      req.destroy();
+    }, timeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      done({ ok: false, detail: errorCode(err) });
     });
-    // The status decides; the body is read (and dropped) in the background so the connection can
-    // be reused, without waiting for the stream's end (a few event-loop turns) to report ready.
-    res.body.dump().catch(() => undefined);
-    return { ok: res.statusCode >= 200 && res.statusCode < 300, detail: String(res.statusCode) };
-  } catch (err) {
-    return { ok: false, detail: errorCode(err) };
-  }
+    req.on('close', () => {
+      if (settled) return;
+      clearTimeout(timer);
+      done({ ok: false, detail: 'closed' });
+    });
+    req.end();
+  });
 }
 
 /** Opens and closes a TCP connection; ok when it connects. Never throws. */

@@ -39,7 +39,8 @@
 //   ready replica and answers `502 upstream_unavailable` within milliseconds. (A launched set
 //   queues that retry instead: the refusing replica is usually one whose process is exiting.) Static sets queue
 //   only when every in-rotation replica is at its `concurrency`.
-import type { Agent, Pool } from 'undici';
+import type { Agent } from 'node:http';
+import type { UpstreamPool } from '../upstream/pool.js';
 import type { ServiceConfig } from '../config-types.js';
 import { RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -422,7 +423,7 @@ class ReplicaSetImpl implements ManagedReplicaSet {
   // ---- the state machine ---------------------------------------------------------------------
 
   /** A new replica in `starting`; it holds a slot until it is terminal and its process is gone. */
-  private create(origin: string, host: string, pool: Pool | undefined): ManagedReplica {
+  private create(origin: string, host: string, pool: UpstreamPool | undefined): ManagedReplica {
     const now = clock();
     const r = new ManagedReplica(`${this.slug}-${++this.lastId}`, now, origin, host, pool);
     this.all.add(r);
@@ -529,7 +530,7 @@ class ReplicaSetImpl implements ManagedReplicaSet {
   /** Lets go of a terminal replica whose process is gone: frees its slot and closes its pool. */
   private forget(r: ManagedReplica): void {
     if (!this.all.delete(r)) return;
-    const pool = r.dispatcher as Pool | undefined;
+    const pool = r.pool as UpstreamPool | undefined;
     if (pool !== undefined) {
       const closing = closePool(pool, this.tuning.poolCloseMs);
       this.pending.add(closing);
@@ -609,7 +610,7 @@ class ReplicaSetImpl implements ManagedReplicaSet {
     r.host = `127.0.0.1:${port}`;
     r.probeHost = '127.0.0.1';
     r.probePort = port;
-    r.dispatcher = createPool(r.origin, this.service);
+    r.pool = createPool(r.origin, this.service);
     try {
       r.process = spawnReplica({
         command: this.service.replicas.command!,
@@ -761,7 +762,7 @@ class ReplicaSetImpl implements ManagedReplicaSet {
     await Promise.all(exits);
     // Every exit has run `onExit` (and so `forget`) before its promise resolved.
     await Promise.all([...this.pending]);
-    await closePool(this.probeAgent, this.tuning.poolCloseMs);
+    this.probeAgent.destroy();
     this.log.info({ service: this.slug }, 'replica set closed');
   }
 }
@@ -771,7 +772,7 @@ function isLive(state: ReplicaStateName): boolean {
 }
 
 /** `close()` (let requests finish) bounded by `ms`, then `destroy()`. Never rejects. */
-async function closePool(pool: Pool | Agent, ms: number): Promise<void> {
+async function closePool(pool: UpstreamPool, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const closed = pool.close().then(
     () => true,
@@ -782,5 +783,5 @@ async function closePool(pool: Pool | Agent, ms: number): Promise<void> {
   });
   const done = await Promise.race([closed, late]);
   clearTimeout(timer);
-  if (!done) await pool.destroy().catch(() => undefined);
+  if (!done) pool.destroy();
 }

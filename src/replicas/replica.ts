@@ -2,7 +2,7 @@
 // allowed moves) and the object handed to the relay. The one transition function that moves a
 // replica, logs it and reacts to it is `ReplicaSetImpl.transition` in replica-set.ts, because
 // every reaction (hand out the queue, fail waiters, start a replacement) is the set's business.
-import type { Pool } from 'undici';
+import type { UpstreamPool } from '../upstream/pool.js';
 import type { Replica } from './types.js';
 import type { ReplicaProcess } from './launchers/process.js';
 
@@ -57,7 +57,7 @@ export class ManagedReplica implements Replica {
   /** `127.0.0.1:PORT`; empty until a launched replica's port is chosen. */
   host: string;
   /** Assigned with the origin; never read before the replica is first `ready`. */
-  dispatcher: Pool;
+  pool: UpstreamPool;
   inflight = 0;
 
   state: ReplicaStateName = 'starting';
@@ -86,12 +86,12 @@ export class ManagedReplica implements Replica {
   /** Idle stop check (ready, launched). */
   idleTimer: NodeJS.Timeout | undefined = undefined;
 
-  constructor(id: string, now: number, origin: string, host: string, dispatcher: Pool | undefined) {
+  constructor(id: string, now: number, origin: string, host: string, pool: UpstreamPool | undefined) {
     this.id = id;
     this.origin = origin;
     this.host = host;
     // Launched replicas get their pool when the port is known (before they can be `ready`).
-    this.dispatcher = dispatcher as Pool;
+    this.pool = pool as UpstreamPool;
     this.since = now;
     this.createdAt = now;
   }

@@ -1,7 +1,7 @@
 // The seam between the relay and a service's replicas. The relay asks the service's replica set
 // for a replica (`acquire`), uses it, and gives it back (`release`). Whether the replica was
 // ready at once, came later from the queue, or was started for this request is the set's business.
-import type { Dispatcher } from 'undici';
+import type { UpstreamPool } from '../upstream/pool.js';
 import type { RelayError } from '../errors.js';
 
 /** One replica the relay may send requests to. */
@@ -13,7 +13,7 @@ export interface Replica {
   /** The `Host` header value for requests to this replica (`127.0.0.1:9000`). */
   readonly host: string;
   /** The pooled keep-alive connections to this replica (src/upstream/pools.ts). */
-  readonly dispatcher: Dispatcher;
+  readonly pool: UpstreamPool;
   /** Requests handed out and not yet released. */
   inflight: number;
 }

@@ -1,40 +1,82 @@
-// Every way an upstream request can fail, mapped to a gateway error in one place. The original
-// undici error is kept as `cause`. `retryable` marks failures where the replica never received
-// a byte of the request (contract section 5: retried once on another ready replica).
+// Every way an upstream exchange can fail, mapped to a gateway error in one place. The original
+// error (a socket error such as ECONNRESET, or an UpstreamError naming what went wrong) is kept
+// as `cause`. `retryable` marks failures where the replica cannot have received a byte of the
+// request — the connection was never established — so the relay may send the request once to
+// another ready replica (contract section 5). A reset on a connection that was established
+// (even a reused one) is never retried: bytes may have reached the replica.
 import { RelayError } from '../errors.js';
 
-/** Connection-level failures: the request never reached the replica. */
-const NEVER_SENT = new Set([
-  'ECONNREFUSED',
-  'UND_ERR_CONNECT_TIMEOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EHOSTDOWN',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EADDRNOTAVAIL',
-  // The replica's pool was closed (replica stopped) before the request was dispatched. Not
-  // UND_ERR_DESTROYED: a destroyed pool also fails requests that were already written.
-  'UND_ERR_CLOSED',
-]);
+/** What went wrong on the upstream side when there is no socket error to name it. */
+export type UpstreamErrorCode =
+  | 'UPSTREAM_CONNECT_TIMEOUT'
+  | 'UPSTREAM_HEADERS_TIMEOUT'
+  | 'UPSTREAM_BODY_TIMEOUT'
+  | 'UPSTREAM_MALFORMED'
+  | 'UPSTREAM_CLOSED'
+  | 'UPSTREAM_POOL_CLOSED';
+
+export class UpstreamError extends Error {
+  constructor(
+    readonly code: UpstreamErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'UpstreamError';
+  }
+}
+
+/** The TCP connect failed (refused, unreachable, DNS): the replica received nothing. */
+export function connectFailed(cause: Error): RelayError {
+  return new RelayError('upstream_unavailable', { cause, retryable: true });
+}
+
+/** The TCP connect did not complete in time: the replica received nothing. */
+export function connectTimedOut(ms: number): RelayError {
+  return new RelayError('upstream_unavailable', {
+    cause: new UpstreamError('UPSTREAM_CONNECT_TIMEOUT', `connect did not complete within ${ms} ms`),
+    retryable: true,
+  });
+}
+
+/** The replica's pool was closed (the replica stopped) before the request was written. */
+export function poolClosed(): RelayError {
+  return new RelayError('upstream_unavailable', {
+    cause: new UpstreamError('UPSTREAM_POOL_CLOSED', 'the replica was stopped before the request was sent'),
+    retryable: true,
+  });
+}
+
+/** No status line within `timeouts.responseHeadersMs` after the request was written: 504. */
+export function headersTimedOut(ms: number): RelayError {
+  return new RelayError('upstream_timeout', {
+    cause: new UpstreamError('UPSTREAM_HEADERS_TIMEOUT', `no status line within ${ms} ms`),
+  });
+}
+
+/** No body bytes within `timeouts.bodyIdleMs`: the answer is truncated (or 502 if nothing was relayed). */
+export function bodyTimedOut(ms: number): RelayError {
+  return new RelayError('upstream_unavailable', {
+    cause: new UpstreamError('UPSTREAM_BODY_TIMEOUT', `no body bytes within ${ms} ms`),
+  });
+}
+
+/** The response was refused by the parser (ARCHITECTURE fact 13). */
+export function malformedResponse(reason: string): RelayError {
+  return new RelayError('upstream_unavailable', {
+    cause: new UpstreamError('UPSTREAM_MALFORMED', `malformed response: ${reason}`),
+  });
+}
+
+/** The connection was reset or closed during the exchange (after it was established). */
+export function connectionLost(cause: Error | string): RelayError {
+  return new RelayError('upstream_unavailable', {
+    cause: typeof cause === 'string' ? new UpstreamError('UPSTREAM_CLOSED', cause) : cause,
+  });
+}
 
 function codeOf(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;
-}
-
-/** The gateway error for an upstream failure that happened before the replica's status line. */
-export function upstreamFailure(err: unknown): RelayError {
-  if (err instanceof RelayError) return err;
-  const code = codeOf(err);
-  if (code === 'UND_ERR_HEADERS_TIMEOUT') {
-    return new RelayError('upstream_timeout', { cause: err });
-  }
-  if (code !== undefined && NEVER_SENT.has(code)) {
-    return new RelayError('upstream_unavailable', { cause: err, retryable: true });
-  }
-  // Reset, closed mid-request, a malformed response (llhttp HPE_*), a body length mismatch.
-  return new RelayError('upstream_unavailable', { cause: err });
 }
 
 /** A short, token-free description of an upstream error for logs. */

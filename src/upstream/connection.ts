@@ -1,0 +1,349 @@
+// One keep-alive connection to a replica on a raw `net.Socket`: it writes a request (head and a
+// whole body in one write, or a streamed body piece by piece with backpressure), parses the answer
+// with the strict ResponseParser and hands status, headers and body pieces straight to the
+// request's handler (the relay), then decides whether it may carry another exchange
+// (ARCHITECTURE fact 13): never after `Connection: close`, an HTTP/1.0 answer without keep-alive,
+// bytes left over after a complete answer, a request body the replica did not wait for, a FIN, or
+// a failed exchange. Deadlines count ticks of the one process-wide interval (ticker.ts).
+//
+// Reads go through one shared buffer per thread (`onread`, fact 12): a body piece handed to the
+// handler is a view of it, valid only during the call.
+import { connect, type Socket } from 'node:net';
+import type { RelayError } from '../errors.js';
+import { bodyTimedOut, connectFailed, connectionLost, connectTimedOut, headersTimedOut, malformedResponse, poolClosed } from './errors.js';
+import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink } from './response-parser.js';
+import { type Ticking, TICK_MS, ticksFor, unwatch, watch } from './ticker.js';
+
+/**
+ * What a request needs to implement to go through a pool: the relay's per-request object, so
+ * an exchange costs no closure. Call order: `onUpstreamConnection` once (or `onUpstreamError`);
+ * then `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly one of
+ * `onUpstreamEnd` / `onUpstreamError`. Nothing after that, nor after `abort()`.
+ */
+export interface UpstreamHandler {
+  /** A connection is ready: write the request now (`send`, then `writeBody` for a streamed body). */
+  onUpstreamConnection(connection: UpstreamConnection): void;
+  /** The final status line and head (1xx skipped). `contentLength` is -1 when absent. */
+  onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void;
+  /** A body piece, valid only during the call (copy it to keep it). False pauses the replica's stream until `resume()`. */
+  onUpstreamData(chunk: Buffer): boolean;
+  /** The answer is complete. */
+  onUpstreamEnd(): void;
+  /** The exchange failed (before or after the head); the connection is gone. */
+  onUpstreamError(error: RelayError): void;
+  /** The socket took a backlog of request body: send more. */
+  onUpstreamWritable(): void;
+}
+
+/** The pool's side of a connection. */
+export interface ConnectionOwner {
+  readonly connectMs: number;
+  readonly headersMs: number;
+  readonly bodyIdleMs: number;
+  /** A complete exchange left the connection reusable. */
+  released(connection: UpstreamConnection): void;
+  /** The connection is closed (called once). */
+  closed(connection: UpstreamConnection): void;
+}
+
+/** How long an idle connection is kept when the replica sends no `Keep-Alive: timeout` hint (below
+ *  the 5 s idle timeout of common servers: uvicorn, Node's http). */
+export const KEEP_ALIVE_MS = 4_000;
+/** With a hint of T seconds, an idle connection is closed before T*1000 - this (and the ticks). */
+const KEEP_ALIVE_MARGIN_MS = 500;
+/** A whole body up to this size is copied next to the head for one write; a larger one goes in a
+ *  corked second write instead of being copied. */
+const JOIN_LIMIT = 16 * 1024;
+
+/** The read buffer shared by every upstream socket of this thread. */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
+const CONNECTING = 0;
+const BUSY = 1;
+const RELEASING = 2;
+const IDLE = 3;
+const CLOSED = 4;
+/**
+ * - CONNECTING: TCP connect in progress, bound to the handler that asked for it;
+ * - BUSY: one exchange in progress (`handler` set);
+ * - RELEASING: the exchange completed; the pool makes it idle (or hands it on) after the current
+ *   I/O callback, so a FIN that arrived with the answer is seen first;
+ * - IDLE: in the pool's idle list, reading only to notice a FIN or stray bytes;
+ * - CLOSED: gone.
+ */
+type State = typeof CONNECTING | typeof BUSY | typeof RELEASING | typeof IDLE | typeof CLOSED;
+
+export class UpstreamConnection implements ResponseSink, Ticking {
+  handler: UpstreamHandler | undefined;
+  private state: State = CONNECTING;
+  private readonly socket: Socket;
+  private readonly parser = new ResponseParser(this);
+  /** The request body is sent with chunked framing. */
+  private chunked = false;
+  /** The request's last byte has been written. */
+  private requestDone = false;
+  /** The handler asked to pause the replica's stream. */
+  private paused = false;
+  /** The replica sent FIN. */
+  private ended = false;
+  /** Ticks since the current deadline was armed, and its limit (0: none). */
+  private ticks = 0;
+  private limit = 0;
+  private keepAliveTicks = 0;
+
+  constructor(
+    private readonly owner: ConnectionOwner,
+    host: string,
+    port: number,
+    handler: UpstreamHandler,
+  ) {
+    this.handler = handler;
+    this.socket = connect({ host, port, noDelay: true, onread: { buffer: READ_BUFFER, callback: this.onRead } });
+    this.socket.on('connect', this.onConnect);
+    this.socket.on('error', this.onError);
+    this.socket.on('end', this.onEnd);
+    this.socket.on('close', this.onClose);
+    this.socket.on('drain', this.onDrain);
+    this.arm(ticksFor(owner.connectMs));
+    watch(this);
+  }
+
+  get connecting(): boolean {
+    return this.state === CONNECTING;
+  }
+
+  get releasing(): boolean {
+    return this.state === RELEASING;
+  }
+
+  // ── the request ────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * Writes the request head and, if given, body bytes with it (one write). `last`: the body is
+   * complete with these bytes (always true for a request without body). `expectBody` is false for
+   * HEAD. Returns false when the socket's buffer is full: wait for `onUpstreamWritable`.
+   */
+  send(head: string, expectBody: boolean, chunked: boolean, body: Buffer | undefined, last: boolean): boolean {
+    if (this.state !== BUSY) return true;
+    this.parser.reset(expectBody);
+    this.chunked = chunked;
+    const size = body === undefined ? 0 : body.length;
+    let prefix = head;
+    let suffix = '';
+    if (chunked) {
+      if (size > 0) {
+        prefix += `${size.toString(16)}\r\n`;
+        suffix = last ? '\r\n0\r\n\r\n' : '\r\n';
+      } else if (last) {
+        prefix += '0\r\n\r\n';
+      }
+    }
+    let ok: boolean;
+    if (size === 0) {
+      ok = this.socket.write(prefix, 'latin1');
+    } else if (size <= JOIN_LIMIT) {
+      const out = Buffer.allocUnsafe(prefix.length + size + suffix.length);
+      out.write(prefix, 0, 'latin1');
+      body!.copy(out, prefix.length);
+      if (suffix !== '') out.write(suffix, prefix.length + size, 'latin1');
+      ok = this.socket.write(out);
+    } else {
+      this.socket.cork();
+      this.socket.write(prefix, 'latin1');
+      ok = this.socket.write(body!);
+      if (suffix !== '') ok = this.socket.write(suffix, 'latin1');
+      this.socket.uncork();
+    }
+    if (last) this.requestWritten();
+    return ok;
+  }
+
+  /** Writes one more piece of a streamed body (`chunk` may be undefined with `last`). */
+  writeBody(chunk: Buffer | undefined, last: boolean): boolean {
+    if (this.state !== BUSY) return true;
+    const size = chunk === undefined ? 0 : chunk.length;
+    let ok = true;
+    if (this.chunked) {
+      if (size > 0) {
+        this.socket.cork();
+        this.socket.write(`${size.toString(16)}\r\n`, 'latin1');
+        this.socket.write(chunk!);
+        ok = this.socket.write(last ? '\r\n0\r\n\r\n' : '\r\n', 'latin1');
+        this.socket.uncork();
+      } else if (last) {
+        ok = this.socket.write('0\r\n\r\n', 'latin1');
+      }
+    } else if (size > 0) {
+      ok = this.socket.write(chunk!);
+    }
+    if (last) this.requestWritten();
+    return ok;
+  }
+
+  /** Lets the replica's stream flow again after `onUpstreamData` returned false. */
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    if (this.state === BUSY) this.socket.resume();
+  }
+
+  /** Ends the exchange now (the caller left, or the relay gave up): no more handler calls. */
+  abort(): void {
+    this.handler = undefined;
+    this.destroy();
+  }
+
+  /** The pool is going away: an exchange in progress fails (retryable only while still connecting). */
+  shutdown(): void {
+    if (this.handler === undefined) this.destroy();
+    else this.fail(this.state === CONNECTING ? poolClosed() : connectionLost('the connection pool was closed'));
+  }
+
+  /** Closes the connection; the handler, if any, is not told (see `abort` and `shutdown`). */
+  destroy(): void {
+    if (this.state === CLOSED) return;
+    this.state = CLOSED;
+    this.parser.stop();
+    this.socket.destroy();
+    unwatch(this);
+    this.owner.closed(this);
+  }
+
+  // ── the pool's side ────────────────────────────────────────────────────────────────────────
+
+  /** Hands the connection (connected, not busy) to a request. */
+  assign(handler: UpstreamHandler): void {
+    this.state = BUSY;
+    this.handler = handler;
+    this.requestDone = false;
+    this.paused = false;
+    this.arm(0);
+    handler.onUpstreamConnection(this);
+  }
+
+  /** Puts a released connection in the idle list's state: it closes itself before the keep-alive timeout. */
+  makeIdle(): void {
+    this.state = IDLE;
+    this.arm(this.keepAliveTicks);
+  }
+
+  // ── deadlines ──────────────────────────────────────────────────────────────────────────────
+
+  private arm(limit: number): void {
+    this.ticks = 0;
+    this.limit = limit;
+  }
+
+  onTick(): void {
+    if (this.limit === 0) return;
+    if (this.paused) {
+      // The caller is slow, not the replica: the body idle deadline waits.
+      this.ticks = 0;
+      return;
+    }
+    if (++this.ticks < this.limit) return;
+    if (this.state === CONNECTING) this.fail(connectTimedOut(this.owner.connectMs));
+    else if (this.state === BUSY) this.fail(this.parser.headDone ? bodyTimedOut(this.owner.bodyIdleMs) : headersTimedOut(this.owner.headersMs));
+    else this.destroy();
+  }
+
+  private requestWritten(): void {
+    this.requestDone = true;
+    // The response head deadline runs from the request's last byte (a slow upload is not the replica's fault).
+    if (!this.parser.headDone) this.arm(ticksFor(this.owner.headersMs));
+  }
+
+  // ── the response (ResponseSink) ────────────────────────────────────────────────────────────
+
+  onResponseHead(status: number, contentType: string | undefined, contentLength: number): void {
+    this.arm(ticksFor(this.owner.bodyIdleMs));
+    this.handler?.onUpstreamHead(status, contentType, contentLength);
+  }
+
+  onResponseBody(chunk: Buffer): void {
+    const handler = this.handler;
+    if (handler !== undefined && chunk.length > 0 && !handler.onUpstreamData(chunk)) this.paused = true;
+  }
+
+  /** The answer is complete: detach the handler, keep or close the connection, then tell the handler. */
+  private complete(leftover: boolean): void {
+    const handler = this.handler!;
+    this.handler = undefined;
+    this.paused = false;
+    const hint = this.parser.keepAliveTimeout;
+    const keepMs = hint < 0 ? KEEP_ALIVE_MS : Math.min(KEEP_ALIVE_MS, hint * 1000 - KEEP_ALIVE_MARGIN_MS);
+    // Reusable only if the replica has the whole request: written completely and flushed to the
+    // kernel (an answer that came first may mean the replica never reads the rest).
+    const requestSent = this.requestDone && this.socket.writableLength === 0;
+    if (!leftover && !this.ended && requestSent && this.parser.keepAlive && keepMs > TICK_MS) {
+      this.keepAliveTicks = ticksFor(keepMs);
+      this.state = RELEASING;
+      this.arm(0);
+      this.owner.released(this);
+    } else {
+      this.destroy();
+    }
+    handler.onUpstreamEnd();
+  }
+
+  private fail(error: RelayError): void {
+    const handler = this.handler;
+    this.handler = undefined;
+    this.destroy();
+    handler?.onUpstreamError(error);
+  }
+
+  // ── socket events (bound once per connection) ──────────────────────────────────────────────
+
+  private readonly onConnect = (): void => {
+    if (this.state !== CONNECTING) return;
+    this.state = BUSY;
+    this.arm(0);
+    this.handler!.onUpstreamConnection(this);
+  };
+
+  private readonly onRead = (n: number, buf: Buffer): boolean => {
+    if (this.state !== BUSY || this.handler === undefined) {
+      // Bytes nobody asked for (on an idle or released connection): never reuse it.
+      this.destroy();
+      return false;
+    }
+    const result = this.parser.execute(buf, 0, n);
+    if (result === PARSE_MORE) {
+      if (this.state !== BUSY) return false;
+      if (this.parser.headDone) this.ticks = 0;
+      return !this.paused;
+    }
+    if (result === PARSE_ERROR) {
+      this.fail(malformedResponse(this.parser.error));
+      return false;
+    }
+    this.complete(this.parser.offset < n);
+    return true;
+  };
+
+  private readonly onEnd = (): void => {
+    this.ended = true;
+    if (this.state === BUSY && this.handler !== undefined) {
+      if (this.parser.finish() === PARSE_DONE) this.complete(false);
+      else this.fail(connectionLost(`replica ${this.parser.error}`));
+      return;
+    }
+    this.destroy();
+  };
+
+  private readonly onError = (err: Error): void => {
+    if (this.state === CONNECTING) this.fail(connectFailed(err));
+    else if (this.state === BUSY) this.fail(connectionLost(err));
+    else this.destroy();
+  };
+
+  private readonly onClose = (): void => {
+    if (this.state === BUSY) this.fail(connectionLost('connection closed'));
+    else this.destroy();
+  };
+
+  private readonly onDrain = (): void => {
+    if (this.state === BUSY) this.handler?.onUpstreamWritable();
+  };
+}

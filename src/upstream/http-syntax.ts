@@ -1,0 +1,119 @@
+// Byte-level HTTP/1.1 syntax for the response parser (RFC 9110 section 5.6, RFC 9112 section 7.1):
+// character classes as lookup tables, and the checks that need no parser state.
+
+export const HTAB = 9;
+
+/** RFC 9110 section 5.6.2 tchar. */
+export const TOKEN = new Uint8Array(256);
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TOKEN[c.charCodeAt(0)] = 1;
+/** Field value and reason phrase bytes: HTAB, SP, VCHAR, obs-text (RFC 9110 section 5.5). */
+export const TEXT = new Uint8Array(256);
+TEXT[HTAB] = 1;
+for (let c = 0x20; c <= 0x7e; c++) TEXT[c] = 1;
+for (let c = 0x80; c <= 0xff; c++) TEXT[c] = 1;
+export const HEX = new Int8Array(256).fill(-1);
+for (let c = 0; c < 10; c++) HEX[48 + c] = c;
+for (let c = 0; c < 6; c++) {
+  HEX[65 + c] = 10 + c;
+  HEX[97 + c] = 10 + c;
+}
+
+/** True when `buf[start..end)` equals the lower-case ASCII `name`, ignoring case. */
+export function nameIs(buf: Buffer, start: number, end: number, name: string): boolean {
+  if (end - start !== name.length) return false;
+  for (let i = 0; i < name.length; i++) {
+    if ((buf[start + i]! | 0x20) !== name.charCodeAt(i)) return false;
+  }
+  return true;
+}
+
+
+export function hasTab(buf: Buffer, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (buf[i] === HTAB) return true;
+  return false;
+}
+
+/**
+ * `*( ";" token [ "=" ( token / quoted-string ) ] )` (RFC 9112 section 7.1.1), or why not. The
+ * optional whitespace (BWS) the RFC allows around `;` and `=` is refused, as llhttp does: no
+ * replica needs it, and a chunk line two parsers read differently is how smuggling starts.
+ */
+export function chunkExtensionProblem(buf: Buffer, start: number, end: number): string | undefined {
+  let i = start;
+  while (i < end) {
+    if (buf[i] !== 59) return 'invalid chunk extension'; // ;
+    const name = ++i;
+    while (i < end && TOKEN[buf[i]!] === 1) i++;
+    if (i === name) return i < end && buf[i] === 61 ? 'empty chunk extension name or value' : 'invalid chunk extension';
+    if (i === end || buf[i] === 59) continue;
+    if (buf[i] !== 61) return 'invalid chunk extension'; // =
+    i++;
+    if (buf[i] === 34) {
+      // quoted-string: qdtext or quoted-pair, up to the closing quote.
+      i++;
+      while (i < end && buf[i] !== 34) {
+        if (buf[i] === 92) i++;
+        if (i >= end || TEXT[buf[i]!] === 0) return 'invalid chunk extension';
+        i++;
+      }
+      if (i >= end) return 'invalid chunk extension';
+      i++;
+    } else {
+      const value = i;
+      while (i < end && TOKEN[buf[i]!] === 1) i++;
+      if (i === value) return i === end || buf[i] === 59 ? 'empty chunk extension name or value' : 'invalid chunk extension';
+    }
+  }
+  return undefined;
+}
+
+/** The bounds of the item `listItem` found last (module state: parsing is synchronous). */
+export const item = { start: 0, end: 0 };
+
+/**
+ * Finds the comma-separated item of `buf[i..end)` that starts at `i`, trimmed of SP and HTAB,
+ * and puts its bounds in `item` (empty when start === end). Returns where the next item starts;
+ * past `end` when this was the last one.
+ */
+export function listItem(buf: Buffer, i: number, end: number): number {
+  let to = buf.indexOf(44, i); // ,
+  if (to < 0 || to > end) to = end;
+  let a = i;
+  let b = to;
+  while (a < b && (buf[a] === 32 || buf[a] === HTAB)) a++;
+  while (b > a && (buf[b - 1] === 32 || buf[b - 1] === HTAB)) b--;
+  item.start = a;
+  item.end = b;
+  return to + 1;
+}
+
+/** True when the bytes at `start` are exactly the ASCII `text`. */
+function bytesAre(buf: Buffer, start: number, text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (buf[start + i] !== text.charCodeAt(i)) return false;
+  return true;
+}
+
+/**
+ * Why `buf[start..end)` (CRLF excluded) is not a status line Sluice accepts, or undefined:
+ * `HTTP/1.0` or `HTTP/1.1`, SP, three digits (100–599, not 101: Sluice never asks to switch
+ * protocols), then nothing or SP and a reason phrase of HTAB, SP, VCHAR and obs-text.
+ */
+export function statusLineProblem(buf: Buffer, start: number, end: number): string | undefined {
+  const n = end - start;
+  // llhttp skips CR and LF before a status line (RFC 9112 section 2.2 allows it for requests).
+  if (n === 0 || buf[start] === 13) return 'empty line before the status line';
+  if (n < 12 || !bytesAre(buf, start, 'HTTP/1.') || (buf[start + 7] !== 48 && buf[start + 7] !== 49) || buf[start + 8] !== 32) {
+    return 'invalid status line';
+  }
+  let status = 0;
+  for (let i = start + 9; i < start + 12; i++) {
+    const d = buf[i]! - 48;
+    if (d < 0 || d > 9) return 'invalid status line';
+    status = status * 10 + d;
+  }
+  if (n > 12 && buf[start + 12] !== 32) return 'invalid status line';
+  for (let i = start + 13; i < end; i++) if (TEXT[buf[i]!] === 0) return 'invalid reason phrase';
+  if (status < 100 || status > 599) return 'status code out of range';
+  if (status === 101) return '101 Switching Protocols was not asked for';
+  return undefined;
+}

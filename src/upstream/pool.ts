@@ -1,0 +1,175 @@
+// The keep-alive connections to one replica: an idle list, new connections up to a limit (the
+// service's concurrency), and a short FIFO of requests waiting for a connection when the limit is
+// reached. A connection whose exchange completed is made reusable only after the next poll for
+// I/O (two turns of setImmediate per pool and batch, not a timer per request): a FIN sent with
+// the answer is read first — libuv stops reading a socket after a short read, so the FIN behind
+// an answer is only seen on the next poll — and a request is never written to a connection the
+// replica is closing.
+import { connectFailed, poolClosed } from './errors.js';
+import { type ConnectionOwner, type UpstreamHandler, UpstreamConnection } from './connection.js';
+
+export interface PoolOptions {
+  /** Connections at most (0: no limit). */
+  maxConnections: number;
+  connectMs: number;
+  headersMs: number;
+  bodyIdleMs: number;
+}
+
+export class UpstreamPool implements ConnectionOwner {
+  readonly connectMs: number;
+  readonly headersMs: number;
+  readonly bodyIdleMs: number;
+  private readonly limit: number;
+  /** Every connection not closed. */
+  private readonly all = new Set<UpstreamConnection>();
+  /** Idle connections, most recently used last (reused first: the others may time out). */
+  private readonly idleList: UpstreamConnection[] = [];
+  /** Completed exchanges: released in this turn of the loop, and in the previous one. */
+  private releasedList: UpstreamConnection[] = [];
+  private maturingList: UpstreamConnection[] = [];
+  private flushScheduled = false;
+  /** Requests waiting for a connection (the limit was reached). */
+  private readonly waiting: UpstreamHandler[] = [];
+  private closing = false;
+  private onEmpty: (() => void) | undefined = undefined;
+
+  constructor(
+    readonly host: string,
+    readonly port: number,
+    options: PoolOptions,
+  ) {
+    this.limit = options.maxConnections > 0 ? options.maxConnections : Infinity;
+    this.connectMs = options.connectMs;
+    this.headersMs = options.headersMs;
+    this.bodyIdleMs = options.bodyIdleMs;
+  }
+
+  /** Open connections (connecting, busy, releasing or idle). */
+  get size(): number {
+    return this.all.size;
+  }
+
+  /**
+   * Finds a connection for `handler`: an idle one (then `onUpstreamConnection` is called before
+   * this returns), a new one (called once connected), or the next one freed. A pool that is
+   * closed fails the request with a retryable error on the next turn.
+   */
+  request(handler: UpstreamHandler): void {
+    if (this.closing) {
+      process.nextTick(failClosed, handler);
+      return;
+    }
+    const idle = this.idleList.pop();
+    if (idle !== undefined) {
+      idle.assign(handler);
+      return;
+    }
+    if (this.all.size < this.limit) this.open(handler);
+    else this.waiting.push(handler);
+  }
+
+  /** The request left before it got a connection: forget it (or close the connection being opened for it). */
+  cancel(handler: UpstreamHandler): void {
+    const i = this.waiting.indexOf(handler);
+    if (i >= 0) {
+      this.waiting.splice(i, 1);
+      return;
+    }
+    for (const c of this.all) {
+      if (c.connecting && c.handler === handler) {
+        c.abort();
+        return;
+      }
+    }
+  }
+
+  /** Stops taking requests: idle connections close now, busy ones after their exchange. */
+  close(): Promise<void> {
+    this.closing = true;
+    for (const handler of this.waiting.splice(0)) process.nextTick(failClosed, handler);
+    for (const c of [...this.idleList]) c.destroy();
+    if (this.all.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.onEmpty = resolve;
+    });
+  }
+
+  /** Closes every connection now; exchanges in progress fail (not retried once bytes may have been sent). */
+  destroy(): void {
+    this.closing = true;
+    for (const c of [...this.all]) c.shutdown();
+  }
+
+  // ── ConnectionOwner ────────────────────────────────────────────────────────────────────────
+
+  released(connection: UpstreamConnection): void {
+    if (this.closing) {
+      connection.destroy();
+      return;
+    }
+    this.releasedList.push(connection);
+    this.scheduleFlush();
+  }
+
+  closed(connection: UpstreamConnection): void {
+    this.all.delete(connection);
+    const i = this.idleList.indexOf(connection);
+    if (i >= 0) this.idleList.splice(i, 1);
+    if (this.waiting.length > 0 && !this.closing && this.all.size < this.limit) this.open(this.waiting.shift()!);
+    if (this.closing && this.all.size === 0 && this.onEmpty !== undefined) {
+      const resolve = this.onEmpty;
+      this.onEmpty = undefined;
+      resolve();
+    }
+  }
+
+  private open(handler: UpstreamHandler): void {
+    let connection: UpstreamConnection;
+    try {
+      connection = new UpstreamConnection(this, this.host, this.port, handler);
+    } catch (err) {
+      // Synchronous failures (an invalid port) are connect failures like any other.
+      process.nextTick(failConnect, handler, err);
+      return;
+    }
+    this.all.add(connection);
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(this.flush);
+  }
+
+  /** Runs once per loop turn while connections are being released: the previous turn's become reusable. */
+  private readonly flush = (): void => {
+    this.flushScheduled = false;
+    const ready = this.maturingList;
+    this.maturingList = this.releasedList;
+    this.releasedList = [];
+    if (this.maturingList.length > 0) this.scheduleFlush();
+    for (const c of ready) {
+      if (!c.releasing) continue; // closed meanwhile (FIN, stray bytes)
+      if (this.closing) {
+        c.destroy();
+        continue;
+      }
+      const next = this.waiting.shift();
+      if (next !== undefined) {
+        c.assign(next);
+      } else {
+        c.makeIdle();
+        this.idleList.push(c);
+      }
+    }
+  };
+}
+
+function failClosed(handler: UpstreamHandler): void {
+  handler.onUpstreamError(poolClosed());
+}
+
+function failConnect(handler: UpstreamHandler, err: unknown): void {
+  handler.onUpstreamError(connectFailed(err instanceof Error ? err : new Error(String(err))));
+}

@@ -1,0 +1,436 @@
+// A strict, incremental HTTP/1.1 response parser (RFC 9112) for the upstream connection manager.
+// It refuses what ARCHITECTURE fact 13 lists — Content-Length with Transfer-Encoding, several
+// Content-Length fields, a transfer coding other than chunked, an invalid status line, obs-fold,
+// a bare CR or LF, a head over MAX_HEAD_BYTES — and skips 1xx answers. It hands the sink the
+// status, Content-Type and Content-Length of the final answer, then each body piece as a slice of
+// the buffer it was given (no copy): a slice is valid only during the call.
+//
+// Feed it with `execute(buf, start, end)` as bytes arrive and `finish()` at end of stream. One
+// parser per connection; `reset()` before each response.
+import { chunkExtensionProblem, hasTab, HEX, HTAB, item, listItem, nameIs, statusLineProblem, TEXT, TOKEN } from './http-syntax.js';
+
+/** The largest response head accepted: status line and header fields, CRLFs included (each 1xx too). */
+export const MAX_HEAD_BYTES = 64 * 1024;
+/** The longest chunk-size line (size, extensions, CRLF) accepted. */
+export const MAX_CHUNK_LINE_BYTES = 4 * 1024;
+/** Chunk sizes are at most 13 hex digits, so every length stays a safe integer. */
+const MAX_CHUNK_SIZE_DIGITS = 13;
+
+export interface ResponseSink {
+  /** The final (non-1xx) status line and head arrived. `contentLength` is -1 when absent. */
+  onResponseHead(status: number, contentType: string | undefined, contentLength: number): void;
+  /** A piece of the body: a view of the buffer given to `execute`, valid only during this call. */
+  onResponseBody(chunk: Buffer): void;
+}
+
+/** `execute` needs more bytes. */
+export const PARSE_MORE = 0;
+/** The response is complete; `offset` is where it ended in the buffer (later bytes are leftovers). */
+export const PARSE_DONE = 1;
+/** The response is refused; `error` says why. */
+export const PARSE_ERROR = 2;
+export type ParseResult = typeof PARSE_MORE | typeof PARSE_DONE | typeof PARSE_ERROR;
+
+/** How the body of the answer is delimited (for tests and logs). */
+export type Framing = 'none' | 'length' | 'chunked' | 'close';
+
+const S_STATUS = 0;
+const S_HEADER = 1;
+const S_BODY_LENGTH = 2;
+const S_BODY_CLOSE = 3;
+const S_CHUNK_SIZE = 4;
+const S_CHUNK_DATA = 5;
+const S_CHUNK_CR = 6;
+const S_CHUNK_LF = 7;
+const S_TRAILER = 8;
+const S_DONE = 9;
+const S_ERROR = 10;
+const S_STOPPED = 11;
+
+const CR = 13;
+const LF = 10;
+const SP = 32;
+const COLON = 58;
+
+export class ResponseParser {
+  /** Why the response was refused (after PARSE_ERROR). */
+  error = '';
+  /** After PARSE_DONE: the offset just past the response in the last buffer. */
+  offset = 0;
+  /** The final answer's status (0 before its status line). */
+  status = 0;
+  framing: Framing = 'none';
+  /** The connection may carry another exchange after this answer (HTTP/1.1 without `close`, 1.0 with keep-alive). */
+  keepAlive = true;
+  /** The replica's `Keep-Alive: timeout=N`, in seconds; -1 when absent. */
+  keepAliveTimeout = -1;
+  /** Bytes of the response seen so far (0: nothing arrived). */
+  bytesSeen = 0;
+
+  private state = S_STATUS;
+  private expectBody = true;
+  private remaining = 0;
+  /** Bytes of the current head (or trailer section, or chunk line) so far. */
+  private lineBytes = 0;
+  /** A line split across buffers, copied here (rare: most heads arrive in one read). */
+  private carry: Buffer | undefined = undefined;
+  private carryLength = 0;
+
+  // The head being parsed.
+  private http10 = false;
+  private interim = false;
+  private contentLength = -1;
+  private contentType: string | undefined = undefined;
+  private transferEncoding = 0;
+  private chunked = false;
+  private connectionClose = false;
+  private connectionKeepAlive = false;
+
+  constructor(private readonly sink: ResponseSink) {}
+
+  /** Prepares for the answer to a new request; `expectBody` is false for HEAD. */
+  reset(expectBody: boolean): void {
+    this.expectBody = expectBody;
+    this.state = S_STATUS;
+    this.error = '';
+    this.offset = 0;
+    this.status = 0;
+    this.framing = 'none';
+    this.keepAlive = true;
+    this.keepAliveTimeout = -1;
+    this.bytesSeen = 0;
+    this.remaining = 0;
+    this.carryLength = 0;
+    this.startHead();
+  }
+
+  /** No more callbacks, whatever comes (the exchange was aborted). */
+  stop(): void {
+    this.state = S_STOPPED;
+  }
+
+  /** True once the final status line has been handed to the sink. */
+  get headDone(): boolean {
+    return this.status !== 0;
+  }
+
+  /** Parses `buf[start..end)`. */
+  execute(buf: Buffer, start: number, end: number): ParseResult {
+    this.bytesSeen += end - start;
+    let pos = start;
+    while (pos < end) {
+      switch (this.state) {
+        case S_STATUS:
+        case S_HEADER:
+        case S_TRAILER:
+        case S_CHUNK_SIZE: {
+          const limit = this.state === S_CHUNK_SIZE ? MAX_CHUNK_LINE_BYTES : MAX_HEAD_BYTES;
+          const lf = buf.indexOf(LF, pos);
+          if (lf < 0 || lf >= end) {
+            if (this.lineBytes + this.carryLength + end - pos > limit) return this.tooLong();
+            this.keep(buf, pos, end);
+            return PARSE_MORE;
+          }
+          let line = buf;
+          let from = pos;
+          let to = lf + 1;
+          if (this.carryLength > 0) {
+            this.keep(buf, pos, to);
+            line = this.carry!;
+            from = 0;
+            to = this.carryLength;
+            this.carryLength = 0;
+          }
+          const full = to - from;
+          if (this.lineBytes + full > limit) return this.tooLong();
+          this.lineBytes += full;
+          pos = lf + 1;
+          // Every line ends with CRLF: a bare LF is refused (and a bare CR inside, below).
+          if (full < 2 || line[to - 2] !== CR) return this.fail(full === 1 && this.state === S_STATUS ? 'empty line before the status line' : 'line not ended by CRLF');
+          if (!this.line(line, from, to - 2)) return PARSE_ERROR;
+          break;
+        }
+        case S_BODY_LENGTH: {
+          const n = Math.min(this.remaining, end - pos);
+          this.remaining -= n;
+          this.sink.onResponseBody(buf.subarray(pos, pos + n));
+          pos += n;
+          if (this.remaining === 0 && this.state === S_BODY_LENGTH) this.state = S_DONE;
+          break;
+        }
+        case S_BODY_CLOSE:
+          this.sink.onResponseBody(buf.subarray(pos, end));
+          pos = end;
+          break;
+        case S_CHUNK_DATA: {
+          const n = Math.min(this.remaining, end - pos);
+          this.remaining -= n;
+          this.sink.onResponseBody(buf.subarray(pos, pos + n));
+          pos += n;
+          if (this.remaining === 0 && this.state === S_CHUNK_DATA) this.state = S_CHUNK_CR;
+          break;
+        }
+        case S_CHUNK_CR:
+          if (buf[pos++] !== CR) return this.fail('chunk data not followed by CRLF');
+          this.state = S_CHUNK_LF;
+          break;
+        case S_CHUNK_LF:
+          if (buf[pos++] !== LF) return this.fail('chunk data not followed by CRLF');
+          this.state = S_CHUNK_SIZE;
+          this.lineBytes = 0;
+          break;
+        case S_DONE:
+          this.offset = pos;
+          return PARSE_DONE;
+        case S_ERROR:
+          return PARSE_ERROR;
+        default:
+          // Stopped by the sink: nothing more is parsed or delivered.
+          return PARSE_MORE;
+      }
+    }
+    if (this.state === S_DONE) {
+      this.offset = pos;
+      return PARSE_DONE;
+    }
+    return this.state === S_ERROR ? PARSE_ERROR : PARSE_MORE;
+  }
+
+  /** The stream ended. A body delimited by the close is complete; anything else is cut short. */
+  finish(): ParseResult {
+    if (this.state === S_BODY_CLOSE || this.state === S_DONE) {
+      this.state = S_DONE;
+      return PARSE_DONE;
+    }
+    if (this.state === S_ERROR) return PARSE_ERROR;
+    return this.fail(this.bytesSeen === 0 ? 'closed before answering' : 'closed before the answer was complete');
+  }
+
+  private tooLong(): ParseResult {
+    return this.fail(this.state === S_CHUNK_SIZE ? 'chunk size line too long' : 'response head too large');
+  }
+
+  private fail(reason: string): ParseResult {
+    this.error = reason;
+    this.state = S_ERROR;
+    return PARSE_ERROR;
+  }
+
+  /** Keeps `buf[start..end)` of an unfinished line. */
+  private keep(buf: Buffer, start: number, end: number): void {
+    const need = this.carryLength + end - start;
+    if (this.carry === undefined || this.carry.length < need) {
+      const bigger = Buffer.allocUnsafe(Math.max(need, 1024, (this.carry?.length ?? 0) * 2));
+      if (this.carry !== undefined) this.carry.copy(bigger, 0, 0, this.carryLength);
+      this.carry = bigger;
+    }
+    buf.copy(this.carry, this.carryLength, start, end);
+    this.carryLength = need;
+  }
+
+  private startHead(): void {
+    this.lineBytes = 0;
+    this.http10 = false;
+    this.interim = false;
+    this.contentLength = -1;
+    this.contentType = undefined;
+    this.transferEncoding = 0;
+    this.chunked = false;
+    this.connectionClose = false;
+    this.connectionKeepAlive = false;
+  }
+
+  /** One complete line `buf[start..end)`, CRLF excluded. False when refused. */
+  private line(buf: Buffer, start: number, end: number): boolean {
+    switch (this.state) {
+      case S_STATUS:
+        return this.statusLine(buf, start, end);
+      case S_HEADER:
+        if (start === end) return this.endOfHead();
+        return this.field(buf, start, end, true);
+      case S_TRAILER:
+        if (start === end) {
+          this.state = S_DONE;
+          return true;
+        }
+        return this.field(buf, start, end, false);
+      default:
+        return this.chunkSize(buf, start, end);
+    }
+  }
+
+  /** `HTTP/1.1 200 OK` (see `statusLineProblem`). */
+  private statusLine(buf: Buffer, start: number, end: number): boolean {
+    const problem = statusLineProblem(buf, start, end);
+    if (problem !== undefined) return this.refuse(problem);
+    const status = (buf[start + 9]! - 48) * 100 + (buf[start + 10]! - 48) * 10 + (buf[start + 11]! - 48);
+    this.http10 = buf[start + 7] === 48;
+    this.interim = status < 200;
+    if (!this.interim) this.status = status;
+    this.state = S_HEADER;
+    return true;
+  }
+
+
+  /** `name: value`; in the head, the framing and connection fields are read. */
+  private field(buf: Buffer, start: number, end: number, head: boolean): boolean {
+    const first = buf[start]!;
+    if (first === SP || first === HTAB) {
+      this.fail('obs-fold in a header field');
+      return false;
+    }
+    let colon = start;
+    while (colon < end && TOKEN[buf[colon]!] === 1) colon++;
+    if (colon === start || colon === end || buf[colon] !== COLON) {
+      this.fail('invalid header field name');
+      return false;
+    }
+    let vs = colon + 1;
+    for (let i = vs; i < end; i++) {
+      if (TEXT[buf[i]!] === 0) {
+        this.fail(buf[i] === CR ? 'bare CR in a header field' : 'invalid character in a header field');
+        return false;
+      }
+    }
+    if (!head || this.interim) return true;
+    let ve = end;
+    while (vs < ve && (buf[vs] === SP || buf[vs] === HTAB)) vs++;
+    while (ve > vs && (buf[ve - 1] === SP || buf[ve - 1] === HTAB)) ve--;
+    switch (colon - start) {
+      case 10:
+        if (nameIs(buf, start, colon, 'connection')) this.connection(buf, vs, ve);
+        else if (nameIs(buf, start, colon, 'keep-alive')) this.keepAliveHint(buf, vs, ve);
+        return true;
+      case 12:
+        if (nameIs(buf, start, colon, 'content-type') && this.contentType === undefined) this.contentType = buf.toString('latin1', vs, ve);
+        return true;
+      case 14:
+        if (!nameIs(buf, start, colon, 'content-length')) return true;
+        if (this.contentLength >= 0) {
+          this.fail('several Content-Length fields');
+          return false;
+        }
+        return this.length(buf, vs, ve, end);
+      case 17:
+        if (!nameIs(buf, start, colon, 'transfer-encoding')) return true;
+        this.transferEncoding += 1;
+        // HTAB after the value: llhttp reads `chunked<HTAB>` as another coding; refused as one.
+        this.chunked = ve - vs === 7 && nameIs(buf, vs, ve, 'chunked') && !hasTab(buf, ve, end);
+        return true;
+      default:
+        return true;
+    }
+  }
+
+  /** `1*DIGIT`, at most 15 digits, in `buf[start..end)` (trimmed); like llhttp, HTAB after the digits is refused. */
+  private length(buf: Buffer, start: number, end: number, lineEnd: number): boolean {
+    if (start === end || end - start > 15 || hasTab(buf, end, lineEnd)) {
+      this.fail('invalid Content-Length');
+      return false;
+    }
+    let n = 0;
+    for (let i = start; i < end; i++) {
+      const d = buf[i]! - 48;
+      if (d < 0 || d > 9) {
+        this.fail('invalid Content-Length');
+        return false;
+      }
+      n = n * 10 + d;
+    }
+    this.contentLength = n;
+    return true;
+  }
+
+  /** `Connection: a, b`: notes the `close` and `keep-alive` options (read in place, no strings). */
+  private connection(buf: Buffer, start: number, end: number): void {
+    for (let i = start; i <= end; ) {
+      i = listItem(buf, i, end);
+      if (nameIs(buf, item.start, item.end, 'close')) this.connectionClose = true;
+      else if (nameIs(buf, item.start, item.end, 'keep-alive')) this.connectionKeepAlive = true;
+    }
+  }
+
+  /** `Keep-Alive: timeout=5, max=100`: the timeout, in seconds. */
+  private keepAliveHint(buf: Buffer, start: number, end: number): void {
+    for (let i = start; i <= end; ) {
+      i = listItem(buf, i, end);
+      if (item.end - item.start < 9 || !nameIs(buf, item.start, item.start + 8, 'timeout=')) continue;
+      let n = 0;
+      for (let k = item.start + 8; k < item.end && n < 1e9; k++) {
+        const d = buf[k]! - 48;
+        if (d < 0 || d > 9) {
+          n = -1;
+          break;
+        }
+        n = n * 10 + d;
+      }
+      if (n >= 0) this.keepAliveTimeout = n;
+    }
+  }
+
+  /** The empty line after the fields: skip a 1xx, check the framing, tell the sink. */
+  private endOfHead(): boolean {
+    if (this.interim) {
+      this.state = S_STATUS;
+      this.startHead();
+      return true;
+    }
+    const bodyless = !this.expectBody || this.status === 204 || this.status === 304;
+    if (this.transferEncoding > 0) {
+      if (this.contentLength >= 0) return this.refuse('both Content-Length and Transfer-Encoding');
+      if (this.transferEncoding > 1 || !this.chunked) return this.refuse('a transfer coding other than chunked');
+      // RFC 9112 section 6.1: Transfer-Encoding in an HTTP/1.0 message means faulty framing.
+      if (this.http10) return this.refuse('Transfer-Encoding in an HTTP/1.0 response');
+    }
+    this.keepAlive = this.http10 ? this.connectionKeepAlive && !this.connectionClose : !this.connectionClose;
+    this.lineBytes = 0;
+    if (bodyless) {
+      this.framing = 'none';
+      this.state = S_DONE;
+    } else if (this.chunked) {
+      this.framing = 'chunked';
+      this.state = S_CHUNK_SIZE;
+    } else if (this.contentLength >= 0) {
+      this.framing = 'length';
+      this.remaining = this.contentLength;
+      this.state = this.contentLength === 0 ? S_DONE : S_BODY_LENGTH;
+    } else {
+      // Neither: the body ends when the replica closes the connection (RFC 9112 section 6.3, rule 8).
+      this.framing = 'close';
+      this.keepAlive = false;
+      this.state = S_BODY_CLOSE;
+    }
+    this.sink.onResponseHead(this.status, this.contentType, this.contentLength);
+    return true;
+  }
+
+  private refuse(reason: string): boolean {
+    this.fail(reason);
+    return false;
+  }
+
+  /** `1*HEXDIG [ chunk-ext ]`; a zero size starts the trailer section. */
+  private chunkSize(buf: Buffer, start: number, end: number): boolean {
+    let size = 0;
+    let i = start;
+    while (i < end && HEX[buf[i]!]! >= 0) {
+      size = size * 16 + HEX[buf[i]!]!;
+      i++;
+    }
+    if (i === start) return this.refuse('invalid chunk size');
+    if (i - start > MAX_CHUNK_SIZE_DIGITS) return this.refuse('chunk size too large');
+    if (i < end) {
+      const problem = chunkExtensionProblem(buf, i, end);
+      if (problem !== undefined) return this.refuse(problem);
+    }
+    this.lineBytes = 0;
+    if (size === 0) {
+      this.state = S_TRAILER;
+    } else {
+      this.remaining = size;
+      this.state = S_CHUNK_DATA;
+    }
+    return true;
+  }
+}
+

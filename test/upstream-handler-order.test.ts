@@ -1,0 +1,158 @@
+// The upstream pool's handler contract, checked on real sockets: `onUpstreamConnection` once (or
+// an error), then `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly
+// one of `onUpstreamEnd` / `onUpstreamError` — nothing after it, and nothing after `abort()`.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { RelayError } from '../src/errors.js';
+import type { UpstreamConnection, UpstreamHandler } from '../src/upstream/connection.js';
+import { UpstreamPool } from '../src/upstream/pool.js';
+import { answer, type ScriptedReplica, startScriptedReplica } from './fixtures/scripted-replica.js';
+import { eventually } from './helpers/gateway.js';
+import { closedPort } from './helpers/replica.js';
+
+class Recorder implements UpstreamHandler {
+  readonly calls: string[] = [];
+  connection: UpstreamConnection | undefined;
+  error: RelayError | undefined;
+  body = '';
+  private readonly settled: Promise<void>;
+  private settle!: () => void;
+
+  constructor(
+    private readonly path: string,
+    private readonly abortAfterHead = false,
+  ) {
+    this.settled = new Promise((resolve) => (this.settle = resolve));
+  }
+
+  onUpstreamConnection(connection: UpstreamConnection): void {
+    this.calls.push('connection');
+    this.connection = connection;
+    connection.send(`GET ${this.path} HTTP/1.1\r\nhost: x\r\n\r\n`, true, false, undefined, true);
+  }
+  onUpstreamHead(status: number): void {
+    this.calls.push(`head ${status}`);
+    if (this.abortAfterHead) {
+      this.connection!.abort();
+      this.settle();
+    }
+  }
+  onUpstreamData(chunk: Buffer): boolean {
+    if (this.calls.at(-1) !== 'data') this.calls.push('data');
+    this.body += chunk.toString('latin1');
+    return true;
+  }
+  onUpstreamEnd(): void {
+    this.calls.push('end');
+    this.settle();
+  }
+  onUpstreamError(error: RelayError): void {
+    this.calls.push(`error${error.retryable ? ' (retryable)' : ''}`);
+    this.error = error;
+    this.settle();
+  }
+  onUpstreamWritable(): void {}
+
+  /** Settled, then a little longer to catch anything that comes after the end. */
+  async done(): Promise<string[]> {
+    await this.settled;
+    await sleep(50);
+    return this.calls;
+  }
+}
+
+let replica: ScriptedReplica;
+
+before(async () => {
+  replica = await startScriptedReplica((socket, req) => {
+    switch (req.target) {
+      case '/ok':
+        socket.write(answer('hello'));
+        return;
+      case '/malformed':
+        socket.write('HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx');
+        return;
+      case '/truncated':
+        socket.write('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello');
+        setTimeout(() => socket.destroy(), 20);
+        return;
+      case '/stream':
+        socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n');
+        setTimeout(() => socket.write('5\r\nworld\r\n'), 20);
+        return;
+      default:
+        return; // never answers
+    }
+  });
+});
+
+after(() => replica.close());
+
+function poolFor(port: number): UpstreamPool {
+  return new UpstreamPool('127.0.0.1', port, { maxConnections: 2, connectMs: 2_000, headersMs: 5_000, bodyIdleMs: 5_000 });
+}
+
+test('a complete answer: connection, head, data, end', async () => {
+  const pool = poolFor(replica.port);
+  const r = new Recorder('/ok');
+  pool.request(r);
+  assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
+  assert.equal(r.body, 'hello');
+  await pool.close();
+});
+
+test('a refused connection: one retryable error, nothing else', async () => {
+  const pool = poolFor(await closedPort());
+  const r = new Recorder('/ok');
+  pool.request(r);
+  assert.deepEqual(await r.done(), ['error (retryable)']);
+  assert.equal(r.error!.code, 'upstream_unavailable');
+  await pool.close();
+});
+
+test('a malformed answer: connection, one error (not retryable), no head', async () => {
+  const pool = poolFor(replica.port);
+  const r = new Recorder('/malformed');
+  pool.request(r);
+  assert.deepEqual(await r.done(), ['connection', 'error']);
+  assert.match(String((r.error!.cause as Error).message), /Content-Length/);
+  await pool.close();
+});
+
+test('an answer cut short: connection, head, data, error', async () => {
+  const pool = poolFor(replica.port);
+  const r = new Recorder('/truncated');
+  pool.request(r);
+  assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'error']);
+  await pool.close();
+});
+
+test('destroying the pool fails the exchange in progress once', async () => {
+  const pool = poolFor(replica.port);
+  const r = new Recorder('/silent');
+  pool.request(r);
+  await eventually(() => r.calls.length > 0, 5_000, 'the connection');
+  pool.destroy();
+  assert.deepEqual(await r.done(), ['connection', 'error']);
+  assert.equal(pool.size, 0);
+});
+
+test('abort() after the head: nothing more is called, and the connection is closed', async () => {
+  const pool = poolFor(replica.port);
+  const r = new Recorder('/stream', true);
+  pool.request(r);
+  assert.deepEqual(await r.done(), ['connection', 'head 200']);
+  assert.equal(pool.size, 0);
+  await pool.close();
+});
+
+test('requests beyond maxConnections wait for a connection and all complete', async () => {
+  const pool = poolFor(replica.port);
+  const recorders = Array.from({ length: 6 }, () => new Recorder('/ok'));
+  for (const r of recorders) pool.request(r);
+  assert.ok(pool.size <= 2);
+  for (const r of recorders) assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
+  assert.ok(pool.size <= 2);
+  await pool.close();
+});

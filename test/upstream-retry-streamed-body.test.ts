@@ -1,0 +1,51 @@
+// A request body that streams in pieces is not sent until a connection to a replica is ready, so
+// when the first replica refuses the connection (it never received a byte) the request — head
+// and every piece of its body — is retried once on another replica (contract section 5).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
+import { AUTH, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { closedPort, readBody, startReplica, type TestReplica } from './helpers/replica.js';
+
+let live: TestReplica;
+let tg: TestGateway;
+
+before(async () => {
+  live = await startReplica(async (req, res) => {
+    const body = await readBody(req);
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end(`${req.headers['transfer-encoding'] ?? 'length'}:${body.toString()}`);
+  });
+  const down = await closedPort();
+  tg = await startTestGateway(rawService({ urls: [`http://127.0.0.1:${down}`, live.url] }));
+});
+
+after(async () => {
+  await tg.close();
+  await live.close();
+});
+
+async function* pieces(n: number): AsyncGenerator<Buffer> {
+  for (let i = 0; i < n; i++) {
+    yield Buffer.from(`piece${i};`);
+    await sleep(10);
+  }
+}
+
+test('a streamed body whose first replica refuses the connection is sent whole to the other replica', async () => {
+  const expected = Array.from({ length: 5 }, (_, i) => `piece${i};`).join('');
+  // Until the refusing replica has been tried (and left the rotation), send a streamed request.
+  for (let attempt = 0; attempt < 4; attempt++) {
+    const res = await request(tg.url('/upload'), { method: 'POST', headers: AUTH, body: Readable.from(pieces(5)) });
+    assert.equal(res.statusCode, 200);
+    assert.equal(await res.body.text(), `chunked:${expected}`);
+    if (tg.logs.some((l) => l['msg'] === 'request' && l['retried'] === true)) break;
+  }
+  assert.ok(
+    tg.logs.some((l) => l['msg'] === 'request' && l['retried'] === true && l['outcome'] === 'ok'),
+    'a streamed request was retried after the refused connection, and succeeded',
+  );
+  assert.equal(live.seen.filter((r) => r.url === '/upload').length, tg.logs.filter((l) => l['msg'] === 'request').length, 'the live replica saw each request once');
+});
