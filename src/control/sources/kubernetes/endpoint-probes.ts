@@ -1,8 +1,8 @@
 // Each gateway's own readiness probe of new Kubernetes endpoints (contract section 11): with
 // `readyPath` set, an endpoint is routable once `GET readyPath` answers 2xx, before or after
 // Kubernetes marks it ready, and never while it does not answer. Probes go through their own
-// undici Agent (src/replicas/probe.ts), never through the relay's connections.
-import type { Agent } from 'undici';
+// node:http Agent (src/replicas/probe.ts), never through the relay's connections.
+import type { Agent } from 'node:http';
 import type { Logger } from '../../../log.js';
 import { createProbeAgent, probeHttp } from '../../../replicas/probe.js';
 import { originOf, type SliceEndpoint } from './endpoints.js';
@@ -70,11 +70,11 @@ export class EndpointProbes {
     return this.probes.get(id)?.ok === true;
   }
 
-  async close(): Promise<void> {
+  close(): void {
     this.closed = true;
     for (const p of this.probes.values()) clearTimeout(p.timer);
     this.probes.clear();
-    await this.agent.close().catch(() => undefined);
+    this.agent.destroy();
   }
 
   private probe(p: ProbeState): void {

@@ -207,7 +207,7 @@ export class KubernetesReplicaSource {
     this.idle.stop();
     await this.watch.stop();
     await this.scaling;
-    await this.probes?.close();
+    this.probes?.close();
   }
 
   /** Calls `listener` with the whole endpoint list after every change (and now, if known). */
