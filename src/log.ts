@@ -10,7 +10,9 @@ import { pino, type Logger } from 'pino';
 export type { Logger };
 
 /** Log text is written in batches of this many bytes… */
-const BATCH_BYTES = 4096;
+const BATCH_BYTES = 16 * 1024;
+/** sonic-boom's largest single write (its default, 16 KiB, must stay above minLength). */
+const MAX_WRITE = 64 * 1024;
 /** …or at least this often, so a quiet gateway's lines are not held back. */
 const FLUSH_EVERY_MS = 250;
 
@@ -51,16 +53,16 @@ function destroyed(out: SonicBoom): boolean {
 }
 
 /**
- * Standard output through sonic-boom, written asynchronously in batches: one write per 4 KiB of
+ * Standard output through sonic-boom, written asynchronously in batches: one write per 16 KiB of
  * log text instead of one per line, which at one access-log line per request is most of the cost
  * of logging. Callers flush before exiting (`logger.flush`).
  *
- * Lines are gathered here and handed to sonic-boom 4 KiB at a time: sonic-boom's own `write`
+ * Lines are gathered here and handed to sonic-boom 16 KiB at a time: sonic-boom's own `write`
  * measures the UTF-8 length of its whole pending text on every call (`Buffer.byteLength`),
  * which cost about 3 µs per line; appending to a string costs next to nothing.
  */
 function batchedStdout(): pino.DestinationStream {
-  const out = pino.destination({ fd: 1, sync: false, minLength: BATCH_BYTES });
+  const out = pino.destination({ fd: 1, sync: false, minLength: BATCH_BYTES, maxWrite: MAX_WRITE });
   const batcher = new LineBatcher(out);
   const timer = setInterval(() => {
     if (destroyed(out)) clearInterval(timer);

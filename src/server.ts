@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import * as uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { type AccessLine, AccessLog } from './access-log.js';
 import type { Config, ServiceConfig } from './config-types.js';
 import { resolveWorkers } from './cpu-count.js';
 import { RelayError } from './errors.js';
@@ -71,6 +72,7 @@ class GatewayServer implements Gateway, RelayObserver {
   adminPort: number | undefined = undefined;
 
   private readonly logger: Logger;
+  private readonly accessLog: AccessLog;
   private readonly metrics: Metrics;
   private readonly limiter = new AuthFailureLimiter();
   private readonly services = new Map<string, ServiceEntry>();
@@ -93,6 +95,7 @@ class GatewayServer implements Gateway, RelayObserver {
     options: GatewayOptions,
   ) {
     this.logger = options.logger;
+    this.accessLog = new AccessLog(options.logger);
     this.prefix = `${config.basePath}/`;
     // The app first: if it cannot be built, nothing else (replica sets, probes) has started yet.
     this.app = createApp(config.listen.tls);
@@ -249,24 +252,8 @@ class GatewayServer implements Gateway, RelayObserver {
     const ttfbMs = d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1;
     const ms = now - r.startedAt;
     this.metrics.requestFinished(r.slug, status, r.outcome, r.body.received, d.bytesOut, ttfbMs / 1000, ms / 1000);
-    const line = {
-      reqId: r.requestId,
-      service: r.slug,
-      tokenName: r.tokenName,
-      method: r.method,
-      path: r.path,
-      status,
-      outcome: r.outcome,
-      bytesIn: r.body.received,
-      bytesOut: d.bytesOut,
-      ttfbMs: ttfbMs >= 0 ? round(ttfbMs) : undefined,
-      ms: round(ms),
-      queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,
-      retried: r.retried || undefined,
-      err: r.error?.cause === undefined ? undefined : describeUpstreamError(r.error.cause),
-    };
-    if (r.outcome === 'ok' || r.outcome === 'client_closed') this.logger.info(line, 'request');
-    else this.logger.warn(line, 'request');
+    const failed = r.outcome !== 'ok' && r.outcome !== 'client_closed';
+    if (this.accessLog.enabled(failed)) this.accessLog.write(accessLine(r, status, ttfbMs, ms), failed);
     if (this.inflight === 0 && this.idleWaiter !== undefined) this.idleWaiter();
   }
 
@@ -415,6 +402,26 @@ function listenOn(app: TemplatedApp, host: string, port: number): Promise<us_lis
       else resolve(socket);
     });
   });
+}
+
+/** The access-log line of a finished request. */
+function accessLine(r: RelayRequest, status: number, ttfbMs: number, ms: number): AccessLine {
+  return {
+    reqId: r.requestId,
+    service: r.slug,
+    tokenName: r.tokenName,
+    method: r.method,
+    path: r.path,
+    status,
+    outcome: r.outcome,
+    bytesIn: r.body.received,
+    bytesOut: r.downstream.bytesOut,
+    ttfbMs: ttfbMs >= 0 ? round(ttfbMs) : undefined,
+    ms: round(ms),
+    queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,
+    retried: r.retried || undefined,
+    err: r.error?.cause === undefined ? undefined : describeUpstreamError(r.error.cause),
+  };
 }
 
 function round(ms: number): number {

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RelayError } from '../src/errors.js';
 import type { UpstreamConnection, UpstreamHandler } from '../src/upstream/connection.js';
-import { UpstreamPool } from '../src/upstream/pool.js';
+import { CONNECTS_PER_TURN, UpstreamPool } from '../src/upstream/pool.js';
 import { answer, type ScriptedReplica, startScriptedReplica } from './fixtures/scripted-replica.js';
 import { eventually } from './helpers/gateway.js';
 import { closedPort } from './helpers/replica.js';
@@ -69,6 +69,9 @@ before(async () => {
     switch (req.target) {
       case '/ok':
         socket.write(answer('hello'));
+        return;
+      case '/echo':
+        socket.write(answer(req.body.toString('latin1')));
         return;
       case '/malformed':
         socket.write('HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx');
@@ -154,5 +157,68 @@ test('requests beyond maxConnections wait for a connection and all complete', as
   assert.ok(pool.size <= 2);
   for (const r of recorders) assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
   assert.ok(pool.size <= 2);
+  await pool.close();
+});
+
+test('a burst of new connections opens CONNECTS_PER_TURN per turn of the loop; every request completes', async () => {
+  const pool = new UpstreamPool('127.0.0.1', replica.port, { maxConnections: 0, connectMs: 5_000, headersMs: 5_000, bodyIdleMs: 5_000 });
+  const recorders = Array.from({ length: CONNECTS_PER_TURN * 3 + 5 }, () => new Recorder('/ok'));
+  for (const r of recorders) pool.request(r);
+  // Synchronously, only the first batch has sockets; the rest are granted and wait for later turns.
+  assert.equal(pool.size, CONNECTS_PER_TURN);
+  assert.equal(pool.opening, recorders.length - CONNECTS_PER_TURN);
+  for (const r of recorders) assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
+  assert.equal(pool.opening, 0);
+  await pool.close();
+});
+
+test('a request cancelled before its connection was opened gets no call and no connection', async () => {
+  const pool = new UpstreamPool('127.0.0.1', replica.port, { maxConnections: 0, connectMs: 5_000, headersMs: 5_000, bodyIdleMs: 5_000 });
+  const recorders = Array.from({ length: CONNECTS_PER_TURN + 2 }, () => new Recorder('/ok'));
+  for (const r of recorders) pool.request(r);
+  const cancelled = recorders.at(-1)!;
+  pool.cancel(cancelled);
+  assert.equal(pool.opening, 1);
+  for (const r of recorders.slice(0, -1)) assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
+  await sleep(50);
+  assert.deepEqual(cancelled.calls, []);
+  await pool.close();
+});
+
+test('destroying or closing the pool fails requests whose connection was not opened yet, once, retryable', async () => {
+  for (const end of ['destroy', 'close'] as const) {
+    const pool = new UpstreamPool('127.0.0.1', replica.port, { maxConnections: 0, connectMs: 5_000, headersMs: 5_000, bodyIdleMs: 5_000 });
+    const recorders = Array.from({ length: CONNECTS_PER_TURN + 3 }, () => new Recorder('/silent'));
+    for (const r of recorders) pool.request(r);
+    if (end === 'destroy') pool.destroy();
+    else void pool.close();
+    for (const r of recorders.slice(CONNECTS_PER_TURN)) assert.deepEqual(await r.done(), ['error (retryable)'], end);
+    if (end === 'close') pool.destroy();
+    for (const r of recorders.slice(0, CONNECTS_PER_TURN)) assert.equal((await r.done()).filter((c) => c.startsWith('error')).length, 1, end);
+    assert.equal(pool.size, 0);
+  }
+});
+
+test('sendWhole writes a body valid only during the call (head and body in one buffer) and keeps a copy of it', async () => {
+  const pool = poolFor(replica.port);
+  for (const [size, chunked] of [[5, false], [5, true], [20_000, false], [20_000, true]] as const) {
+    const bytes = new Uint8Array(size).fill(0x61);
+    bytes[size - 1] = 0x7a;
+    let kept: Buffer | undefined;
+    const r = new (class extends Recorder {
+      override onUpstreamConnection(connection: UpstreamConnection): void {
+        this.calls.push('connection');
+        this.connection = connection;
+        const framing = chunked ? 'transfer-encoding: chunked' : `content-length: ${size}`;
+        kept = connection.sendWhole(`POST /echo HTTP/1.1\r\nhost: x\r\n${framing}\r\n\r\n`, true, chunked, bytes);
+        bytes.fill(0x21); // uWS reuses its buffer after the call
+      }
+    })('/echo');
+    pool.request(r);
+    assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
+    const expected = 'a'.repeat(size - 1) + 'z';
+    assert.equal(r.body, expected, `${size} ${chunked}`);
+    assert.equal(kept!.toString('latin1'), expected, `${size} ${chunked}`);
+  }
   await pool.close();
 });

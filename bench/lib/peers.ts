@@ -51,7 +51,10 @@ export async function startSluice(name: string, env: Record<string, string>): Pr
   const fd = openSync(logFile, 'w');
   atExit(() => rmSync(logFile, { force: true }));
   try {
-    return await startChild(name, script('gateway'), { env, stdout: fd });
+    // BENCH_GATEWAY_EXECARGV: Node flags for every Sluice process of the run, e.g.
+    // "--cpu-prof --cpu-prof-dir=/tmp/p" to profile the cold-start scenario (NODE_OPTIONS refuses --cpu-prof).
+    const execArgv = (process.env['BENCH_GATEWAY_EXECARGV'] ?? '').split(' ').filter((a) => a !== '');
+    return await startChild(name, script('gateway'), { env, stdout: fd, execArgv });
   } finally {
     closeSync(fd);
   }

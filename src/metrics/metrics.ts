@@ -21,6 +21,10 @@ export class Metrics implements ReplicaEvents {
   private readonly queueWaitHistogram: Histogram<'service' | 'outcome'>;
   private readonly replicaStates: Gauge<'service' | 'state'>;
   private readonly coldStartHistogram: Histogram<'service' | 'result'>;
+  /** The labelled children of the queue metrics, looked up once: a cold start hands hundreds of
+   *  queued requests to a replica in one loop, and prom-client's `labels()` costs a few µs each. */
+  private readonly queueDepthChildren = new Map<string, ReturnType<Gauge<'service'>['labels']>>();
+  private readonly queueWaitChildren = new Map<string, ReturnType<Histogram<'service' | 'outcome'>['labels']>>();
 
   /**
    * `slugs`: every service the gateway serves (requests of other slugs are not counted).
@@ -82,11 +86,22 @@ export class Metrics implements ReplicaEvents {
   // ── ReplicaEvents: the replica sets report here ───────────────────────────────────────────
 
   queueDepth(service: string, depth: number): void {
-    this.queueDepthGauge.labels(service).set(depth);
+    let child = this.queueDepthChildren.get(service);
+    if (child === undefined) {
+      child = this.queueDepthGauge.labels(service);
+      this.queueDepthChildren.set(service, child);
+    }
+    child.set(depth);
   }
 
   queueWait(service: string, ms: number, outcome: QueueOutcome): void {
-    this.queueWaitHistogram.labels(service, outcome).observe(ms / 1000);
+    const key = `${outcome} ${service}`;
+    let child = this.queueWaitChildren.get(key);
+    if (child === undefined) {
+      child = this.queueWaitHistogram.labels(service, outcome);
+      this.queueWaitChildren.set(key, child);
+    }
+    child.observe(ms / 1000);
   }
 
   replicaState(service: string, _replica: string, from: ReplicaStateName | null, to: ReplicaStateName, ms: number): void {

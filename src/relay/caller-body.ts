@@ -30,6 +30,9 @@ export class CallerBody {
   complete = false;
   /** The whole body, when it arrived in a single onData call before anything was streamed. */
   whole: Buffer | undefined = undefined;
+  /** That body as uWS hands it over, during the onData call only (fact 3): written from here if
+   *  a connection is ready at once, else copied into `whole` when the call ends. */
+  private wholeView: Uint8Array | undefined = undefined;
 
   private queue: Buffer[] = [];
   private queuedBytes = 0;
@@ -63,8 +66,17 @@ export class CallerBody {
     if (isLast) this.complete = true;
     if (!this.started && isLast) {
       this.started = true;
-      this.whole = size === 0 ? Buffer.alloc(0) : Buffer.copyBytesFrom(new Uint8Array(data));
+      if (size === 0) {
+        this.whole = Buffer.alloc(0);
+        this.listener.onBodyStart();
+        return;
+      }
+      const view = new Uint8Array(data);
+      this.wholeView = view;
       this.listener.onBodyStart();
+      this.wholeView = undefined;
+      // Not sent during the call (no connection ready yet): keep a copy, as before.
+      if (this.whole === undefined) this.whole = Buffer.copyBytesFrom(view);
       return;
     }
     const chunk = size === 0 ? undefined : Buffer.copyBytesFrom(new Uint8Array(data));
@@ -91,6 +103,11 @@ export class CallerBody {
       connection.send(head, expectBody, chunked, this.whole, true);
       return;
     }
+    if (this.wholeView !== undefined) {
+      // Inside the onData call: written straight from uWS's bytes; `whole` keeps them for a retry.
+      this.whole = connection.sendWhole(head, expectBody, chunked, this.wholeView);
+      return;
+    }
     this.sent = true;
     this.connection = connection;
     const queue = this.queue;
@@ -111,7 +128,7 @@ export class CallerBody {
 
   /** True if the body can be sent again (nothing of it has been written to a connection). */
   get resendable(): boolean {
-    return this.whole !== undefined || !this.sent;
+    return this.whole !== undefined || this.wholeView !== undefined || !this.sent;
   }
 
   /** The first onData call has come. */

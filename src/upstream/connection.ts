@@ -73,6 +73,26 @@ const CLOSED = 4;
  */
 type State = typeof CONNECTING | typeof BUSY | typeof RELEASING | typeof IDLE | typeof CLOSED;
 
+/** Chunked framing of a request body sent with its head: the first chunk's size line, or the end. */
+function chunkPrefix(size: number, last: boolean): string {
+  return size > 0 ? `${size.toString(16)}\r\n` : last ? '0\r\n\r\n' : '';
+}
+
+/** Chunked framing after the first chunk's bytes. */
+function chunkSuffix(size: number, last: boolean): string {
+  return size === 0 ? '' : last ? '\r\n0\r\n\r\n' : '\r\n';
+}
+
+/** One buffer: `prefix` (latin1), `body`, `suffix` (latin1). */
+function joined(prefix: string, body: Uint8Array, suffix: string): Buffer {
+  const size = body.length;
+  const out = Buffer.allocUnsafe(prefix.length + size + suffix.length);
+  out.write(prefix, 0, 'latin1');
+  out.set(body, prefix.length);
+  if (suffix !== '') out.write(suffix, prefix.length + size, 'latin1');
+  return out;
+}
+
 export class UpstreamConnection implements ResponseSink, Ticking {
   handler: UpstreamHandler | undefined;
   private state: State = CONNECTING;
@@ -128,25 +148,13 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     this.parser.reset(expectBody);
     this.chunked = chunked;
     const size = body === undefined ? 0 : body.length;
-    let prefix = head;
-    let suffix = '';
-    if (chunked) {
-      if (size > 0) {
-        prefix += `${size.toString(16)}\r\n`;
-        suffix = last ? '\r\n0\r\n\r\n' : '\r\n';
-      } else if (last) {
-        prefix += '0\r\n\r\n';
-      }
-    }
+    const prefix = chunked ? head + chunkPrefix(size, last) : head;
+    const suffix = chunked ? chunkSuffix(size, last) : '';
     let ok: boolean;
     if (size === 0) {
       ok = this.socket.write(prefix, 'latin1');
     } else if (size <= JOIN_LIMIT) {
-      const out = Buffer.allocUnsafe(prefix.length + size + suffix.length);
-      out.write(prefix, 0, 'latin1');
-      body!.copy(out, prefix.length);
-      if (suffix !== '') out.write(suffix, prefix.length + size, 'latin1');
-      ok = this.socket.write(out);
+      ok = this.socket.write(joined(prefix, body!, suffix));
     } else {
       this.socket.cork();
       this.socket.write(prefix, 'latin1');
@@ -156,6 +164,28 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     }
     if (last) this.requestWritten();
     return ok;
+  }
+
+  /**
+   * `send` for a whole body (`last`) that is valid only during the call (a view of uWS's buffer,
+   * fact 3). Returns the body as a Buffer of its own, kept for a retry: for a body up to
+   * JOIN_LIMIT a view of the one buffer written with the head, so the body is copied once, not
+   * copied out of uWS and then again next to the head.
+   */
+  sendWhole(head: string, expectBody: boolean, chunked: boolean, body: Uint8Array): Buffer {
+    const size = body.length;
+    if (this.state !== BUSY || size === 0 || size > JOIN_LIMIT) {
+      const copy = Buffer.copyBytesFrom(body);
+      this.send(head, expectBody, chunked, copy, true);
+      return copy;
+    }
+    this.parser.reset(expectBody);
+    this.chunked = chunked;
+    const prefix = chunked ? head + chunkPrefix(size, true) : head;
+    const out = joined(prefix, body, chunked ? chunkSuffix(size, true) : '');
+    this.socket.write(out);
+    this.requestWritten();
+    return out.subarray(prefix.length, prefix.length + size);
   }
 
   /** Writes one more piece of a streamed body (`chunk` may be undefined with `last`). */
