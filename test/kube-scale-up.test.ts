@@ -213,18 +213,24 @@ describe('kubernetes scale-down, as the gateways see it', () => {
 
 describe('wantedReplicas', () => {
   test('the rule of contract sections 6 and 11', () => {
+    // (current, routable, queued, inflight, concurrency, max)
     // cold: at least 1
-    assert.equal(wantedReplicas(0, 0, 1, 0, 3), 1);
-    // a pod is coming and concurrency is unlimited: it takes every waiting request
-    assert.equal(wantedReplicas(1, 0, 100, 0, 3), 1);
+    assert.equal(wantedReplicas(0, 0, 1, 0, 0, 3), 1);
+    assert.equal(wantedReplicas(0, 0, 1, 0, 4, 3), 1);
+    // unlimited concurrency: one coming or routable pod takes every waiting request
+    assert.equal(wantedReplicas(1, 0, 100, 0, 0, 3), 1);
+    assert.equal(wantedReplicas(1, 1, 100, 7, 0, 3), 1, 'a pod just ready, the queue not handed to it yet');
     // one coming pod takes `concurrency` of them; more wait: one more
-    assert.equal(wantedReplicas(1, 0, 3, 2, 3), 2);
-    assert.equal(wantedReplicas(2, 0, 3, 2, 3), 2);
+    assert.equal(wantedReplicas(1, 0, 3, 0, 2, 3), 2);
+    assert.equal(wantedReplicas(2, 0, 3, 0, 2, 3), 2);
+    // room left on a routable pod counts
+    assert.equal(wantedReplicas(1, 1, 2, 2, 4, 3), 1);
+    assert.equal(wantedReplicas(1, 1, 3, 2, 4, 3), 2);
     // all ready at capacity, requests wait: one more, never past max
-    assert.equal(wantedReplicas(2, 2, 1, 4, 3), 3);
-    assert.equal(wantedReplicas(3, 3, 10, 4, 3), 3);
+    assert.equal(wantedReplicas(2, 2, 1, 8, 4, 3), 3);
+    assert.equal(wantedReplicas(3, 3, 10, 12, 4, 3), 3);
     // nothing waits: what is there stays (never lower)
-    assert.equal(wantedReplicas(5, 5, 0, 1, 3), 5);
-    assert.equal(wantedReplicas(5, 0, 1, 1, 3), 5);
+    assert.equal(wantedReplicas(5, 5, 0, 0, 1, 3), 5);
+    assert.equal(wantedReplicas(5, 0, 1, 0, 1, 3), 5);
   });
 });

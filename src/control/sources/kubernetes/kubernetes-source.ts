@@ -313,7 +313,7 @@ export class KubernetesReplicaSource {
         this.lastScale = reading;
         this.lastScaleAt = performance.now();
       }
-      const want = wantedReplicas(reading.replicas, this.routable(), this.queued, concurrency, max);
+      const want = wantedReplicas(reading.replicas, this.routable(), this.queued, this.inflight, concurrency, max);
       if (want <= reading.replicas) return; // covered: by pods up or coming, or at max
       try {
         const after = await this.scaler.raise(reading, want);

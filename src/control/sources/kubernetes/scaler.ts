@@ -77,15 +77,18 @@ function reading(scale: V1Scale): ScaleReading {
  * What one gateway asks of `spec.replicas`, given what it read and what it sees (contract
  * section 6 and 11, the same rule as for launched replicas):
  * - no request waiting here: nothing (`current`);
- * - requests wait and the pods already coming (`current − routable`) cannot take them (with
- *   unlimited `concurrency` one coming pod takes them all; else each takes `concurrency`):
- *   one more than `current`, never above `max`; at least 1 for a cold service.
+ * - requests wait, and neither the room left on routable pods (`routable × concurrency −
+ *   inflight`) nor the pods already coming (`current − routable`, `concurrency` each) can take
+ *   them: one more than `current`, never above `max`; at least 1 for a cold service. With
+ *   unlimited `concurrency` one routable or coming pod takes them all (a queue that has not been
+ *   handed to a pod that just became ready is not a reason for another pod).
  * Never less than `current`: a gateway never lowers what another one raised.
  */
-export function wantedReplicas(current: number, routable: number, queued: number, concurrency: number, max: number): number {
+export function wantedReplicas(current: number, routable: number, queued: number, inflight: number, concurrency: number, max: number): number {
   if (queued <= 0 || current >= max) return current;
   const coming = Math.max(0, current - routable);
-  const comingTakes = coming === 0 ? 0 : concurrency === 0 ? Infinity : coming * concurrency;
-  if (queued <= comingTakes) return current;
+  if (concurrency === 0) return routable + coming > 0 ? current : current + 1;
+  const room = Math.max(0, routable * concurrency - inflight) + coming * concurrency;
+  if (queued <= room) return current;
   return Math.min(max, current + 1);
 }
