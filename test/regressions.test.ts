@@ -50,6 +50,8 @@ test('regression: an answer that ends while the caller is still uploading leaves
   await caller.waitFor(/\r\n\r\nearly$/);
   caller.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
   await caller.waitFor(/earlyHTTP\/1\.1 200 OK/);
+  // A worker's log lines reach the log a moment after its answers (batched through the main thread).
+  await eventually(() => tg.logs.some((l) => l.msg === 'request'), 5_000, 'the access log line');
   const line = tg.logs.find((l) => l.msg === 'request');
   assert.equal(line?.outcome, 'ok');
   assert.equal(line?.status, 200);
@@ -58,8 +60,10 @@ test('regression: an answer that ends while the caller is still uploading leaves
 test('regression: an error answer to a queued request with a complete body keeps the connection usable', async () => {
   let releaseFirst!: () => void;
   const held = new Promise<void>((resolve) => (releaseFirst = resolve));
+  let arrived = 0;
   const { tg } = await setUp(
     async (req, res) => {
+      arrived++;
       req.resume();
       await held;
       res.end('ok');
@@ -69,6 +73,8 @@ test('regression: an error answer to a queued request with a complete body keeps
   );
   const first = request(tg.url('/x'), { method: 'POST', headers: AUTH, body: 'a' });
   await eventually(() => tg.logs.some((l) => l.msg === 'replica state' && l.to === 'ready'));
+  // The first request holds the one slot before the second is sent (they may reach different workers).
+  await eventually(() => arrived === 1, 5_000, 'the first request to reach the replica');
   const caller = await rawClient(tg.port);
   const size = 100_000; // over the 64 KiB a queued request keeps, so the socket is paused
   caller.socket.write(`POST ${new URL(tg.url('/x')).pathname} HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\nContent-Length: ${size}\r\n\r\n`);
@@ -86,8 +92,10 @@ test('regression: a replica that refuses the retry leaves the rotation too', asy
   const res = await request(tg.url('/x'), { method: 'POST', headers: AUTH, body: 'x' });
   assert.equal(res.statusCode, 502);
   await res.body.dump();
-  const out = tg.logs.filter((l) => l.msg === 'replica state' && l.to === 'unreachable').map((l) => l.replica);
-  assert.deepEqual(out.sort(), ['svc-1', 'svc-2'], 'both refusing replicas left the rotation');
+  // The control plane moves them when the worker's message reaches it, maybe just after the 502.
+  const out = (): unknown[] => tg.logs.filter((l) => l.msg === 'replica state' && l.to === 'unreachable').map((l) => l.replica);
+  await eventually(() => out().length >= 2, 5_000, 'two replicas out of rotation');
+  assert.deepEqual(out().sort(), ['svc-1', 'svc-2'], 'both refusing replicas left the rotation');
 });
 
 test('regression: answers to HEAD requests carry no body, so the connection stays in sync', async () => {

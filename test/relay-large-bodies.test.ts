@@ -195,7 +195,10 @@ describe('64 MiB bodies through the gateway', () => {
         res.end();
       }
     });
-    tg = await startTestGateway(rawService({ urls: [replica.url] }));
+    // workers: 1: the sampler's full collection (global.gc) reaches this thread's heap only; a
+    // worker thread's heap holds its dead chunk Buffers until its own collector runs, and the
+    // warm-up would warm one worker while the measured transfer may reach another.
+    tg = await startTestGateway(rawService({ urls: [replica.url] }), { workers: 1 });
     agent = new Agent();
     await warmUp();
   });

@@ -52,12 +52,18 @@ before(async () => {
         socket.write(answer('fine'));
     }
   });
-  tg = await startTestGateway([
-    rawService({ urls: [closing.url] }, { slug: 'closing' }),
-    rawService({ urls: [closing.url], concurrency: 2 }, { slug: 'closing-limited' }),
-    rawService({ urls: [polite.url] }, { slug: 'polite' }),
-    rawService({ urls: [hinted.url] }, { slug: 'hinted' }),
-  ]);
+  // workers: 1: these cases follow one upstream connection from request to request, which needs
+  // every request to reach the same data plane (each worker has its own upstream connections) and
+  // an I/O poll between an answer and the next request (a connection is reusable only after one).
+  tg = await startTestGateway(
+    [
+      rawService({ urls: [closing.url] }, { slug: 'closing' }),
+      rawService({ urls: [closing.url], concurrency: 2 }, { slug: 'closing-limited' }),
+      rawService({ urls: [polite.url] }, { slug: 'polite' }),
+      rawService({ urls: [hinted.url] }, { slug: 'hinted' }),
+    ],
+    { workers: 1 },
+  );
 });
 
 after(async () => {

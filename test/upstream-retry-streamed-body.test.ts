@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { AUTH, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { closedPort, readBody, startReplica, type TestReplica } from './helpers/replica.js';
 
 let live: TestReplica;
@@ -37,10 +37,13 @@ async function* pieces(n: number): AsyncGenerator<Buffer> {
 test('a streamed body whose first replica refuses the connection is sent whole to the other replica', async () => {
   const expected = Array.from({ length: 5 }, (_, i) => `piece${i};`).join('');
   // Until the refusing replica has been tried (and left the rotation), send a streamed request.
+  const accessLines = (): number => tg.logs.filter((l) => l['msg'] === 'request').length;
   for (let attempt = 0; attempt < 4; attempt++) {
     const res = await request(tg.url('/upload'), { method: 'POST', headers: AUTH, body: Readable.from(pieces(5)) });
     assert.equal(res.statusCode, 200);
     assert.equal(await res.body.text(), `chunked:${expected}`);
+    // A worker's access line reaches the log a moment after its answer.
+    await eventually(() => accessLines() === attempt + 1, 5_000, 'the access log line');
     if (tg.logs.some((l) => l['msg'] === 'request' && l['retried'] === true)) break;
   }
   assert.ok(

@@ -1,7 +1,8 @@
-// The one place the service overview reads the gateway's state: the replica sets' snapshots for
+// The one place the service overview reads the gateway's state: the services' snapshots for
 // what is true now, and the Prometheus counters the relay already keeps for what happened.
 // Nothing here runs per request: `now()` runs per /status call, `counters()` once a second.
-// When the control plane moves (worker threads, shared counters), only this file is rewired.
+// With worker threads the snapshots are the control plane's (ServiceControl) and the counters are
+// the collectors' sums over every thread's store; only this file knows where they come from.
 import type { Metrics } from '../metrics/metrics.js';
 import { LATENCY_BUCKETS } from '../metrics/request-counters.js';
 

@@ -168,6 +168,11 @@ export class RequestCounters {
     this.f64[base + OVERFLOW + outcome]! += 1;
   }
 
+  /** Its writing thread died (worker threads): what it had in flight is gone with it. */
+  forgetInflight(): void {
+    this.f64[this.inflightAt] = 0;
+  }
+
   // ── reading (at a scrape) ──────────────────────────────────────────────────────────────────
 
   get inflight(): number {

@@ -8,17 +8,25 @@
 //   the new head. Removing the head does not touch the timer (it re-arms lazily when it fires);
 //   emptying the queue clears it, so an empty queue holds no timer.
 // - The timer is not `unref`ed: a waiting request is pending work that should keep the process up.
-import type { ReplicaWaiter } from './types.js';
+// - With worker threads, requests reach the queue by message, a little out of their arrival order
+//   across workers: `push` takes the arrival time and inserts in order (walking back from the
+//   tail, where a new arrival almost always belongs), so the request that has waited longest
+//   anywhere is first.
 
-/** A waiter in the queue, with the clock reading (`performance.now()`) of its arrival. */
-export interface QueuedWaiter {
-  readonly waiter: ReplicaWaiter;
+/** A waiter in the queue, with the clock reading of its arrival (see `sharedClock`). */
+export interface QueuedWaiter<W> {
+  readonly waiter: W;
   readonly enqueuedAt: number;
 }
 
-interface Node extends QueuedWaiter {
-  prev: Node | undefined;
-  next: Node | undefined;
+interface Node<W> extends QueuedWaiter<W> {
+  prev: Node<W> | undefined;
+  next: Node<W> | undefined;
+}
+
+/** A clock every thread of the process reads alike (milliseconds, sub-millisecond precision). */
+export function sharedClock(): number {
+  return performance.timeOrigin + performance.now();
 }
 
 /** The longest delay setTimeout accepts (2^31 - 1 ms); longer deadlines re-arm when it fires. */
@@ -26,14 +34,14 @@ const MAX_TIMER_MS = 2_147_483_647;
 /** libuv timers round to whole milliseconds: a timer may fire up to 1 ms before the deadline. */
 const TIMER_SLACK_MS = 1;
 
-export class WaiterQueue {
+export class WaiterQueue<W = unknown> {
   readonly maxRequests: number;
   readonly maxWaitMs: number;
-  private readonly onExpire: (waiter: ReplicaWaiter, waitedMs: number) => void;
+  private readonly onExpire: (waiter: W, waitedMs: number) => void;
   private readonly clock: () => number;
-  private readonly index = new Map<ReplicaWaiter, Node>();
-  private head: Node | undefined = undefined;
-  private tail: Node | undefined = undefined;
+  private readonly index = new Map<W, Node<W>>();
+  private head: Node<W> | undefined = undefined;
+  private tail: Node<W> | undefined = undefined;
   private timer: NodeJS.Timeout | undefined = undefined;
   private readonly fire = (): void => this.expire();
 
@@ -44,8 +52,8 @@ export class WaiterQueue {
   constructor(
     maxRequests: number,
     maxWaitMs: number,
-    onExpire: (waiter: ReplicaWaiter, waitedMs: number) => void,
-    clock: () => number = () => performance.now(),
+    onExpire: (waiter: W, waitedMs: number) => void,
+    clock: () => number = sharedClock,
   ) {
     this.maxRequests = maxRequests;
     this.maxWaitMs = maxWaitMs;
@@ -57,26 +65,44 @@ export class WaiterQueue {
     return this.index.size;
   }
 
-  has(waiter: ReplicaWaiter): boolean {
+  has(waiter: W): boolean {
     return this.index.has(waiter);
   }
 
-  /** Appends the waiter; false (and nothing queued) when the queue holds `maxRequests` already. */
-  push(waiter: ReplicaWaiter): boolean {
+  /**
+   * Queues the waiter in arrival order (`arrivedAt`, default now); false (and nothing queued) when
+   * the queue holds `maxRequests` already.
+   */
+  push(waiter: W, arrivedAt: number = this.clock()): boolean {
     if (this.index.size >= this.maxRequests) return false;
     if (this.index.has(waiter)) throw new Error('waiter is already queued');
-    const node: Node = { waiter, enqueuedAt: this.clock(), prev: this.tail, next: undefined };
-    if (this.tail === undefined) this.head = node;
-    else this.tail.next = node;
-    this.tail = node;
+    let after = this.tail;
+    while (after !== undefined && after.enqueuedAt > arrivedAt) after = after.prev;
+    const next = after === undefined ? this.head : after.next;
+    const node: Node<W> = { waiter, enqueuedAt: arrivedAt, prev: after, next };
+    if (after === undefined) this.head = node;
+    else after.next = node;
+    if (next === undefined) this.tail = node;
+    else next.prev = node;
     this.index.set(waiter, node);
     // Only a new head needs a timer: a later waiter's deadline is never earlier than the head's.
     if (node.prev === undefined) this.arm(node.enqueuedAt + this.maxWaitMs);
     return true;
   }
 
+  /** Removes every waiter for which `match` is true (their worker died); how many. */
+  removeWhere(match: (waiter: W) => boolean): number {
+    let removed = 0;
+    for (const [waiter, node] of [...this.index]) {
+      if (!match(waiter)) continue;
+      this.unlink(node);
+      removed++;
+    }
+    return removed;
+  }
+
   /** The first waiter, removed from the queue; undefined when empty. */
-  shift(): QueuedWaiter | undefined {
+  shift(): QueuedWaiter<W> | undefined {
     const node = this.head;
     if (node === undefined) return undefined;
     this.unlink(node);
@@ -84,7 +110,7 @@ export class WaiterQueue {
   }
 
   /** Removes a waiter wherever it is (its caller went away); its entry, or undefined if absent. */
-  remove(waiter: ReplicaWaiter): QueuedWaiter | undefined {
+  remove(waiter: W): QueuedWaiter<W> | undefined {
     const node = this.index.get(waiter);
     if (node === undefined) return undefined;
     this.unlink(node);
@@ -92,7 +118,7 @@ export class WaiterQueue {
   }
 
   /** Empties the queue, then calls `fn` for each waiter in arrival order. */
-  clear(fn: (entry: QueuedWaiter) => void): void {
+  clear(fn: (entry: QueuedWaiter<W>) => void): void {
     let node = this.head;
     this.head = undefined;
     this.tail = undefined;
@@ -107,7 +133,7 @@ export class WaiterQueue {
     }
   }
 
-  private unlink(node: Node): void {
+  private unlink(node: Node<W>): void {
     if (node.prev === undefined) this.head = node.next;
     else node.prev.next = node.next;
     if (node.next === undefined) this.tail = node.prev;

@@ -44,7 +44,7 @@ export interface OverviewFixture {
   close(): Promise<void>;
 }
 
-/** Services `api` (static) and `llm` (launched, gated, the demo model server), admin on port 0. */
+/** Services `api` (static) and `llm` (launched, gated, the demo model server), admin on port 0, two workers. */
 export async function startOverviewFixture(extra: Record<string, unknown> = {}): Promise<OverviewFixture> {
   const held: Array<() => void> = [];
   const replica = await startReplica(async (req, res) => {
@@ -65,7 +65,8 @@ export async function startOverviewFixture(extra: Record<string, unknown> = {}):
           { slug: 'llm' },
         ),
       ],
-      { admin: { host: '127.0.0.1', port: 0 }, ...extra },
+      // Two data plane threads: what /status shows must cover requests whichever thread served them.
+      { admin: { host: '127.0.0.1', port: 0 }, workers: 2, ...extra },
     );
   } catch (err) {
     await replica.close();

@@ -1,14 +1,13 @@
-// One replica as the replica set manages it: the state machine (one union type, the table of
-// allowed moves) and the object handed to the relay. The one transition function that moves a
-// replica, logs it and reacts to it is `ReplicaSetImpl.transition` in replica-set.ts, because
-// every reaction (hand out the queue, fail waiters, start a replacement) is the set's business.
-import type { UpstreamPool } from '../upstream/pool.js';
-import type { Replica } from './types.js';
-import type { ReplicaProcess } from './launchers/process.js';
+// One replica as the control plane manages it: the state machine (one union type, the table of
+// allowed moves) and its bookkeeping. The one transition function that moves a replica, logs it
+// and reacts to it is `ServiceControl.transition` in service-control.ts, because every reaction
+// (hand out the queue, fail waiters, start a replacement) is the service's business. The data
+// planes see a replica only as its slot in the shared table (src/replicas/slots.ts).
+import type { ReplicaProcess } from '../../replicas/launchers/process.js';
 
 /**
  * Where a replica is in its life. Only `ready` replicas are handed out (and, for a static set
- * whose every replica is `unreachable`, the one that failed longest ago: see replica-set.ts).
+ * whose every replica is `unreachable`, the one that failed longest ago: see service-control.ts).
  */
 export type ReplicaStateName =
   /** Created: a launched replica's process is spawned (or its port is being chosen) and its
@@ -45,27 +44,21 @@ export function isTerminal(state: ReplicaStateName): boolean {
   return state === 'stopped' || state === 'failed';
 }
 
-/**
- * The replica object: what the relay sees (`Replica`) plus the set's bookkeeping. Every field is
- * initialised in the constructor so all replicas share one hidden class (the hot path reads
- * `inflight` and `state`).
- */
-export class ManagedReplica implements Replica {
+/** The control plane's record of one replica. */
+export class ManagedReplica {
   readonly id: string;
+  /** Its place in the shared slot table, and the generation of the slot it got. */
+  readonly slot: number;
+  readonly gen: number;
   /** `http://127.0.0.1:PORT`; empty until a launched replica's port is chosen. */
-  origin: string;
+  origin = '';
   /** `127.0.0.1:PORT`; empty until a launched replica's port is chosen. */
-  host: string;
-  /** Assigned with the origin; never read before the replica is first `ready`. */
-  pool: UpstreamPool;
-  inflight = 0;
+  host = '';
 
   state: ReplicaStateName = 'starting';
   /** Clock (ms, `performance.now()`) when the current state was entered. */
   since: number;
   readonly createdAt: number;
-  /** Clock when `inflight` last dropped to 0 (or the replica became ready). */
-  idleSince = 0;
   /** Clock when it was last taken out of rotation; the static fallback picks the oldest. */
   failedAt = 0;
   /** Host name and port for the TCP probe (static replicas without `readyPath`). */
@@ -86,12 +79,10 @@ export class ManagedReplica implements Replica {
   /** Idle stop check (ready, launched). */
   idleTimer: NodeJS.Timeout | undefined = undefined;
 
-  constructor(id: string, now: number, origin: string, host: string, pool: UpstreamPool | undefined) {
+  constructor(id: string, slot: number, gen: number, now: number) {
     this.id = id;
-    this.origin = origin;
-    this.host = host;
-    // Launched replicas get their pool when the port is known (before they can be `ready`).
-    this.pool = pool as UpstreamPool;
+    this.slot = slot;
+    this.gen = gen;
     this.since = now;
     this.createdAt = now;
   }

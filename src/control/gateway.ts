@@ -1,0 +1,239 @@
+// The gateway on the main thread: the control plane (contract section 10, ARCHITECTURE "Shape").
+//
+//   main thread     config, replica sources, state machine, scaling, probes, the queue, drain,
+//                   reload, the admin listener, /metrics rendering
+//   data plane(s)   uWS app on the relay port, relay, upstream pools, this thread's replica view
+//
+// `workers: 1` runs the one data plane on the main thread, calling the control plane directly
+// (today's single-thread costs: no thread, no message). `workers: N > 1` (0 = one per CPU) runs N
+// worker threads sharing the port, coordinated through shared slot tables and messages.
+import * as uWS from 'uWebSockets.js';
+import { AdminPage } from '../admin/page.js';
+import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import type { Config } from '../config-types.js';
+import { RelayError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { Metrics } from '../metrics/metrics.js';
+import { RequestCounters } from '../metrics/request-counters.js';
+import { resolveWorkers } from '../cpu-count.js';
+import { LocalReplicaSet } from '../replicas/replica-set.js';
+import { DataPlane } from '../data/data-plane.js';
+import { createApp, listenOn } from '../data/listen.js';
+import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
+import { addOpsRoutes, type OpsSource, refusal } from '../data/ops-routes.js';
+import { FLAG_COUNT, FLAG_DRAINING } from './messages.js';
+import { checkPortFree } from './port-check.js';
+import { ServiceControl } from './replicas/service-control.js';
+import { WorkerPool } from './worker-pool.js';
+
+export interface Gateway {
+  /** The port the relay listens on (the real one when the config said 0). */
+  readonly port: number;
+  /** The port of the separate operations listener, if the config has `admin`. */
+  readonly adminPort: number | undefined;
+  /** Data plane threads (1: the main thread itself). */
+  readonly workers: number;
+  /** Stops accepting, answers queued requests `503 draining`, lets streams finish until `drainTimeoutMs`, then closes. */
+  drain(): Promise<void>;
+  /** Closes everything now: listeners, connections, replicas. */
+  close(): Promise<void>;
+  /** Applies the tokens of a reloaded config (SIGHUP); other changes need a restart. */
+  reload(config: Config): void;
+}
+
+export interface GatewayOptions {
+  logger: Logger;
+}
+
+class ControlPlane implements Gateway, OpsSource {
+  port = 0;
+  adminPort: number | undefined = undefined;
+  readonly workers: number;
+  private readonly logger: Logger;
+  private readonly registry: Metrics;
+  private readonly flagsBuffer = new SharedArrayBuffer(4 * FLAG_COUNT);
+  private readonly flags = new Int32Array(this.flagsBuffer);
+  private readonly authFailures = createAuthLimiterBuffer();
+  private readonly services: ServiceControl[] = [];
+  /** `workers: 1`: the data plane on this thread and the services' local halves. */
+  private local: { plane: DataPlane; sets: LocalReplicaSet[] } | undefined;
+  private pool: WorkerPool | undefined;
+  private adminApp: TemplatedApp | undefined;
+  private adminPage: AdminPage | undefined;
+  private adminSocket: us_listen_socket | undefined;
+  private drained: Promise<void> | undefined;
+  private closed: Promise<void> | undefined;
+
+  constructor(
+    private readonly config: Config,
+    options: GatewayOptions,
+  ) {
+    this.logger = options.logger;
+    // A certificate uWS cannot use fails the start with its reason before any replica set or
+    // worker has started (each data plane then builds its own app).
+    createApp(config.listen.tls).close();
+    // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
+    this.workers = resolveWorkers(config.workers);
+    this.registry = new Metrics(config.services.map((s) => s.slug));
+    const ops = config.admin === undefined ? this : undefined;
+    if (this.workers === 1) {
+      const sets = config.services.map((service) => new LocalReplicaSet(service, { logger: this.logger, events: this.registry }));
+      this.services.push(...sets.map((set) => set.control));
+      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, ops });
+      this.local = { plane, sets };
+    } else {
+      // Each worker counts into its own shared store; a scrape sums them (metrics/collectors.ts).
+      const layout = this.registry.layout;
+      const stores = Array.from({ length: this.workers }, () => new RequestCounters(layout, new SharedArrayBuffer(layout.byteLength)));
+      for (const store of stores) this.registry.addCounters(store);
+      const pool = new WorkerPool({
+        logger: this.logger,
+        services: this.services,
+        init: (thread, port) => ({
+          config,
+          thread,
+          port,
+          slots: this.services.map((service) => service.slots.init),
+          store: stores[thread]!.buffer as SharedArrayBuffer,
+          flags: this.flagsBuffer,
+          authFailures: this.authFailures,
+        }),
+        render: () => this.metricsText(),
+        countersOf: (thread) => stores[thread]!,
+      });
+      config.services.forEach((service, s) => {
+        this.services.push(new ServiceControl(service, { logger: this.logger, events: this.registry, threads: this.workers, views: pool.router(s) }));
+      });
+      this.pool = pool;
+    }
+    if (config.admin !== undefined) {
+      this.adminApp = uWS.App();
+      const refuse = refusal(this.logger);
+      addOpsRoutes(this.adminApp, this, this.logger, refuse);
+      this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.registry, services: this.services, relayPort: () => this.port });
+      this.adminApp.any('/*', (res, req) => refuse(res, new RelayError('not_found'), false, req.getMethod() === 'head'));
+    }
+  }
+
+  // ── OpsSource ────────────────────────────────────────────────────────────────────────────
+
+  get draining(): boolean {
+    return Atomics.load(this.flags, FLAG_DRAINING) === 1;
+  }
+
+  metrics(): Promise<{ text: string; contentType: string }> {
+    return this.metricsText();
+  }
+
+  private async metricsText(): Promise<{ text: string; contentType: string }> {
+    return { text: await this.registry.render(), contentType: this.registry.contentType };
+  }
+
+  // ── start ────────────────────────────────────────────────────────────────────────────────
+
+  async listen(): Promise<void> {
+    const { host, port } = this.config.listen;
+    if (this.local !== undefined) {
+      this.port = await this.local.plane.listen(host, port, true);
+    } else {
+      const pool = this.pool!;
+      for (let attempt = 1; ; attempt++) {
+        const chosen = await checkPortFree(host, port);
+        try {
+          pool.port = this.port = await pool.start(0, chosen);
+          break;
+        } catch (err) {
+          // Port 0: another program took the port between the check and the first worker.
+          if (port !== 0 || attempt >= 5) throw err;
+        }
+      }
+      await Promise.all(Array.from({ length: this.workers - 1 }, (_, i) => this.startWorker(i + 1)));
+    }
+    if (this.adminApp !== undefined) {
+      this.adminSocket = await listenOn(this.adminApp, this.config.admin!.host, this.config.admin!.port, true);
+      this.adminPort = uWS.us_socket_local_port(this.adminSocket);
+    }
+    this.logger.info(
+      { host, port: this.port, adminPort: this.adminPort, workers: this.workers, basePath: this.config.basePath, services: this.config.services.map((s) => s.slug) },
+      'gateway listening',
+    );
+  }
+
+  /** Starts worker `thread` on the port the first one took; a failure is retried twice. */
+  private async startWorker(thread: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.pool!.start(thread, this.port);
+        return;
+      } catch (err) {
+        if (attempt >= 3) throw err;
+        this.logger.warn({ worker: thread, attempt, err }, 'worker failed to start, trying again');
+      }
+    }
+  }
+
+  // ── drain and close ──────────────────────────────────────────────────────────────────────
+
+  drain(): Promise<void> {
+    this.drained ??= this.runDrain();
+    return this.drained;
+  }
+
+  private async runDrain(): Promise<void> {
+    Atomics.store(this.flags, FLAG_DRAINING, 1);
+    const started = performance.now();
+    const timeoutMs = this.config.drainTimeoutMs;
+    this.logger.info({ workers: this.workers, timeoutMs }, 'drain started');
+    for (const service of this.services) service.drain();
+    if (this.local !== undefined) await this.local.plane.drain(timeoutMs);
+    else await this.pool!.drain(timeoutMs);
+    this.logger.info({ ms: Math.round(performance.now() - started) }, 'drain finished');
+    await this.close();
+  }
+
+  close(): Promise<void> {
+    this.closed ??= this.runClose();
+    return this.closed;
+  }
+
+  private async runClose(): Promise<void> {
+    Atomics.store(this.flags, FLAG_DRAINING, 1);
+    if (this.adminSocket !== undefined) uWS.us_listen_socket_close(this.adminSocket);
+    this.adminSocket = undefined;
+    this.adminPage?.close();
+    this.adminApp?.close();
+    // Closing the apps aborts what is still streaming (each request logs client_closed).
+    if (this.local !== undefined) {
+      this.local.plane.close();
+      await Promise.all(this.local.sets.map((set) => set.close()));
+    } else {
+      await this.pool!.close();
+      await Promise.all(this.services.map((service) => service.close()));
+    }
+    this.logger.info({}, 'gateway closed');
+  }
+
+  reload(config: Config): void {
+    const services = config.services.map((s) => ({ slug: s.slug, tokens: s.tokens }));
+    if (this.local !== undefined) {
+      const ignored = this.local.plane.reload(services);
+      this.logger.info({ services: services.map((s) => s.slug).filter((slug) => !ignored.includes(slug)), ignored }, 'tokens reloaded');
+    } else {
+      // Each worker applies them and logs `tokens reloaded` with its index.
+      this.pool!.broadcast({ t: 'tokens', services });
+    }
+  }
+}
+
+/** Builds the gateway and starts listening. Rejects with a one-line reason if it cannot. */
+export async function startGateway(config: Config, options: GatewayOptions): Promise<Gateway> {
+  const gateway = new ControlPlane(config, options);
+  try {
+    await gateway.listen();
+  } catch (err) {
+    await gateway.close();
+    throw err;
+  }
+  return gateway;
+}
+

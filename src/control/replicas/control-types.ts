@@ -1,0 +1,39 @@
+// The control plane's types as its owners (the gateway, the worker pool, tests) see them.
+import type { Logger } from '../../log.js';
+import type { ViewLink } from '../../replicas/link.js';
+import type { ReplicaEvents } from './events.js';
+import type { ReplicaStateName } from './replica.js';
+import type { ReplicaSetTuning } from './tuning.js';
+
+/** The data planes, by thread index, as the control plane reaches them. */
+export interface ViewRouter {
+  get(thread: number): ViewLink | undefined;
+  all(): Iterable<ViewLink>;
+}
+
+export interface ServiceControlDeps {
+  logger: Logger;
+  events?: ReplicaEvents;
+  tuning?: Partial<ReplicaSetTuning>;
+  /** How many data plane threads may hold requests (slot table rows). */
+  threads: number;
+  views: ViewRouter;
+}
+
+export interface ReplicaSnapshot {
+  id: string;
+  state: ReplicaStateName;
+  inflight: number;
+  origin: string;
+  /** The process id of a launched replica (undefined for static ones or before spawn). */
+  pid: number | undefined;
+}
+
+export interface ServiceSnapshot {
+  slug: string;
+  kind: 'static' | 'launched';
+  accepting: boolean;
+  queued: number;
+  /** Every replica that holds a place (not yet stopped, or its process not yet exited). */
+  replicas: ReplicaSnapshot[];
+}

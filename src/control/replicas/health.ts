@@ -1,0 +1,111 @@
+// Probes, on the control plane only: the readiness poll of a starting replica, the periodic probe
+// of a ready static replica (when `readyPath` is set), and the recovery probe of a replica out of
+// rotation. Each result that changes a state goes through the service's transition function.
+import type { Agent } from 'node:http';
+import type { ServiceConfig } from '../../config-types.js';
+import type { Logger } from '../../log.js';
+import { createProbeAgent, probeHttp, probeTcp, type ProbeResult } from '../../replicas/probe.js';
+import type { ManagedReplica, ReplicaStateName } from './replica.js';
+import type { ReplicaSetTuning } from './tuning.js';
+
+/** What the probes need from the service that owns the replicas. */
+export interface HealthOwner {
+  transition(r: ManagedReplica, to: ReplicaStateName, reason: string, detail?: Record<string, unknown>): boolean;
+  /** True once the service is closing: no new probe is scheduled. */
+  readonly closing: boolean;
+  /** True for launched replicas: a ready one is not probed periodically (its exit says enough). */
+  readonly scalable: boolean;
+}
+
+export class Health {
+  private readonly agent: Agent;
+
+  constructor(
+    private readonly service: ServiceConfig,
+    private readonly tuning: ReplicaSetTuning,
+    private readonly log: Logger,
+    private readonly owner: HealthOwner,
+  ) {
+    this.agent = createProbeAgent(tuning.probeTimeoutMs);
+  }
+
+  /** Polls a starting replica until it answers (then `ready`), at a falling rate. */
+  pollReadiness(r: ManagedReplica, delay: number): void {
+    r.probeTimer = setTimeout(() => void this.poll(r), delay);
+    r.probeTimer.unref();
+  }
+
+  private async poll(r: ManagedReplica): Promise<void> {
+    r.probeTimer = undefined;
+    if (r.state !== 'starting' || r.probing) return;
+    r.probing = true;
+    const result = await this.probe(r);
+    r.probing = false;
+    if (r.state !== 'starting') return;
+    this.note(r, result);
+    if (result.ok) {
+      this.owner.transition(r, 'ready', 'readiness probe answered');
+      return;
+    }
+    const elapsed = performance.now() - r.createdAt;
+    const floor = elapsed < 2_000 ? 0 : elapsed < 30_000 ? 25 : 100;
+    this.pollReadiness(r, Math.max(this.tuning.readinessPollMs, floor));
+  }
+
+  /** Next probe of a ready static replica (with readyPath) or of an unreachable replica. */
+  scheduleRecheck(r: ManagedReplica): void {
+    if (r.probeTimer !== undefined || this.owner.closing) return;
+    let delay: number;
+    if (r.state === 'unreachable') delay = this.tuning.recoveryProbeMs;
+    else if (r.state === 'ready' && !this.owner.scalable && this.service.replicas.readyPath !== undefined) delay = this.tuning.probeIntervalMs;
+    else return;
+    r.probeTimer = setTimeout(() => void this.recheck(r), delay);
+    r.probeTimer.unref();
+  }
+
+  private async recheck(r: ManagedReplica): Promise<void> {
+    r.probeTimer = undefined;
+    const state = r.state;
+    if (state !== 'ready' && state !== 'unreachable') return;
+    if (r.probing) {
+      // A probe started in the previous state is still out: look again after the interval.
+      this.scheduleRecheck(r);
+      return;
+    }
+    r.probing = true;
+    const result = await this.probe(r);
+    r.probing = false;
+    if (r.state !== state) {
+      // Moved meanwhile (its result is stale): make sure the new state's probe is scheduled.
+      this.scheduleRecheck(r);
+      return;
+    }
+    this.note(r, result);
+    if (state === 'unreachable' && result.ok) {
+      this.owner.transition(r, 'ready', 'probe succeeded');
+    } else if (state === 'ready' && !result.ok) {
+      r.failedAt = performance.now();
+      this.owner.transition(r, 'unreachable', 'probe failed', { probe: result.detail });
+    } else {
+      this.scheduleRecheck(r);
+    }
+  }
+
+  private probe(r: ManagedReplica): Promise<ProbeResult> {
+    const path = this.service.replicas.readyPath;
+    return path !== undefined
+      ? probeHttp(this.agent, r.origin, path, this.tuning.probeTimeoutMs)
+      : probeTcp(r.probeHost, r.probePort, this.tuning.probeTimeoutMs);
+  }
+
+  private note(r: ManagedReplica, result: ProbeResult): void {
+    if (result.detail === r.lastProbe) return;
+    r.lastProbe = result.detail;
+    this.log.debug({ service: this.service.slug, replica: r.id, state: r.state, probe: result.detail }, 'replica probe');
+  }
+
+  /** Closes the probe connections. */
+  close(): void {
+    this.agent.destroy();
+  }
+}

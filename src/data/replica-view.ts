@@ -1,0 +1,205 @@
+// A data plane's view of one service's replicas: the `ReplicaSet` the relay uses. Contract
+// section 10: choosing a ready replica with room costs no message between threads.
+//
+// - Fast path (`acquire`): nobody is queued anywhere and a ready replica has room: one scan of
+//   the shared slot table and one atomic increment (slots.ts), then the waiter gets this thread's
+//   connection pool to that replica. No promise, closure, timer or message.
+// - Slow path: the request waits in the control plane's process-wide queue. It is counted in the
+//   table's `queued` first (so every other thread queues behind it), then one message carries it
+//   to the control plane, which answers with a grant (a slot already counted for this thread) or
+//   a failure.
+// - `release` is an atomic decrement; a message follows only when requests are queued (a slot
+//   for the oldest waiter) or the replica refused the connection (out of rotation).
+// - Each thread has its own connection pools, created in one place (`announce`) with
+//   `createPool(origin, service)` and closed when the control plane says the replica is gone.
+import type { ServiceConfig } from '../config-types.js';
+import { RelayError } from '../errors.js';
+import type { Logger } from '../log.js';
+import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../replicas/link.js';
+import { sharedClock } from '../replicas/queue.js';
+import type { SlotTable } from '../replicas/slots.js';
+import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { UpstreamPool } from '../upstream/pool.js';
+import { createPool } from '../upstream/pools.js';
+
+/** One replica as this thread uses it. */
+class LocalReplica implements Replica {
+  constructor(
+    readonly id: string,
+    readonly origin: string,
+    readonly host: string,
+    readonly pool: UpstreamPool,
+    readonly slot: number,
+    readonly gen: number,
+    private readonly slots: SlotTable,
+  ) {}
+
+  /** Requests on it from every thread. */
+  get inflight(): number {
+    return this.slots.inflight(this.slot);
+  }
+}
+
+export class ReplicaView implements ReplicaSet, ViewLink {
+  readonly slug: string;
+  /** Generation of the replica this thread knows per slot (-1: none), read by `take`. */
+  private readonly known: Int32Array;
+  private readonly bySlot: (LocalReplica | undefined)[];
+  /** Queued requests of this thread, by the id the control plane knows them by. */
+  private readonly waiting = new Map<number, ReplicaWaiter>();
+  private readonly ids = new Map<ReplicaWaiter, number>();
+  private lastId = 0;
+  private readonly closing = new Set<Promise<void>>();
+  private readonly drainingError = new RelayError('draining', { headers: { 'retry-after': '5' } });
+  private readonly noOtherReplicaError = new RelayError('upstream_unavailable', {
+    message: 'The service replica could not be reached and no other replica is ready.',
+    retryable: false,
+  });
+
+  constructor(
+    private readonly service: ServiceConfig,
+    private readonly slots: SlotTable,
+    /** This thread's row in the slot table. */
+    private readonly thread: number,
+    private readonly link: DemandLink,
+    /** Launched replicas (the retry after a refused connection queues instead of failing). */
+    private readonly launched: boolean,
+    private readonly log: Logger,
+    private readonly poolCloseMs = 1_000,
+  ) {
+    this.slug = service.slug;
+    this.known = new Int32Array(slots.slots).fill(-1);
+    this.bySlot = new Array<LocalReplica | undefined>(slots.slots).fill(undefined);
+  }
+
+  // ── ReplicaSet: the relay's side ───────────────────────────────────────────────────────────
+
+  acquire(waiter: ReplicaWaiter, exclude?: Replica): void {
+    const slots = this.slots;
+    if (!slots.accepting) {
+      waiter.onNoReplica(this.drainingError);
+      return;
+    }
+    if (exclude !== undefined) {
+      // The retry after `unreachable`: another replica that is ready now. Failing that, a launched
+      // set queues the request (its replica is probably dying and will be replaced); a static set
+      // answers 502 at once.
+      const slot = slots.take(this.thread, this.known, (exclude as LocalReplica).slot, false);
+      if (slot >= 0) waiter.onReplica(this.bySlot[slot]!);
+      else if (this.launched) this.enqueue(waiter);
+      else waiter.onNoReplica(this.noOtherReplicaError);
+      return;
+    }
+    if (slots.queued === 0) {
+      const slot = slots.take(this.thread, this.known, -1, !this.launched);
+      if (slot >= 0) {
+        waiter.onReplica(this.bySlot[slot]!);
+        return;
+      }
+    }
+    this.enqueue(waiter);
+  }
+
+  cancel(waiter: ReplicaWaiter): boolean {
+    const id = this.ids.get(waiter);
+    if (id === undefined) return false;
+    this.ids.delete(waiter);
+    this.waiting.delete(id);
+    this.link.cancel(this.thread, id);
+    return true;
+  }
+
+  release(replica: Replica, outcome: ReleaseOutcome): void {
+    const r = replica as LocalReplica;
+    this.slots.release(this.thread, r.slot);
+    if (outcome === 'unreachable') this.link.unreachable(r.slot, r.gen);
+    if (this.slots.queued > 0) this.link.released();
+  }
+
+  /** The control plane drains the service (queued requests hear it from there). */
+  drain(): void {}
+
+  /** Closes this thread's connection pools. */
+  async close(): Promise<void> {
+    for (let slot = 0; slot < this.bySlot.length; slot++) {
+      const r = this.bySlot[slot];
+      if (r !== undefined) this.gone(slot, r.gen);
+    }
+    await Promise.all([...this.closing]);
+  }
+
+  private enqueue(waiter: ReplicaWaiter): void {
+    const id = ++this.lastId;
+    this.waiting.set(id, waiter);
+    this.ids.set(waiter, id);
+    this.slots.addQueued(1);
+    this.link.enqueue(this.thread, id, sharedClock());
+  }
+
+  // ── ViewLink: the control plane's side ─────────────────────────────────────────────────────
+
+  announce(info: ReplicaInfo): void {
+    const old = this.bySlot[info.slot];
+    if (old !== undefined && old.gen === info.gen) return;
+    if (old !== undefined) this.gone(info.slot, old.gen);
+    const pool = createPool(info.origin, this.service);
+    this.bySlot[info.slot] = new LocalReplica(info.id, info.origin, info.host, pool, info.slot, info.gen, this.slots);
+    this.known[info.slot] = info.gen;
+  }
+
+  gone(slot: number, gen: number): void {
+    const r = this.bySlot[slot];
+    if (r === undefined || r.gen !== gen) return;
+    this.bySlot[slot] = undefined;
+    this.known[slot] = -1;
+    const closing = closePool(r.pool, this.poolCloseMs);
+    this.closing.add(closing);
+    void closing.finally(() => this.closing.delete(closing));
+  }
+
+  grant(id: number, slot: number): void {
+    const waiter = this.waiting.get(id);
+    const replica = this.bySlot[slot];
+    if (waiter === undefined || replica === undefined) {
+      // Its caller left while the grant was on its way: the slot goes back (to the next waiter).
+      this.slots.release(this.thread, slot);
+      if (this.slots.queued > 0) this.link.released();
+      if (waiter !== undefined) this.fail(id, { code: 'upstream_unavailable', message: this.noOtherReplicaError.message });
+      return;
+    }
+    this.waiting.delete(id);
+    this.ids.delete(waiter);
+    try {
+      waiter.onReplica(replica);
+    } catch (err) {
+      this.log.error({ service: this.slug, replica: replica.id, err }, 'waiter threw from onReplica');
+    }
+  }
+
+  fail(id: number, spec: ErrorSpec): void {
+    const waiter = this.waiting.get(id);
+    if (waiter === undefined) return;
+    this.waiting.delete(id);
+    this.ids.delete(waiter);
+    try {
+      waiter.onNoReplica(errorFromSpec(spec));
+    } catch (err) {
+      this.log.error({ service: this.slug, err }, 'waiter threw from onNoReplica');
+    }
+  }
+}
+
+/** `close()` (let requests finish) bounded by `ms`, then `destroy()`. Never rejects. */
+async function closePool(pool: UpstreamPool, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const closed = pool.close().then(
+    () => true,
+    () => true,
+  );
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  const done = await Promise.race([closed, late]);
+  clearTimeout(timer);
+  if (!done) pool.destroy();
+}

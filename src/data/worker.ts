@@ -1,0 +1,149 @@
+// A data plane thread (contract section 10): its own uWS app on the shared port, its own view of
+// every service's replicas over the shared slot tables, its own upstream pools and request
+// counters. Everything else (replicas, the queue, metrics text, signals) is the main thread's;
+// the two talk through the messages in src/control/messages.ts.
+//
+// A worker that fails (an uncaught error) closes its uWS app before it exits: a thread that ends
+// with uWS sockets open aborts the whole process. The main thread logs the exit, gives back the
+// replica slots this thread held and starts a replacement.
+import { parentPort, workerData } from 'node:worker_threads';
+import type { TemplatedApp } from 'uWebSockets.js';
+import { createLogger } from '../log.js';
+import { PostingDestination } from '../log-transport.js';
+import { CounterLayout, RequestCounters } from '../metrics/request-counters.js';
+import type { DemandLink } from '../replicas/link.js';
+import { SlotTable } from '../replicas/slots.js';
+import { FLAG_DRAINING, type FromWorker, type ToWorker, type WorkerInit } from '../control/messages.js';
+import { DataPlane } from './data-plane.js';
+import { ReplicaView } from './replica-view.js';
+
+const port = parentPort!;
+const init = workerData as WorkerInit;
+const { config, thread } = init;
+const post = (message: FromWorker): void => port.postMessage(message);
+
+const destination = new PostingDestination((text) => post({ t: 'log', text }));
+const logger = createLogger(config.log.level, destination).child({ worker: thread });
+const flags = new Int32Array(init.flags);
+
+/** One service's demand, as messages to the main thread. */
+function demandLink(s: number): DemandLink {
+  return {
+    enqueue: (_thread, id, at) => post({ t: 'enq', s, id, at }),
+    cancel: (_thread, id) => post({ t: 'cancel', s, id }),
+    released: () => post({ t: 'released', s }),
+    unreachable: (slot, gen) => post({ t: 'unreachable', s, slot, gen }),
+  };
+}
+
+const views = config.services.map((service, s) => {
+  const launched = service.replicas.command !== undefined && service.replicas.command.length > 0;
+  return new ReplicaView(service, new SlotTable(init.slots[s]!), thread, demandLink(s), launched, logger);
+});
+
+const pendingMetrics = new Map<number, (value: { text: string; contentType: string }) => void>();
+let lastMetricsId = 0;
+
+const plane = new DataPlane({
+  config,
+  logger,
+  replicas: views,
+  authFailures: init.authFailures,
+  counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug)), init.store),
+  ops:
+    config.admin === undefined
+      ? {
+          get draining() {
+            return Atomics.load(flags, FLAG_DRAINING) === 1;
+          },
+          metrics: () =>
+            new Promise((resolve) => {
+              const id = ++lastMetricsId;
+              pendingMetrics.set(id, resolve);
+              post({ t: 'render', id });
+            }),
+        }
+      : undefined,
+  testRoutes: testHooksEnabled() ? addTestRoutes : undefined,
+});
+
+function testHooksEnabled(): boolean {
+  return process.env['NODE_ENV'] === 'test' && process.env['SLUICE_TEST_HOOKS'] === '1';
+}
+
+/** Test builds only: `POST /__sluice_test/crash-worker` makes this worker fail as a bug would. */
+function addTestRoutes(app: TemplatedApp): void {
+  app.post('/__sluice_test/crash-worker', (res) => {
+    res.cork(() => res.writeStatus('202 Accepted').end(String(thread)));
+    setImmediate(() => {
+      throw new Error('test hook: worker crash');
+    });
+  });
+}
+
+let exiting = false;
+/** Closes uWS (required before a thread ends), sends the last log lines, and ends the thread. */
+function exit(code: number): void {
+  if (exiting) return;
+  exiting = true;
+  plane.close();
+  void Promise.all(views.map((view) => view.close())).finally(() => {
+    destination.flush();
+    setImmediate(() => process.exit(code));
+  });
+}
+
+process.on('uncaughtException', (err) => {
+  logger.fatal({ err }, 'worker failed');
+  exit(1);
+});
+process.on('unhandledRejection', (err) => {
+  logger.fatal({ err }, 'worker failed');
+  exit(1);
+});
+
+port.on('message', (message: ToWorker) => {
+  switch (message.t) {
+    case 'announce':
+      views[message.s]!.announce(message.r);
+      break;
+    case 'gone':
+      views[message.s]!.gone(message.slot, message.gen);
+      break;
+    case 'grant':
+      views[message.s]!.grant(message.id, message.slot);
+      break;
+    case 'fail':
+      views[message.s]!.fail(message.id, message.e);
+      break;
+    case 'tokens': {
+      const ignored = plane.reload(message.services);
+      logger.info({ services: message.services.map((s) => s.slug).filter((slug) => !ignored.includes(slug)), ignored }, 'tokens reloaded');
+      break;
+    }
+    case 'drain':
+      logger.info({ inflight: plane.inflight }, 'worker draining');
+      void plane.drain(message.timeoutMs).then(() => {
+        logger.info({ inflight: plane.inflight }, 'worker drained');
+        post({ t: 'drained' });
+      });
+      break;
+    case 'close':
+      exit(0);
+      break;
+    case 'metrics': {
+      const resolve = pendingMetrics.get(message.id);
+      pendingMetrics.delete(message.id);
+      resolve?.({ text: message.text, contentType: message.contentType });
+      break;
+    }
+  }
+});
+
+plane.listen(config.listen.host, init.port, false).then(
+  (chosen) => post({ t: 'listening', port: chosen }),
+  (err: unknown) => {
+    post({ t: 'listen-failed', reason: err instanceof Error ? err.message : String(err) });
+    exit(1);
+  },
+);
