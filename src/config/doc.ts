@@ -24,7 +24,7 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'listen.tls': 'serve HTTPS instead of HTTP',
   'listen.tls.certFile': 'certificate chain file, read at start (a renewed one needs a restart)',
   'listen.tls.keyFile': 'private key file, read at start',
-  admin: '/healthz, /readyz and /metrics on their own listener only (not set: on the relay listener)',
+  admin: '/healthz, /readyz and /metrics on their own listener only (not set: on the relay listener), plus the overview page (`/`) and `/status`, which are served only here',
   'admin.host': 'address of the operations listener',
   'admin.port': 'port of the operations listener',
   workers: 'front-end threads serving the relay port',
