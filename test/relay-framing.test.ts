@@ -4,78 +4,14 @@
 // and 6.3 also require the connection to be closed after such a request, so every case here
 // waits for the gateway to close it.
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
 import { AUTH, TEST_TOKEN, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { parseResponse, rawExchange, type RawResponse } from './helpers/raw-http.js';
 import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
 
 /** How long the gateway may take to close a refused connection before the test gives up on it. */
 const HANG_GUARD_MS = 5_000;
-
-interface RawExchange {
-  /** Everything the gateway sent before the connection closed (or before the hang guard). */
-  bytes: Buffer;
-  /** The gateway closed the connection (false: the hang guard fired and the test closed it). */
-  closedByGateway: boolean;
-  /** The socket error that ended the connection, if it was reset rather than closed. */
-  error: string | undefined;
-}
-
-/** Writes `data` in one write and collects the answer until the gateway closes the connection. */
-function rawExchange(port: number, data: string): Promise<RawExchange> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let error: string | undefined;
-    let closedByGateway = true;
-    const socket = connect(port, '127.0.0.1');
-    const guard = setTimeout(() => {
-      closedByGateway = false;
-      socket.destroy();
-    }, HANG_GUARD_MS);
-    socket.on('connect', () => socket.write(data, 'latin1'));
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-    socket.on('error', (err: NodeJS.ErrnoException) => {
-      error = err.code ?? err.message;
-    });
-    socket.on('close', () => {
-      clearTimeout(guard);
-      resolve({ bytes: Buffer.concat(chunks), closedByGateway, error });
-    });
-  });
-}
-
-interface RawResponse {
-  status: number;
-  headers: Map<string, string[]>;
-  body: Buffer;
-  /** Bytes after the first response (a second response would be here). */
-  rest: Buffer;
-}
-
-/** Parses one HTTP/1.1 response (Content-Length framed, as all of Sluice's errors are). */
-function parseResponse(bytes: Buffer): RawResponse {
-  const text = bytes.toString('latin1');
-  const headEnd = text.indexOf('\r\n\r\n');
-  assert.ok(headEnd > 0, `a complete response head in ${JSON.stringify(text)}`);
-  const [statusLine, ...lines] = text.slice(0, headEnd).split('\r\n');
-  const match = /^HTTP\/1\.1 (\d{3})(?: .*)?$/.exec(statusLine!);
-  assert.ok(match, `a status line: ${JSON.stringify(statusLine)}`);
-  const headers = new Map<string, string[]>();
-  for (const line of lines) {
-    const colon = line.indexOf(':');
-    const name = line.slice(0, colon).trim().toLowerCase();
-    headers.set(name, [...(headers.get(name) ?? []), line.slice(colon + 1).trim()]);
-  }
-  const length = Number(headers.get('content-length')?.[0] ?? '0');
-  const bodyStart = headEnd + 4;
-  return {
-    status: Number(match[1]),
-    headers,
-    body: bytes.subarray(bodyStart, bodyStart + length),
-    rest: bytes.subarray(bodyStart + length),
-  };
-}
 
 /** Asserts a response is Sluice's own `400 bad_request`: JSON body and `X-Sluice-Error`. */
 function assertSluiceBadRequest(response: RawResponse): void {
@@ -158,7 +94,7 @@ describe('ambiguous request framing on raw sockets', () => {
       const logsBefore = tg.logs.length;
       const smuggled = `${head('/smuggled')}Content-Length: 2\r\n\r\n{}`;
       const first = `${head('/first')}Content-Length: ${lengths[0]}\r\nContent-Length: ${lengths[1]}\r\n\r\n{}`;
-      const { bytes, closedByGateway, error } = await rawExchange(tg.port, first + smuggled);
+      const { bytes, closedByGateway, error } = await rawExchange(tg.port, first + smuggled, HANG_GUARD_MS);
       const text = bytes.toString('latin1');
       console.log(`different Content-Length values (${label}): caller saw ${JSON.stringify(text.split('\r\n')[0] || `a closed connection (${error ?? 'FIN'})`)}`);
 
