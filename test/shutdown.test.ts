@@ -116,12 +116,15 @@ test('SIGTERM with streams in flight and requests queued: drained, 503 draining,
     5000,
     'readyz to turn 503',
   );
-  const refused = await new Promise<string>((resolve) => {
-    const socket = connect(gw.port, '127.0.0.1');
-    socket.on('connect', () => (socket.destroy(), resolve('connected')));
-    socket.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
-  });
-  assert.equal(refused, 'ECONNREFUSED', 'the relay listener is closed');
+  // Every worker closes its own listen socket on the drain message; /readyz (the main thread's
+  // flag) may turn 503 a moment before the last one has, so wait for the refusal.
+  const tryConnect = (): Promise<string> =>
+    new Promise<string>((resolve) => {
+      const socket = connect(gw.port, '127.0.0.1');
+      socket.on('connect', () => (socket.destroy(), resolve('connected')));
+      socket.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    });
+  await eventually(async () => (await tryConnect()) === 'ECONNREFUSED', 5000, 'the relay listener to be closed');
   for (const [name, pending] of [['behind the busy replica', behindBusy], ['behind the cold start', behindCold]] as const) {
     const res = await pending;
     assert.equal(res.statusCode, 503, name);
