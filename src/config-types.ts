@@ -13,6 +13,8 @@ export interface ReplicasConfig {
   urls?: string[];
   /** Launched replicas: argv; `{port}` in an argument is replaced by the chosen port. */
   command?: string[];
+  /** Replicas run by Kubernetes: the pods behind a Service, of a Deployment (contract section 11). */
+  kubernetes?: KubernetesTarget;
   env: Record<string, string>;
   /** Readiness path probed with GET; must begin with `/`. */
   readyPath?: string;
@@ -22,6 +24,26 @@ export interface ReplicasConfig {
   idleTimeoutMs: number;
   /** Requests in flight per replica; 0 = unlimited. */
   concurrency: number;
+}
+
+/** `replicas.kubernetes` (contract sections 7 and 11). */
+export interface KubernetesTarget {
+  /** Default: the pod's own namespace, else the kubeconfig context's, else `default`. */
+  namespace?: string | undefined;
+  deployment: string;
+  service: string;
+  /** EndpointSlice port name, or number. */
+  port: string | number;
+  /** Default: in-cluster service account, else `$KUBECONFIG`. */
+  kubeconfig?: string | undefined;
+}
+
+/** The kind of a service's replicas: which key of `replicas` is set. */
+export type ReplicaKind = 'static' | 'launched' | 'kubernetes';
+
+export function replicaKind(replicas: ReplicasConfig): ReplicaKind {
+  if (replicas.kubernetes !== undefined) return 'kubernetes';
+  return replicas.command !== undefined && replicas.command.length > 0 ? 'launched' : 'static';
 }
 
 export interface ServiceConfig {

@@ -51,5 +51,17 @@ test('each default in the table is the value the loader fills in', () => {
   }
   assert.ok(checked >= 20, `checked ${checked} defaults`);
   const required = configKeys().filter((k) => k.required).map((k) => k.key);
-  assert.deepEqual(required, ['listen.tls.certFile', 'listen.tls.keyFile', 'admin.port', 'services', 'services[].slug', 'services[].tokens', 'services[].tokens[].name', 'services[].tokens[].sha256']);
+  assert.deepEqual(required, [
+    'listen.tls.certFile',
+    'listen.tls.keyFile',
+    'admin.port',
+    'services',
+    'services[].slug',
+    'services[].tokens',
+    'services[].tokens[].name',
+    'services[].tokens[].sha256',
+    'services[].replicas.kubernetes.deployment',
+    'services[].replicas.kubernetes.service',
+    'services[].replicas.kubernetes.port',
+  ]);
 });

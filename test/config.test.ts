@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfigFile, parseConfig, type ConfigProblem } from '../src/config.js';
 import type { Config } from '../src/config-types.js';
+import { DEFAULTS } from '../src/config/schema.js';
 import { makeCertificate } from './helpers/tls.js';
 
 const DIGEST = 'ab'.repeat(32);
@@ -108,6 +109,25 @@ test('a full config keeps every value it sets', (t) => {
           startTimeoutMs: 8,
           min: 1,
           max: 3,
+          idleTimeoutMs: 9,
+          concurrency: 2,
+        },
+      },
+      {
+        slug: 'on-kubernetes',
+        tokens: [{ name: 'a', sha256: DIGEST }],
+        methods: ['POST'],
+        forwardHeaders: [],
+        maxRequestBytes: 10,
+        timeouts: { responseHeadersMs: 5, bodyIdleMs: 6 },
+        queue: { maxRequests: 10, maxWaitMs: 7 },
+        replicas: {
+          kubernetes: { namespace: 'models', deployment: 'llama.v2', service: 'llama', port: 8000, kubeconfig: '/etc/sluice/kubeconfig' },
+          env: {},
+          readyPath: '/health',
+          startTimeoutMs: DEFAULTS.startTimeoutMs,
+          min: 1,
+          max: 4,
           idleTimeoutMs: 9,
           concurrency: 2,
         },
@@ -227,6 +247,40 @@ const RULES: [name: string, patch: (c: any) => void, key: string, rule: RegExp][
     (c) => (c.services[0].replicas.command = ['node']),
     'services[0].replicas.command',
     /not be set together with replicas\.urls/,
+  ],
+  [
+    'not both urls and kubernetes',
+    (c) => (c.services[0].replicas.kubernetes = { deployment: 'llama', service: 'llama', port: 'http' }),
+    'services[0].replicas.kubernetes',
+    /not be set together with replicas\.urls: a service has one kind of replicas/,
+  ],
+  ...(
+    [
+      ['kubernetes is an object', 'yes', 'services[0].replicas.kubernetes', /must be \{ deployment, service, port \}/],
+      ['kubernetes needs a deployment', { service: 'llama', port: 'http' }, 'services[0].replicas.kubernetes.deployment', /Kubernetes object name/],
+      ['kubernetes deployment lower-case', { deployment: 'Llama', service: 'llama', port: 'http' }, 'services[0].replicas.kubernetes.deployment', /lower-case/],
+      ['kubernetes deployment ≤ 253', { deployment: 'a'.repeat(254), service: 'llama', port: 'http' }, 'services[0].replicas.kubernetes.deployment', /253/],
+      ['kubernetes service starts with a letter', { deployment: 'llama', service: '9b', port: 'http' }, 'services[0].replicas.kubernetes.service', /starting with a letter/],
+      ['kubernetes service ≤ 63', { deployment: 'llama', service: 'a'.repeat(64), port: 'http' }, 'services[0].replicas.kubernetes.service', /Service name/],
+      ['kubernetes namespace is a label', { namespace: 'a_b', deployment: 'llama', service: 'llama', port: 'http' }, 'services[0].replicas.kubernetes.namespace', /namespace name/],
+      ['kubernetes port required', { deployment: 'llama', service: 'llama' }, 'services[0].replicas.kubernetes.port', /port's name .* or number/],
+      ['kubernetes port number in range', { deployment: 'llama', service: 'llama', port: 65_536 }, 'services[0].replicas.kubernetes.port', /1 to 65535/],
+      ['kubernetes port name has a letter', { deployment: 'llama', service: 'llama', port: '8000' }, 'services[0].replicas.kubernetes.port', /with a letter/],
+      ['kubernetes kubeconfig non-empty', { deployment: 'llama', service: 'llama', port: 'http', kubeconfig: '' }, 'services[0].replicas.kubernetes.kubeconfig', /file path/],
+      ['kubernetes unknown key', { deployment: 'llama', service: 'llama', port: 'http', replicas: 2 }, 'services[0].replicas.kubernetes.replicas', /unknown key/],
+    ] as [string, unknown, string, RegExp][]
+  ).map(([name, value, key, rule]): [string, (c: any) => void, string, RegExp] => [name, (c) => (c.services[0].replicas = { kubernetes: value }), key, rule]),
+  [
+    'kubernetes refuses env',
+    (c) => (c.services[0].replicas = { kubernetes: { deployment: 'llama', service: 'llama', port: 'http' }, env: { A: 'b' } }),
+    'services[0].replicas.env',
+    /applies only to launched replicas .*Kubernetes starts the pods/,
+  ],
+  [
+    'kubernetes refuses startTimeoutMs',
+    (c) => (c.services[0].replicas = { kubernetes: { deployment: 'llama', service: 'llama', port: 'http' }, startTimeoutMs: 1000 }),
+    'services[0].replicas.startTimeoutMs',
+    /queue\.maxWaitMs bounds/,
   ],
   ['urls non-empty', (c) => (c.services[0].replicas.urls = []), 'services[0].replicas.urls', /non-empty list/],
   ['urls http only', (c) => (c.services[0].replicas.urls = ['https://a:1']), 'services[0].replicas.urls[0]', /http:\/\/host:port/],

@@ -39,6 +39,7 @@
 // backoff until the queue gives up on them (`503 no_replica` after `queue.maxWaitMs`).
 import { hostname } from 'node:os';
 import { AppsV1Api, CoordinationV1Api, DiscoveryV1Api, type V1EndpointSlice } from '@kubernetes/client-node';
+import type { KubernetesTarget } from '../../../config-types.js';
 import type { Logger } from '../../../log.js';
 import { ApiTrouble, sleep, statusOf } from './api-trouble.js';
 import { type CredentialOptions, type KubeCredentials, loadCredentials } from './credentials.js';
@@ -47,18 +48,6 @@ import { EndpointSliceWatch } from './endpoint-watch.js';
 import { endpointsOf, originOf, type SliceEndpoint } from './endpoints.js';
 import { IdleCoordinator } from './idle-lease.js';
 import { CONFLICT, DeploymentScaler, type ScaleReading, wantedReplicas } from './scaler.js';
-
-/** `replicas.kubernetes` of the config (contract section 7). */
-export interface KubernetesTarget {
-  /** Default: the pod's own namespace, else the kubeconfig context's, else `default`. */
-  namespace?: string | undefined;
-  deployment: string;
-  service: string;
-  /** EndpointSlice port name, or number. */
-  port: string | number;
-  /** Default: in-cluster service account, else `$KUBECONFIG`. */
-  kubeconfig?: string | undefined;
-}
 
 /** The replica settings that apply to a Kubernetes service. */
 export interface KubernetesReplicaSettings {
@@ -119,6 +108,8 @@ export interface KubeEndpoint extends SliceEndpoint {
   /** Routable: not terminating, and answered `readyPath` (or, without one, Kubernetes says ready). */
   ready: boolean;
 }
+
+export type { KubernetesTarget };
 
 type EndpointListener = (endpoints: readonly KubeEndpoint[]) => void;
 

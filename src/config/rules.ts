@@ -1,0 +1,154 @@
+// The config's vocabulary (contract section 7): limits, defaults, each rule in words, and the
+// building blocks of the schema (schema.ts, replicas-schema.ts). Every check of a leaf carries the
+// same rule text, so whatever is wrong (type, range, format) the problem names the one rule the
+// value must follow.
+import { z } from 'zod';
+
+// ---------------------------------------------------------------------------------------------
+// Limits and vocabularies
+
+/** The longest delay `setTimeout` honours; a longer one fires at once (Node warns and uses 1 ms). */
+export const MAX_DURATION_MS = 2_147_483_647;
+
+export const SLUG_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+/** RFC 9110 section 5.6.2 `token`: method names and header field names. */
+export const TOKEN_RE = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+export const HEX64_RE = /^[0-9a-fA-F]{64}$/;
+export const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** Segments of RFC 3986 unreserved characters. */
+export const BASE_PATH_RE = /^(\/[A-Za-z0-9\-._~]+)*$/;
+/** Visible ASCII, no `#`: a path (and optional query) a probe can send as is. */
+export const READY_PATH_RE = /^\/[\x21\x22\x24-\x7e]*$/;
+/** Kubernetes names: an RFC 1123 label (namespaces, port names), an RFC 1035 label (Services), and
+ *  an RFC 1123 subdomain (Deployments; 253 at most). */
+export const DNS_LABEL_RE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+export const DNS_1035_LABEL_RE = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;
+export const DNS_SUBDOMAIN_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** Always forwarded to the replica (contract section 3); listing them in forwardHeaders is redundant. */
+export const ALWAYS_FORWARDED = new Set(['content-type', 'accept']);
+
+/** Headers a service may not forward from the caller, and why. */
+export const NOT_FORWARDABLE: ReadonlyMap<string, string> = new Map([
+  ['authorization', 'a caller credential for Sluice, never sent upstream'],
+  ['proxy-authorization', 'a caller credential, never sent upstream'],
+  ['cookie', 'a caller credential, never sent upstream'],
+  ['host', 'set by Sluice to the replica’s host'],
+  ['content-length', 'framing is chosen by Sluice'],
+  ['transfer-encoding', 'framing is chosen by Sluice'],
+  ['x-request-id', 'set by Sluice to its own request id'],
+  ['accept-encoding', 'set by Sluice to identity'],
+  ['expect', 'handled by Sluice; the upstream client refuses it'],
+  ['connection', 'a hop-by-hop header'],
+  ['keep-alive', 'a hop-by-hop header'],
+  ['proxy-connection', 'a hop-by-hop header'],
+  ['te', 'a hop-by-hop header'],
+  ['trailer', 'a hop-by-hop header'],
+  ['upgrade', 'a hop-by-hop header'],
+]);
+
+// Defaults (contract section 7).
+export const DEFAULTS = {
+  host: '127.0.0.1',
+  port: 8080,
+  workers: 0,
+  basePath: '/api/v1/services',
+  drainTimeoutMs: 30_000,
+  logLevel: 'info',
+  maxRequestBytes: 104_857_600,
+  responseHeadersMs: 1_200_000,
+  bodyIdleMs: 300_000,
+  queueMaxRequests: 1000,
+  queueMaxWaitMs: 600_000,
+  startTimeoutMs: 600_000,
+  min: 0,
+  max: 1,
+  idleTimeoutMs: 300_000,
+  concurrency: 0,
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Rules, in words: each is the `rule` of a problem.
+
+export const RULE = {
+  root: 'must be an object with a services list',
+  object: 'must be an object',
+  host: 'must be a host name or IP address (no scheme, port or path)',
+  port: 'must be an integer from 0 to 65535 (0 = any free port)',
+  file: 'must be a non-empty file path',
+  certFile: 'must be a readable PEM file: the certificate, then any intermediate certificates',
+  keyFile: 'must be a readable, unencrypted PEM private key matching certFile',
+  workers: 'must be an integer from 0 to 64 (0 = one per CPU the process may use, within its cgroup CPU quota)',
+  basePath: "must be \"\" or /-separated segments of letters, digits, '-', '.', '_' or '~' (no '.' or '..' segment)",
+  duration: `must be an integer ≥ 1 and ≤ ${MAX_DURATION_MS} (milliseconds)`,
+  logLevel: `must be one of ${LOG_LEVELS.join(', ')}`,
+  services: 'must be a non-empty list of services',
+  slug: "must be 1 to 63 lower-case letters, digits or '-', starting and ending with a letter or digit",
+  slugUnique: 'must be unique',
+  tokens: 'must be a non-empty list of { name, sha256 }',
+  tokenName: 'must be a non-empty string',
+  tokenNameUnique: 'must be unique within the service',
+  sha256: 'must be the SHA-256 digest of the token: 64 hex digits (`sluice token` prints one)',
+  sha256NotToken: 'must be the SHA-256 digest of the token, not the token itself (`sluice token` prints both)',
+  sha256Unique: 'must be unique within the service',
+  methods: 'must be a list of HTTP method names',
+  method: "must be an HTTP method name (letters, digits and !#$%&'*+-.^_`|~)",
+  methodsPost: 'must include POST (POST is always relayed)',
+  forwardHeaders: 'must be a list of header names',
+  header: "must be a header field name (letters, digits and !#$%&'*+-.^_`|~)",
+  maxRequestBytes: `must be an integer ≥ 1 and ≤ ${Number.MAX_SAFE_INTEGER} (bytes)`,
+  queueMaxRequests: 'must be an integer ≥ 0 (0 = no queueing)',
+  replicas: 'must be an object with urls (static replicas), command (launched replicas) or kubernetes (pods of a Deployment)',
+  replicasNeither: 'is required unless replicas.command or replicas.kubernetes is set: static replicas need urls, launched replicas need command, Kubernetes-run replicas need kubernetes',
+  replicasBoth: 'must not be set together with replicas.$OTHER: a service has one kind of replicas (urls, command or kubernetes)',
+  urls: 'must be a non-empty list of replica URLs',
+  url: 'must be http://host:port with no path, query, user info or fragment',
+  urlUnique: 'must be unique',
+  command: 'must be a non-empty list of non-empty strings (the program and its arguments)',
+  arg: 'must be a non-empty string without NUL characters',
+  env: 'must be an object of environment variable names to string values',
+  envName: "must be an environment variable name (letters, digits and '_', not starting with a digit)",
+  envPort: 'is set by Sluice for each replica (the port it listens on); remove it',
+  envValue: 'must be a string (quote numbers and booleans in YAML) without NUL characters',
+  readyPath: "must be a path beginning with '/' (visible ASCII, no '#')",
+  min: 'must be an integer ≥ 0',
+  max: 'must be an integer ≥ 1',
+  concurrency: 'must be an integer ≥ 0 (0 = unlimited)',
+  staticOnly: 'applies only to launched replicas (replicas.command); remove it for static replicas',
+  kubeLaunchOnly: 'applies only to launched replicas (replicas.command); Kubernetes starts the pods, and queue.maxWaitMs bounds how long a request waits for one',
+  kubernetes: 'must be { deployment, service, port } with optional namespace and kubeconfig',
+  kubeNamespace: "must be a Kubernetes namespace name: 1 to 63 lower-case letters, digits or '-', starting and ending with a letter or digit",
+  kubeDeployment: "must be a Kubernetes object name: 1 to 253 lower-case letters, digits, '-' or '.', starting and ending with a letter or digit",
+  kubeService: "must be a Kubernetes Service name: 1 to 63 lower-case letters, digits or '-', starting with a letter and ending with a letter or digit",
+  kubePort: "must be the EndpointSlice port's name (1 to 63 lower-case letters, digits or '-', with a letter) or number (1 to 65535)",
+  kubeconfig: 'must be a non-empty file path (a kubeconfig file)',
+  unknownKey: 'unknown key',
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Schema building blocks. Every check of a leaf carries the same rule text, so whatever is wrong
+// (type, range, format) the problem names the one rule the value must follow.
+
+export function int(min: number, max: number, rule: string) {
+  return z.number({ error: rule }).int({ error: rule }).min(min, { error: rule }).max(max, { error: rule }).describe(rule);
+}
+
+export const duration = () => int(1, MAX_DURATION_MS, RULE.duration);
+
+export function nonEmptyString(rule: string) {
+  return z.string({ error: rule }).min(1, { error: rule }).describe(rule);
+}
+
+export function strict<S extends z.ZodRawShape>(shape: S, rule: string = RULE.object) {
+  return z.strictObject(shape, { error: rule });
+}
+
+/** Runs a cross-field check even when some fields failed, so every problem is listed at once. */
+export const ALWAYS = { when: () => true };
+
+export function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
