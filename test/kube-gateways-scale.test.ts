@@ -1,0 +1,114 @@
+// Issue 10, gateway level: several real `sluice serve` processes in front of one Deployment,
+// coordinated only through the (fake) Kubernetes API. A cold burst over three gateways causes one
+// scale-up and one pod; idle, one gateway lowers the Deployment to `min` once, never while another
+// gateway still relays, and the next request cold-starts again.
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { eventually } from './helpers/gateway.js';
+import { KubeCluster, parseChatStream, scaleWrites } from './helpers/kube-gateways.js';
+import { NS } from './helpers/kube.js';
+
+describe('kubernetes gateways: scale-up and idle scale-down', () => {
+  let cluster: KubeCluster | undefined;
+  afterEach(async () => {
+    await cluster?.close();
+    cluster = undefined;
+  });
+
+  test('three gateways, one cold service: a 30-request streaming burst over all three succeeds; one pod starts, spec.replicas is raised once', async () => {
+    cluster = await KubeCluster.start();
+    const { api } = cluster;
+    const gws = await cluster.gatewayGroup(3, {}, { workers: 2 });
+    const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => cluster!.chat(gws[i % 3]!, ['burst', 'request', String(i)])));
+    answers.forEach((a, i) => {
+      assert.equal(a.status, 200, `request ${i}: ${a.raw}`);
+      assert.match(a.contentType, /^text\/event-stream/, `request ${i} was streamed`);
+      assert.equal(a.reply, `You said: burst request ${i}`, `request ${i} got its own whole reply`);
+      assert.ok(a.done, `request ${i} ended with [DONE]`);
+    });
+    const sim = cluster.sim();
+    assert.equal(sim.started.length, 1, 'exactly one replica process was started');
+    assert.equal(scaleWrites(api, 'patch').length, 1, 'spec.replicas was raised by one write');
+    assert.equal(scaleWrites(api, 'update').length, 0, 'and never lowered');
+    assert.equal(api.scaleOf(NS, 'llama').replicas, 1);
+    const ups = gws.flatMap((g) => g.lines('kubernetes deployment scaled up'));
+    assert.equal(ups.length, 1, 'one gateway logged the raise');
+    assert.deepEqual([ups[0]!.from, ups[0]!.to], [0, 1]);
+    const pod = sim.started[0]!.name;
+    for (const [i, gw] of gws.entries()) {
+      assert.ok(KubeCluster.sawReady(gw, pod), `gateway ${i} logged the pod ready`);
+      // A worker's access-log lines reach the process log a moment after the answers.
+      await eventually(() => gw.lines('request').length === 10, 10_000, `gateway ${i}'s 10 access-log lines`);
+      assert.ok(gw.lines('request').every((l) => l.status === 200), `gateway ${i} relayed its share`);
+    }
+  });
+
+  test('idle: lowered to min once, after idleTimeoutMs with no traffic anywhere; never while one gateway still relays; the next request cold-starts again', async () => {
+    const idleTimeoutMs = 3_000;
+    // 100 ms per token: a 60-word reply streams for about 6 s, twice the idle timeout.
+    cluster = await KubeCluster.start([{ env: { TOKEN_DELAY_MS: '100' } }]);
+    const { api } = cluster;
+    const sim = cluster.sim();
+    const setup = { services: [{ replicas: { idleTimeoutMs, min: 0 } }] };
+    const [a, b, c] = await cluster.gatewayGroup(3, setup);
+    const lowered: number[] = [];
+    api.onScale((_ns, name, replicas) => {
+      if (name === 'llama' && replicas === 0) lowered.push(Date.now());
+    });
+
+    const first = await cluster.chat(a!, ['wake', 'up']);
+    assert.equal(first.status, 200, first.raw);
+    assert.equal(first.reply, 'You said: wake up');
+    assert.equal(sim.started.length, 1);
+
+    // A long stream through b, while a and c have nothing.
+    const words = Array.from({ length: 58 }, (_, i) => `w${i}`);
+    const stream = await cluster.open(b!, '/v1/chat/completions', { model: 'demo', stream: true, max_tokens: 60, messages: [{ role: 'user', content: words.join(' ') }] });
+    assert.equal(stream.status, 200);
+    const startedAt = Date.now();
+    let raw = '';
+    let checkedMidStream = false;
+    for await (const chunk of stream.chunks) {
+      raw += chunk.toString();
+      if (!checkedMidStream && Date.now() - startedAt > idleTimeoutMs * 1.5) {
+        // Longer than idleTimeoutMs since a and c relayed anything: b's traffic holds the Deployment.
+        checkedMidStream = true;
+        assert.equal(api.scaleOf(NS, 'llama').replicas, 1, 'not lowered while b relays');
+        assert.equal(scaleWrites(api, 'update').length, 0, 'no lowering write while b relays');
+        assert.deepEqual(lowered, []);
+      }
+    }
+    assert.ok(checkedMidStream, 'the stream lasted longer than 1.5 × idleTimeoutMs (else the check above did not happen)');
+    const whole = parseChatStream(raw);
+    assert.equal(whole.reply, `You said: ${words.join(' ')}`, 'the long stream arrived whole');
+    assert.ok(whole.done);
+    // b's renewals reached the Lease, under b's identity.
+    const lease = api.lease(NS, 'sluice-llama');
+    assert.ok(lease !== undefined, 'the Lease sluice-llama exists');
+    assert.ok([a!, b!, c!].map((g) => g.identity).includes(String((lease['spec'] as Record<string, unknown>)['holderIdentity'])), 'the Lease holder is one of the gateways (<hostname>-<pid>)');
+
+    // Now nothing anywhere: one gateway lowers the Deployment to min, once.
+    await eventually(() => api.scaleOf(NS, 'llama').replicas === 0, 30_000, 'the idle scale-down');
+    await eventually(() => sim.pods.length === 0, 15_000, 'the pod to go');
+    for (const gw of [a!, b!, c!]) await eventually(() => KubeCluster.sawGone(gw, sim.started[0]!.name), 10_000, 'every gateway to drop the pod');
+    // Give the other gateways' idle checks their turn (each runs idleTimeoutMs after its last
+    // traffic, already passed): they must find the Deployment at min and write nothing.
+    await sleep(idleTimeoutMs / 2);
+    assert.equal(scaleWrites(api, 'update').length, 1, 'one lowering write to the Scale');
+    assert.equal(lowered.length, 1);
+    const downs = [a!, b!, c!].flatMap((g) => g.lines('kubernetes deployment scaled down after idle'));
+    assert.equal(downs.length, 1, 'one gateway logged the scale-down');
+    assert.deepEqual([downs[0]!.from, downs[0]!.to], [1, 0]);
+    assert.ok(Number(downs[0]!.idleMs) >= idleTimeoutMs, `idle for at least idleTimeoutMs (${String(downs[0]!.idleMs)})`);
+    assert.ok([a!, b!, c!].map((g) => g.identity).includes(String(downs[0]!.gateway)));
+
+    // The next request cold-starts again, through the third gateway.
+    const again = await cluster.chat(c!, ['again']);
+    assert.equal(again.status, 200, again.raw);
+    assert.equal(again.reply, 'You said: again');
+    assert.equal(sim.started.length, 2, 'a new pod was started');
+    assert.equal(scaleWrites(api, 'patch').length, 2, 'two raises in all: the first cold start and this one');
+    assert.equal(api.scaleOf(NS, 'llama').replicas, 1);
+  });
+});
