@@ -17,17 +17,18 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
   });
 
   test('three gateways, one cold service: a 30-request streaming burst over all three succeeds; one pod starts, spec.replicas is raised once', async () => {
-    cluster = await KubeCluster.start();
-    const { api } = cluster;
-    const gws = await cluster.gatewayGroup(3, {}, { workers: 2 });
-    const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => cluster!.chat(gws[i % 3]!, ['burst', 'request', String(i)])));
+    const kc = await KubeCluster.start();
+    cluster = kc;
+    const { api } = kc;
+    const gws = await kc.gatewayGroup(3, {}, { workers: 2 });
+    const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => kc.chat(gws[i % 3]!, ['burst', 'request', String(i)])));
     answers.forEach((a, i) => {
       assert.equal(a.status, 200, `request ${i}: ${a.raw}`);
       assert.match(a.contentType, /^text\/event-stream/, `request ${i} was streamed`);
       assert.equal(a.reply, `You said: burst request ${i}`, `request ${i} got its own whole reply`);
       assert.ok(a.done, `request ${i} ended with [DONE]`);
     });
-    const sim = cluster.sim();
+    const sim = kc.sim();
     assert.equal(sim.started.length, 1, 'exactly one replica process was started');
     assert.equal(scaleWrites(api, 'patch').length, 1, 'spec.replicas was raised by one write');
     assert.equal(scaleWrites(api, 'update').length, 0, 'and never lowered');
@@ -47,24 +48,25 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
   test('idle: lowered to min once, after idleTimeoutMs with no traffic anywhere; never while one gateway still relays; the next request cold-starts again', async () => {
     const idleTimeoutMs = 3_000;
     // 100 ms per token: a 60-word reply streams for about 6 s, twice the idle timeout.
-    cluster = await KubeCluster.start([{ env: { TOKEN_DELAY_MS: '100' } }]);
-    const { api } = cluster;
-    const sim = cluster.sim();
+    const kc = await KubeCluster.start([{ env: { TOKEN_DELAY_MS: '100' } }]);
+    cluster = kc;
+    const { api } = kc;
+    const sim = kc.sim();
     const setup = { services: [{ replicas: { idleTimeoutMs, min: 0 } }] };
-    const [a, b, c] = await cluster.gatewayGroup(3, setup);
+    const [a, b, c] = await kc.gatewayGroup(3, setup);
     const lowered: number[] = [];
     api.onScale((_ns, name, replicas) => {
       if (name === 'llama' && replicas === 0) lowered.push(Date.now());
     });
 
-    const first = await cluster.chat(a!, ['wake', 'up']);
+    const first = await kc.chat(a!, ['wake', 'up']);
     assert.equal(first.status, 200, first.raw);
     assert.equal(first.reply, 'You said: wake up');
     assert.equal(sim.started.length, 1);
 
     // A long stream through b, while a and c have nothing.
     const words = Array.from({ length: 58 }, (_, i) => `w${i}`);
-    const stream = await cluster.open(b!, '/v1/chat/completions', { model: 'demo', stream: true, max_tokens: 60, messages: [{ role: 'user', content: words.join(' ') }] });
+    const stream = await kc.open(b!, '/v1/chat/completions', { model: 'demo', stream: true, max_tokens: 60, messages: [{ role: 'user', content: words.join(' ') }] });
     assert.equal(stream.status, 200);
     const startedAt = Date.now();
     let raw = '';
@@ -104,7 +106,7 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
     assert.ok([a!, b!, c!].map((g) => g.identity).includes(String(downs[0]!.gateway)));
 
     // The next request cold-starts again, through the third gateway.
-    const again = await cluster.chat(c!, ['again']);
+    const again = await kc.chat(c!, ['again']);
     assert.equal(again.status, 200, again.raw);
     assert.equal(again.reply, 'You said: again');
     assert.equal(sim.started.length, 2, 'a new pod was started');

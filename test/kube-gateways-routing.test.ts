@@ -1,0 +1,113 @@
+// Issue 10, gateway level: endpoints someone else adds (an HPA, a person) get traffic from every
+// gateway; a terminating endpoint gets nothing new while the stream in flight on it finishes
+// whole; an endpoint leaving the list is dropped; with readyPath, an endpoint Kubernetes calls
+// ready but that does not answer it gets nothing.
+import assert from 'node:assert/strict';
+import { afterEach, describe, test } from 'node:test';
+import { eventually } from './helpers/gateway.js';
+import { KubeCluster, scaleWrites } from './helpers/kube-gateways.js';
+import { NS } from './helpers/kube.js';
+import { heldStreamBody } from './helpers/tagged-replica.js';
+
+describe('kubernetes gateways: routing to endpoints', () => {
+  let cluster: KubeCluster | undefined;
+  afterEach(async () => {
+    await cluster?.close();
+    cluster = undefined;
+  });
+
+  test('an endpoint added by someone else gets traffic from every gateway, and the Deployment is left alone', async () => {
+    const kc = await KubeCluster.start();
+    cluster = kc;
+    const { api } = kc;
+    const gws = await kc.gatewayGroup(3, {}, { workers: 2 });
+    const hpa = await kc.hpaPod('hpa-1');
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, 'hpa-1'), 10_000, `gateway ${i} to see hpa-1 ready`);
+    const expected: string[] = [];
+    for (const [i, gw] of gws.entries()) {
+      for (let j = 0; j < 4; j++) {
+        const path = `/from/${i}/${j}`;
+        expected.push(path);
+        const res = await kc.post(gw, path);
+        assert.equal(res.status, 200, res.text);
+        assert.deepEqual(JSON.parse(res.text), { replica: 'hpa-1', path });
+      }
+    }
+    assert.deepEqual(hpa.requests, expected, 'each request reached the pod once, from every gateway');
+    assert.equal(api.scaleOf(NS, 'llama').replicas, 0, 'a ready endpoint needs no scale-up');
+    assert.equal(scaleWrites(api, 'patch').length, 0);
+    assert.equal(kc.sim().started.length, 0);
+  });
+
+  test('a terminating endpoint gets no new request, the stream in flight on it completes whole, and its leaving the list is seen by every gateway', async () => {
+    const kc = await KubeCluster.start();
+    cluster = kc;
+    const gws = await kc.gatewayGroup(3, {}, { workers: 2 });
+    const a = await kc.hpaPod('hpa-a');
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, 'hpa-a'), 10_000, `gateway ${i} to see hpa-a ready`);
+
+    // A stream in flight on hpa-a, through the two-worker gateway.
+    const stream = await kc.open(gws[0]!, '/hold');
+    assert.equal(stream.status, 200);
+    await eventually(() => a.holding() === 1, 10_000, 'the stream to be held on hpa-a');
+
+    const b = await kc.hpaPod('hpa-b');
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, 'hpa-b'), 10_000, `gateway ${i} to see hpa-b ready`);
+    kc.markTerminating(a);
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawTerminating(gw, 'hpa-a'), 10_000, `gateway ${i} to see hpa-a terminating`);
+
+    // New requests, from every gateway, all go to hpa-b.
+    for (const [i, gw] of gws.entries()) {
+      for (let j = 0; j < 4; j++) {
+        const res = await kc.post(gw, `/after/${i}/${j}`);
+        assert.equal(res.status, 200, res.text);
+        assert.equal((JSON.parse(res.text) as { replica: string }).replica, 'hpa-b', `request ${j} through gateway ${i}`);
+      }
+    }
+    assert.deepEqual(a.requests, ['/hold'], 'the terminating endpoint got nothing new');
+    assert.equal(b.requests.length, 12);
+
+    // The stream on the terminating endpoint finishes whole.
+    a.release();
+    assert.equal(await stream.text(), heldStreamBody('hpa-a'));
+
+    // The endpoint leaves the list: every gateway drops it, and traffic keeps flowing to hpa-b.
+    kc.sim().removeEndpoint('hpa-a');
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawGone(gw, 'hpa-a'), 10_000, `gateway ${i} to drop hpa-a`);
+    for (const gw of gws) {
+      const res = await kc.post(gw, '/last');
+      assert.equal(res.status, 200, res.text);
+      assert.equal((JSON.parse(res.text) as { replica: string }).replica, 'hpa-b');
+    }
+    for (const [i, gw] of gws.entries()) {
+      const states = gw.lines('replica state');
+      assert.ok(states.some((l) => l.to === 'draining'), `gateway ${i} logged a replica draining: ${JSON.stringify(states)}`);
+      assert.ok(states.some((l) => l.to === 'stopped'), `gateway ${i} logged a replica stopped: ${JSON.stringify(states)}`);
+    }
+  });
+
+  test('with readyPath, an endpoint Kubernetes calls ready that fails the probe gets nothing: the gateway cold-starts a pod instead, and routes to the endpoint once it answers', async () => {
+    const kc = await KubeCluster.start();
+    cluster = kc;
+    const { api } = kc;
+    const setup = { services: [{ replicas: { readyPath: '/health' } }] };
+    const gws = await kc.gatewayGroup(2, setup);
+    const sick = await kc.hpaPod('sick', { publish: false });
+    sick.healthy = false;
+    kc.publish(sick);
+    for (const [i, gw] of gws.entries()) {
+      await eventually(() => gw.lines('kubernetes endpoint').some((l) => l.pod === 'sick'), 10_000, `gateway ${i} to see the sick endpoint`);
+      assert.ok(!KubeCluster.sawReady(gw, 'sick'), `gateway ${i} does not route to an endpoint that fails readyPath`);
+    }
+    const answer = await kc.chat(gws[0]!, ['not', 'the', 'sick', 'one']);
+    assert.equal(answer.status, 200, answer.raw);
+    assert.equal(answer.reply, 'You said: not the sick one', 'served by the model server the gateway scaled up');
+    assert.equal(kc.sim().started.length, 1);
+    assert.equal(scaleWrites(api, 'patch').length, 1);
+    assert.deepEqual(sick.requests, [], 'the endpoint that failed its probe got nothing');
+
+    // Once it answers its readiness path, each gateway's own probe lets it in.
+    sick.healthy = true;
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, 'sick'), 10_000, `gateway ${i} to see the endpoint ready after its probe`);
+  });
+});
