@@ -16,6 +16,7 @@ import type { Logger } from '../log.js';
 import { Metrics } from '../metrics/metrics.js';
 import { RequestCounters } from '../metrics/request-counters.js';
 import { resolveWorkers } from '../cpu-count.js';
+import { testHooksEnabled } from '../test-hooks.js';
 import { LocalReplicaSet } from '../replicas/replica-set.js';
 import { DataPlane } from '../data/data-plane.js';
 import { createApp, listenOn } from '../data/listen.js';
@@ -23,7 +24,9 @@ import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { addOpsRoutes, type OpsSource, refusal } from '../data/ops-routes.js';
 import { FLAG_COUNT, FLAG_DRAINING } from './messages.js';
 import { checkPortFree } from './port-check.js';
+import type { EndpointReplicasOptions } from './replicas/endpoint-replicas.js';
 import { ServiceControl } from './replicas/service-control.js';
+import type { KubernetesTuning } from './sources/kubernetes/kubernetes-source.js';
 import { WorkerPool } from './worker-pool.js';
 
 export interface Gateway {
@@ -76,8 +79,9 @@ class ControlPlane implements Gateway, OpsSource {
     this.workers = resolveWorkers(config.workers);
     this.registry = new Metrics(config.services.map((s) => s.slug));
     const ops = config.admin === undefined ? this : undefined;
+    const kubernetes = kubernetesTestOptions();
     if (this.workers === 1) {
-      const sets = config.services.map((service) => new LocalReplicaSet(service, { logger: this.logger, events: this.registry }));
+      const sets = config.services.map((service) => new LocalReplicaSet(service, { logger: this.logger, events: this.registry, kubernetes }));
       this.services.push(...sets.map((set) => set.control));
       const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, ops });
       this.local = { plane, sets };
@@ -102,7 +106,7 @@ class ControlPlane implements Gateway, OpsSource {
         countersOf: (thread) => stores[thread]!,
       });
       config.services.forEach((service, s) => {
-        this.services.push(new ServiceControl(service, { logger: this.logger, events: this.registry, threads: this.workers, views: pool.router(s) }));
+        this.services.push(new ServiceControl(service, { logger: this.logger, events: this.registry, threads: this.workers, views: pool.router(s), kubernetes }));
       });
       this.pool = pool;
     }
@@ -223,6 +227,17 @@ class ControlPlane implements Gateway, OpsSource {
       this.pool!.broadcast({ t: 'tokens', services });
     }
   }
+}
+
+/**
+ * Test builds only (NODE_ENV=test and SLUICE_TEST_HOOKS=1): the Kubernetes source's timings from
+ * `SLUICE_TEST_KUBE_TUNING` (JSON), so gateway processes in tests back off and probe in
+ * milliseconds. Anything else runs the production timings.
+ */
+function kubernetesTestOptions(): EndpointReplicasOptions | undefined {
+  const raw = process.env['SLUICE_TEST_KUBE_TUNING'];
+  if (raw === undefined || !testHooksEnabled()) return undefined;
+  return { tuning: JSON.parse(raw) as Partial<KubernetesTuning> };
 }
 
 /** Builds the gateway and starts listening. Rejects with a one-line reason if it cannot. */

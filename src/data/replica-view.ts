@@ -62,7 +62,8 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     /** This thread's row in the slot table. */
     private readonly thread: number,
     private readonly link: DemandLink,
-    /** Launched replicas (the retry after a refused connection queues instead of failing). */
+    /** Replicas started on demand, launched or Kubernetes (a cold service queues, and so does the
+     *  retry after a refused connection, instead of failing). */
     private readonly launched: boolean,
     private readonly log: Logger,
     private readonly poolCloseMs = 1_000,

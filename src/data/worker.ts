@@ -8,6 +8,8 @@
 // replica slots this thread held and starts a replacement.
 import { parentPort, workerData } from 'node:worker_threads';
 import type { TemplatedApp } from 'uWebSockets.js';
+import { replicaKind } from '../config-types.js';
+import { testHooksEnabled } from '../test-hooks.js';
 import { createLogger } from '../log.js';
 import { PostingDestination } from '../log-transport.js';
 import { CounterLayout, RequestCounters } from '../metrics/request-counters.js';
@@ -37,8 +39,8 @@ function demandLink(s: number): DemandLink {
 }
 
 const views = config.services.map((service, s) => {
-  const launched = service.replicas.command !== undefined && service.replicas.command.length > 0;
-  return new ReplicaView(service, new SlotTable(init.slots[s]!), thread, demandLink(s), launched, logger);
+  const queues = replicaKind(service.replicas) !== 'static';
+  return new ReplicaView(service, new SlotTable(init.slots[s]!), thread, demandLink(s), queues, logger);
 });
 
 const pendingMetrics = new Map<number, (value: { text: string; contentType: string }) => void>();
@@ -66,10 +68,6 @@ const plane = new DataPlane({
       : undefined,
   testRoutes: testHooksEnabled() ? addTestRoutes : undefined,
 });
-
-function testHooksEnabled(): boolean {
-  return process.env['NODE_ENV'] === 'test' && process.env['SLUICE_TEST_HOOKS'] === '1';
-}
 
 /** Test builds only: `POST /__sluice_test/crash-worker` makes this worker fail as a bug would. */
 function addTestRoutes(app: TemplatedApp): void {

@@ -5,6 +5,7 @@
 import type { ServiceConfig } from '../config-types.js';
 import type { ReplicaEvents } from '../control/replicas/events.js';
 import type { ServiceSnapshot } from '../control/replicas/control-types.js';
+import type { EndpointReplicasOptions } from '../control/replicas/endpoint-replicas.js';
 import { ServiceControl } from '../control/replicas/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from '../control/replicas/tuning.js';
 import { ReplicaView } from '../data/replica-view.js';
@@ -21,6 +22,8 @@ export interface ReplicaSetDeps {
   logger: Logger;
   events?: ReplicaEvents;
   tuning?: Partial<ReplicaSetTuning>;
+  /** Kubernetes replicas: test timings and credentials. */
+  kubernetes?: EndpointReplicasOptions | undefined;
 }
 
 /** The set as its owner (server, metrics, tests) sees it: the seam plus a read-only view. */
@@ -43,7 +46,7 @@ export class LocalReplicaSet implements ManagedReplicaSet {
     };
     this.control = new ServiceControl(service, { ...deps, threads: 1, views });
     const tuning = { ...DEFAULT_TUNING, ...deps.tuning };
-    view = new ReplicaView(service, this.control.slots, 0, this.control, this.control.scalable, deps.logger, tuning.poolCloseMs);
+    view = new ReplicaView(service, this.control.slots, 0, this.control, this.control.queuesForColdStart, deps.logger, tuning.poolCloseMs);
     for (const info of this.control.replicas()) view.announce(info);
     this.view = view;
   }

@@ -1,5 +1,7 @@
 // The control plane's types as its owners (the gateway, the worker pool, tests) see them.
+import type { ReplicaKind } from '../../config-types.js';
 import type { Logger } from '../../log.js';
+import type { EndpointReplicasOptions } from './endpoint-replicas.js';
 import type { ViewLink } from '../../replicas/link.js';
 import type { ReplicaEvents } from './events.js';
 import type { ReplicaStateName } from './replica.js';
@@ -18,6 +20,8 @@ export interface ServiceControlDeps {
   /** How many data plane threads may hold requests (slot table rows). */
   threads: number;
   views: ViewRouter;
+  /** Kubernetes replicas: test timings and credentials (production uses the defaults). */
+  kubernetes?: EndpointReplicasOptions | undefined;
 }
 
 export interface ReplicaSnapshot {
@@ -31,7 +35,7 @@ export interface ReplicaSnapshot {
 
 export interface ServiceSnapshot {
   slug: string;
-  kind: 'static' | 'launched';
+  kind: ReplicaKind;
   accepting: boolean;
   queued: number;
   /** Every replica that holds a place (not yet stopped, or its process not yet exited). */

@@ -1,6 +1,7 @@
-// Probes, on the control plane only: the readiness poll of a starting replica, the periodic probe
-// of a ready static replica (when `readyPath` is set), and the recovery probe of a replica out of
-// rotation. Each result that changes a state goes through the service's transition function.
+// Probes, on the control plane only: the readiness poll of a starting launched replica, the
+// periodic probe of a ready static replica (when `readyPath` is set), and the recovery probe of a
+// replica out of rotation after a refused connection. (Kubernetes endpoints are probed by their
+// source before they are ready: src/control/sources/kubernetes/endpoint-probes.ts.) Each result that changes a state goes through the service's transition function.
 import type { Agent } from 'node:http';
 import type { ServiceConfig } from '../../config-types.js';
 import type { Logger } from '../../log.js';
@@ -13,8 +14,9 @@ export interface HealthOwner {
   transition(r: ManagedReplica, to: ReplicaStateName, reason: string, detail?: Record<string, unknown>): boolean;
   /** True once the service is closing: no new probe is scheduled. */
   readonly closing: boolean;
-  /** True for launched replicas: a ready one is not probed periodically (its exit says enough). */
-  readonly scalable: boolean;
+  /** True for static replicas: a ready one is probed periodically when `readyPath` is set (a
+   *  launched one's exit says enough; a Kubernetes one's endpoint conditions do). */
+  readonly probesReady: boolean;
 }
 
 export class Health {
@@ -54,10 +56,10 @@ export class Health {
 
   /** Next probe of a ready static replica (with readyPath) or of an unreachable replica. */
   scheduleRecheck(r: ManagedReplica): void {
-    if (r.probeTimer !== undefined || this.owner.closing) return;
+    if (r.probeTimer !== undefined || this.owner.closing || r.heldOut) return;
     let delay: number;
     if (r.state === 'unreachable') delay = this.tuning.recoveryProbeMs;
-    else if (r.state === 'ready' && !this.owner.scalable && this.service.replicas.readyPath !== undefined) delay = this.tuning.probeIntervalMs;
+    else if (r.state === 'ready' && this.owner.probesReady && this.service.replicas.readyPath !== undefined) delay = this.tuning.probeIntervalMs;
     else return;
     r.probeTimer = setTimeout(() => void this.recheck(r), delay);
     r.probeTimer.unref();
@@ -81,6 +83,7 @@ export class Health {
       return;
     }
     this.note(r, result);
+    if (r.heldOut) return; // the source took it out meanwhile: it brings it back
     if (state === 'unreachable' && result.ok) {
       this.owner.transition(r, 'ready', 'probe succeeded');
     } else if (state === 'ready' && !result.ok) {

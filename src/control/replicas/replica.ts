@@ -71,6 +71,8 @@ export class ManagedReplica {
   lastProbe = '';
   /** A probe request is in flight: no second one is started. */
   probing = false;
+  /** Kubernetes replicas: out of rotation because the source says not ready (no recovery probe). */
+  heldOut = false;
 
   /** Readiness poll (starting), periodic or recovery probe (ready / unreachable). */
   probeTimer: NodeJS.Timeout | undefined = undefined;

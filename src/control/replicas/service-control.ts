@@ -1,5 +1,6 @@
-// One service's replicas on the control plane (main thread): the state machine, scaling, idle
-// stops, drain and close. Contract sections 6 and 10. The data planes choose replicas by reading
+// One service's replicas on the control plane (main thread): the state machine, the queue, idle
+// stops, drain and close, for every kind of replicas (static, launched, Kubernetes). Contract
+// sections 6, 10 and 11. The data planes choose replicas by reading
 // the shared slot table this class writes (src/replicas/slots.ts); they reach it only for the
 // queue (demand.ts) and for what they learned (a refused connection).
 //
@@ -8,12 +9,8 @@
 // - Choice (in the data plane): least outstanding requests among ready replicas under
 //   `concurrency` (0 = unlimited); ties go to the earlier slot, so spare replicas go idle.
 // - FIFO: while anyone is queued anywhere in the process, a new request queues behind them.
-// - Scaling (launched): a replica is started while the queue holds more requests than the
-//   replicas already starting will take (`starting × concurrency`; with unlimited concurrency one
-//   starting replica takes them all) and fewer than `max` replicas hold a place. A place is held
-//   from the moment a replica is created (so a burst of 200 on a cold service with max 1 starts
-//   exactly one, whichever workers saw them) until its process has exited (a draining or killed
-//   process still holds memory, GPU included, so it still counts toward `max`).
+// - Scaling: launched replicas in launches.ts; Kubernetes replicas are the endpoints the source
+//   lists (endpoint-replicas.ts), and the source raises the Deployment from the reported demand.
 // - A failed start: every queued request gets `503 no_replica` (Retry-After = the backoff) at
 //   once, unless another replica is ready or still starting. The next start waits a backoff:
 //   250 ms, doubling per consecutive failure up to 5 s; the count resets once a replica has stayed
@@ -24,24 +21,27 @@
 // - `unreachable` (connection refused before any byte was sent) takes the replica out of
 //   rotation, for both kinds, and probes it every 500 ms until it answers. Launched replicas are
 //   not killed for it: a refused connection can be a keep-alive race.
+// - Kubernetes replicas never fail: a pod that stops answering is `unreachable` (held out while its
+//   endpoint is not ready), a terminating one `draining` until its endpoint is gone.
 // - Static sets never queue for a cold start: their replicas start `ready`. When every static
 //   replica is out of rotation, the one taken out longest ago is handed out anyway (the "panic"
 //   rule of Envoy): if the probe was wrong the request succeeds; if the replica is really down the
 //   retry finds nothing and the caller gets `502 upstream_unavailable` within milliseconds.
-import type { ServiceConfig } from '../../config-types.js';
+import { type ReplicaKind, replicaKind, type ServiceConfig } from '../../config-types.js';
 import { RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import type { ProcessExit } from '../../replicas/launchers/process.js';
 import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
 import { ProcessSource } from '../sources/process.js';
-import type { Endpoint, ReplicaSource } from '../sources/source.js';
+import type { Endpoint } from '../sources/source.js';
 import { StaticSource } from '../sources/static.js';
 import { Demand } from './demand.js';
+import { EndpointReplicas } from './endpoint-replicas.js';
 import type { ReplicaEvents } from './events.js';
 import { Health } from './health.js';
 import { IdleStops } from './idle.js';
+import { Launches } from './launches.js';
 import { ManagedReplica, canTransition, type ReplicaStateName } from './replica.js';
 import { DEFAULT_TUNING, StartBackoff, type ReplicaSetTuning } from './tuning.js';
 
@@ -54,7 +54,7 @@ function isLive(state: ReplicaStateName): boolean {
 export class ServiceControl {
   readonly slug: string;
   readonly slots: SlotTable;
-  readonly source: ReplicaSource;
+  readonly kind: ReplicaKind;
   private readonly service: ServiceConfig;
   private readonly log: Logger;
   private readonly events: ReplicaEvents | undefined;
@@ -72,15 +72,16 @@ export class ServiceControl {
   /** Replicas in `starting`, `ready` or `unreachable` (counted against `min`). */
   private live = 0;
   private lastId = 0;
-  private accepting = true;
+  private accepting_ = true;
   private closingPromise: Promise<void> | undefined = undefined;
   private readonly drainingError = new RelayError('draining', { headers: { 'retry-after': '5' } });
 
   private readonly backoff: StartBackoff;
   private readonly idle: IdleStops;
-  private backoffTimer: NodeJS.Timeout | undefined = undefined;
-  /** Launches in progress; `close()` awaits them. */
-  private readonly pending = new Set<Promise<void>>();
+  /** Launched replicas: starting them and their exits. */
+  private readonly launches: Launches | undefined;
+  /** Kubernetes replicas: the source's endpoints. */
+  private readonly endpoints: EndpointReplicas | undefined;
 
   constructor(service: ServiceConfig, deps: ServiceControlDeps) {
     this.slug = service.slug;
@@ -89,21 +90,26 @@ export class ServiceControl {
     this.events = deps.events;
     this.tuning = { ...DEFAULT_TUNING, ...deps.tuning };
     this.views = deps.views;
-    const launched = service.replicas.command !== undefined && service.replicas.command.length > 0;
-    this.source = launched ? new ProcessSource(service, this.log) : new StaticSource(service);
-    // Launched: `max` places, and as many again for replicas gone whose last requests are ending.
-    const capacity = launched ? service.replicas.max * 2 + 2 : Math.max(1, (service.replicas.urls ?? []).length);
-    this.slots = SlotTable.create(capacity, deps.threads, service.replicas.concurrency);
-    this.known = new Int32Array(capacity).fill(-1);
-    this.demand = new Demand(service, this.slots, this.known, !launched, (t) => this.views.get(t), this.log, this.events);
+    this.kind = replicaKind(service.replicas);
+    const { concurrency } = service.replicas;
+    this.slots = SlotTable.create(slotCapacity(service, this.kind), deps.threads, concurrency);
+    this.known = new Int32Array(this.slots.slots).fill(-1);
+    this.demand = new Demand(service, this.slots, this.known, this.kind === 'static', (t) => this.views.get(t), this.log, this.events);
     this.health = new Health(service, this.tuning, this.log, this);
     this.backoff = new StartBackoff(this.tuning);
     this.idle = new IdleStops(service, this.slots, this);
 
-    for (const endpoint of this.source.initial()) {
-      const r = this.create()!;
-      this.place(r, endpoint);
-      this.transition(r, 'ready', 'static replica');
+    if (this.kind === 'launched') {
+      this.launches = new Launches(service, new ProcessSource(service, this.log), this, this.health, this.log);
+    } else if (this.kind === 'kubernetes') {
+      this.endpoints = new EndpointReplicas(service, this, this.slots, this.log, this.events, deps.kubernetes);
+      this.endpoints.start();
+    } else {
+      for (const endpoint of new StaticSource(service).initial()) {
+        const r = this.create()!;
+        this.place(r, endpoint);
+        this.transition(r, 'ready', 'static replica');
+      }
     }
     this.scale();
   }
@@ -112,8 +118,26 @@ export class ServiceControl {
     return this.closingPromise !== undefined;
   }
 
-  get scalable(): boolean {
-    return this.source.scalable;
+  /** Launched and Kubernetes replicas are started on demand: a cold service queues. */
+  get queuesForColdStart(): boolean {
+    return this.kind !== 'static';
+  }
+
+  /** Health: only static replicas are probed while ready. */
+  get probesReady(): boolean {
+    return this.kind === 'static';
+  }
+
+  get accepting(): boolean {
+    return this.accepting_;
+  }
+
+  get queued(): number {
+    return this.demand.size;
+  }
+
+  get readyReplicas(): number {
+    return this.readyCount;
   }
 
   /** An idle replica may be stopped: more than `min` are live and nobody is queued. */
@@ -124,7 +148,7 @@ export class ServiceControl {
   // ── from the data planes (DemandLink) ──────────────────────────────────────────────────────
 
   enqueue(thread: number, id: number, arrivedAt: number): void {
-    if (!this.accepting) {
+    if (!this.accepting_) {
       this.slots.addQueued(-1);
       this.views.get(thread)?.fail(id, errorSpec(this.drainingError));
       return;
@@ -168,11 +192,11 @@ export class ServiceControl {
   // ── drain and close ────────────────────────────────────────────────────────────────────────
 
   drain(): void {
-    if (!this.accepting) return;
-    this.accepting = false;
+    if (!this.accepting_) return;
+    this.accepting_ = false;
     this.slots.setAccepting(false);
-    if (this.backoffTimer !== undefined) clearTimeout(this.backoffTimer);
-    this.backoffTimer = undefined;
+    this.launches?.stopScaling();
+    this.endpoints?.stopReporting();
     this.log.info({ service: this.slug, queued: this.demand.size }, 'replica set draining');
     this.demand.failAll(this.drainingError, 'draining');
   }
@@ -190,10 +214,11 @@ export class ServiceControl {
     for (const r of [...this.all]) {
       if (isLive(r.state)) this.transition(r, 'draining', 'close');
       r.clearTimers();
-      if (!r.processGone) exits.push(this.source.stop(r, this.tuning.stopGraceMs));
+      if (!r.processGone && this.launches !== undefined) exits.push(this.launches.source.stop(r, this.tuning.stopGraceMs));
     }
     await Promise.all(exits);
-    await Promise.all([...this.pending]);
+    await this.launches?.settled();
+    await this.endpoints?.close();
     this.health.close();
     this.log.info({ service: this.slug }, 'replica set closed');
   }
@@ -203,13 +228,13 @@ export class ServiceControl {
     for (const r of this.all) {
       replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid });
     }
-    return { slug: this.slug, kind: this.source.kind, accepting: this.accepting, queued: this.demand.size, replicas };
+    return { slug: this.slug, kind: this.kind, accepting: this.accepting_, queued: this.demand.size, replicas };
   }
 
   // ── the state machine ──────────────────────────────────────────────────────────────────────
 
   /** A new replica in `starting` with a slot of its own; undefined when no slot is free. */
-  private create(): ManagedReplica | undefined {
+  create(): ManagedReplica | undefined {
     const slot = this.slots.claim();
     if (slot < 0) return undefined;
     const now = performance.now();
@@ -223,7 +248,7 @@ export class ServiceControl {
   }
 
   /** The replica has an address: every data plane learns it (before it can be ready). */
-  private place(r: ManagedReplica, endpoint: Endpoint): void {
+  place(r: ManagedReplica, endpoint: Endpoint): void {
     r.origin = endpoint.origin;
     r.host = endpoint.host;
     r.probeHost = endpoint.probeHost;
@@ -259,7 +284,7 @@ export class ServiceControl {
     if (isLive(from)) this.live--;
     if (isLive(to)) this.live++;
     this.slots.setState(r.slot, SHARED_STATE[to]);
-    if (!this.source.scalable && (from === 'unreachable' || to === 'unreachable')) this.updateFallback();
+    if (this.kind === 'static' && (from === 'unreachable' || to === 'unreachable')) this.updateFallback();
     const line = { service: this.slug, replica: r.id, from, to, ms, reason, pid: r.process?.pid, ...detail };
     if (to === 'failed') this.log.warn(line, 'replica state');
     else this.log.info(line, 'replica state');
@@ -269,19 +294,22 @@ export class ServiceControl {
       case 'ready':
         if (from === 'starting') {
           this.backoff.ready(now);
-          if (this.source.scalable) this.events?.coldStart(this.slug, r.id, now - r.createdAt);
+          if (this.kind === 'launched') this.events?.coldStart(this.slug, r.id, now - r.createdAt);
         }
         r.lastProbe = '';
-        if (this.source.scalable) this.idle.arm(r);
-        else this.health.scheduleRecheck(r);
+        if (this.kind === 'launched') this.idle.arm(r);
+        else if (this.kind === 'static') this.health.scheduleRecheck(r);
+        else this.endpoints!.becameReady(r, now);
         this.demand.dispatch();
         break;
       case 'unreachable':
         this.health.scheduleRecheck(r);
         break;
       case 'draining':
+        // A Kubernetes replica stays draining until its endpoint is gone (endpoint-replicas.ts).
+        if (this.kind === 'kubernetes') break;
         if (r.processGone) this.transition(r, 'stopped', 'no process to stop');
-        else void this.source.stop(r, this.tuning.stopGraceMs); // the exit event moves it to `stopped`
+        else void this.launches!.source.stop(r, this.tuning.stopGraceMs); // the exit event moves it to `stopped`
         break;
       case 'failed':
         this.enterFailed(r, from, now);
@@ -303,11 +331,11 @@ export class ServiceControl {
       this.demand.failAll(new RelayError('no_replica', { message: 'The service replica failed to start.', headers: { 'retry-after': retryAfter } }), 'failed');
     }
     if (r.processGone) this.forget(r);
-    else void this.source.stop(r, this.tuning.stopGraceMs); // start timeout: the exit event forgets it
+    else void this.launches!.source.stop(r, this.tuning.stopGraceMs); // start timeout: the exit event forgets it
   }
 
   /** Lets go of a terminal replica whose process is gone: frees its place and its slot. */
-  private forget(r: ManagedReplica): void {
+  forget(r: ManagedReplica): void {
     if (!this.all.delete(r)) return;
     this.known[r.slot] = -1;
     this.slots.setState(r.slot, EMPTY);
@@ -322,80 +350,32 @@ export class ServiceControl {
     this.slots.setFallback(best === undefined ? -1 : best.slot);
   }
 
-  /** The child process exited (or could not be spawned). */
-  private onExit(r: ManagedReplica, exit: ProcessExit): void {
-    const detail: Record<string, unknown> = { code: exit.code, signal: exit.signal };
-    if (exit.error !== undefined) detail['error'] = exit.error.message;
-    switch (r.state) {
-      case 'starting':
-      case 'ready':
-      case 'unreachable':
-        detail['output'] = r.process?.recentOutput();
-        this.transition(r, 'failed', r.state === 'starting' ? 'exited while starting' : 'exited', detail);
-        break;
-      case 'draining':
-        this.transition(r, 'stopped', 'exited', detail);
-        break;
-      case 'failed':
-      case 'stopped':
-        // Killed after a start timeout: its place is free now.
-        this.log.info({ service: this.slug, replica: r.id, ...detail }, 'replica process exited');
-        this.forget(r);
-        break;
-    }
-  }
-
   // ── scaling ─────────────────────────────────────────────────────────────────────────────────
 
-  /** Starts replicas while the queue or `min` needs them, within `max` and the backoff. */
+  /** The queue or the replicas changed: launched sets start replicas, Kubernetes reports demand. */
   private scale(): void {
-    if (!this.source.scalable || !this.accepting) return;
-    const { min, max, concurrency } = this.service.replicas;
-    while (this.all.size < max) {
-      const startingTakes = this.starting === 0 ? 0 : concurrency === 0 ? Infinity : this.starting * concurrency;
-      const forQueue = this.demand.size > startingTakes;
-      if (!forQueue && this.live >= min) return;
-      const wait = this.backoff.waitMs(performance.now());
-      const r = wait > 0 ? undefined : this.create();
-      if (r === undefined) {
-        // In a backoff, or every slot still has requests of a replica that is gone: look again soon.
-        if (this.backoffTimer === undefined) {
-          this.backoffTimer = setTimeout(() => {
-            this.backoffTimer = undefined;
-            this.scale();
-          }, Math.max(10, Math.ceil(wait)));
-          this.backoffTimer.unref();
-        }
-        return;
-      }
-      const launching = this.launch(r, forQueue ? 'queued requests' : 'min');
-      this.pending.add(launching);
-      void launching.finally(() => this.pending.delete(launching));
-    }
+    if (this.launches !== undefined) this.launches.scale();
+    else this.endpoints?.demandChanged();
   }
 
-  private async launch(r: ManagedReplica, why: string): Promise<void> {
-    let endpoint: Endpoint;
-    try {
-      endpoint = await this.source.start(r, why, (exit) => this.onExit(r, exit));
-    } catch (err) {
-      if (r.state !== 'starting') return; // closed meanwhile
-      this.log.error({ service: this.slug, replica: r.id, err }, 'replica start failed');
-      this.transition(r, 'failed', 'start failed');
-      return;
-    }
-    if (r.state !== 'starting') return;
-    this.place(r, endpoint);
-    r.startTimer = setTimeout(() => {
-      r.startTimer = undefined;
-      if (r.state !== 'starting') return;
-      this.transition(r, 'failed', 'start timeout', {
-        startTimeoutMs: this.service.replicas.startTimeoutMs,
-        lastProbe: r.lastProbe,
-        output: r.process?.recentOutput(),
-      });
-    }, this.service.replicas.startTimeoutMs);
-    r.startTimer.unref();
-    this.health.pollReadiness(r, 0);
+  /** For Launches. */
+  counts(): { places: number; starting: number; live: number; queued: number } {
+    return { places: this.all.size, starting: this.starting, live: this.live, queued: this.demand.size };
   }
+
+  backoffWaitMs(): number {
+    return this.backoff.waitMs(performance.now());
+  }
+}
+
+/**
+ * Slots in the shared table. Launched: `max` places, and as many again for replicas gone whose last
+ * requests are ending. Kubernetes: room beyond `max` for pods someone else adds (an HPA) and for
+ * terminating ones. Static: one per URL.
+ */
+function slotCapacity(service: ServiceConfig, kind: ReplicaKind): number {
+  const { max } = service.replicas;
+  if (kind === 'launched') return max * 2 + 2;
+  if (kind === 'kubernetes') return Math.min(1024, max * 2 + 16);
+  return Math.max(1, (service.replicas.urls ?? []).length);
 }

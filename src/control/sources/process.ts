@@ -8,7 +8,6 @@ import type { Endpoint, ReplicaSource } from './source.js';
 
 export class ProcessSource implements ReplicaSource {
   readonly kind = 'launched';
-  readonly scalable = true;
 
   constructor(
     private readonly service: ServiceConfig,

@@ -1,8 +1,12 @@
-// A replica source: the seam between the control plane and whatever runs the replicas. It starts
-// or stops replicas and says where they are; the state machine, the queue, scaling decisions and
-// probes (src/control/replicas/) do not know which kind it is, and the data plane never sees it.
-// Kinds: static (`replicas.urls`, run elsewhere) and process (`replicas.command`, child
-// processes); a Kubernetes source (scale subresource, EndpointSlices) plugs in here.
+// Replica sources: the seam between the control plane and whatever runs the replicas. The state
+// machine, the queue and probes (src/control/replicas/) treat every replica alike, and the data
+// plane never sees a source. Three kinds:
+// - static (`replicas.urls`, static.ts): replicas run elsewhere, listed once (`initial()`);
+// - launched (`replicas.command`, process.ts): a `ReplicaSource` that starts and stops child
+//   processes when the control plane decides (replicas/launches.ts);
+// - kubernetes (`replicas.kubernetes`, kubernetes/): Kubernetes runs the pods and the source
+//   pushes their endpoint list (replicas/endpoint-replicas.ts turns it into replicas); the control
+//   plane only reports demand to it, and it scales the Deployment.
 import type { ProcessExit } from '../../replicas/launchers/process.js';
 import type { ManagedReplica } from '../replicas/replica.js';
 
@@ -20,8 +24,6 @@ export interface Endpoint {
 export interface ReplicaSource {
   /** As `/status` names it. */
   readonly kind: 'static' | 'launched';
-  /** True when the control plane may start replicas on demand (and stop idle ones). */
-  readonly scalable: boolean;
   /** Replicas that exist from the start and are routed to at once (static URLs). */
   initial(): Endpoint[];
   /**

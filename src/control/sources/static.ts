@@ -6,7 +6,6 @@ import type { Endpoint, ReplicaSource } from './source.js';
 
 export class StaticSource implements ReplicaSource {
   readonly kind = 'static';
-  readonly scalable = false;
 
   constructor(private readonly service: ServiceConfig) {}
 

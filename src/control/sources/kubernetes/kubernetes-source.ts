@@ -3,35 +3,19 @@
 // subresource; several gateways may front the same service and coordinate only through the API
 // server (conditional writes, one Lease), with no shared store and no sidecar.
 //
-// How the control plane adopts it (the seam of ARCHITECTURE.md "replica sources"):
+// Its interface (the control plane's side is src/control/replicas/endpoint-replicas.ts, which
+// turns the list into replicas of the state machine):
 //
 //   const source = new KubernetesReplicaSource({ slug, kubernetes, replicas, logger });
-//   source.onEndpoints((eps) => ...);  // the whole list after every change:
-//                                      //   new id            → a replica (starting unless ready)
-//                                      //   ready: true       → routable: hand out up to `concurrency`
-//                                      //   ready: false      → not routable (starting, or not ready)
-//                                      //   terminating: true → draining: nothing new, in-flight finish
-//                                      //   id no longer here → gone: close its pool when idle
+//   source.onEndpoints((eps) => ...);  // the whole list after every change: id, origin, ready,
+//                                      //   terminating (an id no longer listed is gone)
 //   source.start();
-//   source.report(queued, inflight);   // on every change of the service's queue or in-flight
-//                                      //   count (gateway-wide): asks for scale-ups and keeps the
-//                                      //   idle Lease fresh; cheap, no API call per call
+//   source.report(queued, inflight, relayed);  // on enqueue and on a short interval (gateway-
+//                                      //   wide counts): asks for scale-ups and keeps the idle
+//                                      //   Lease fresh; cheap, no API call per call
 //   await source.stop();
 //
-// Adopting it in the control plane (src/control/replicas/service-control.ts of the workers split):
-// - kind `kubernetes`: queue for a cold start like `launched` (no static "panic" fallback, no
-//   periodic static recheck, no IdleStops: the source lowers the Deployment through the Lease);
-//   ServiceControl.scale() starts nothing, the source raises `spec.replicas` from `report()`.
-// - an endpoint is an external replica: create + place (probeHost = address, probePort = port),
-//   `ready` → transition to ready; ready → not ready → `unreachable` (Health brings it back);
-// - `terminating` → `draining`, and the replica stays `draining` (its pool open, requests on it
-//   finishing) until its id leaves the list: that is its "exit", then `stopped` and forget. Do not
-//   close the data planes' pools at `terminating`: a stream in flight must complete.
-// - the slot table is fixed-size: give a kubernetes service room for more pods than `max` (an HPA
-//   may add some) plus the draining ones; an endpoint with no free slot is skipped (and logged).
-// - call `report(demand size, in-flight over all slots)` on enqueue and on a short interval (the
-//   queue also shrinks by expiry and cancels); `KubeCredentialsError` from the constructor is a
-//   failed start (exit 1, one line).
+// `KubeCredentialsError` from the constructor is a failed start (`sluice serve` exits 1).
 //
 // The queue, its `maxWaitMs` budget and `concurrency` stay the control plane's, exactly as for
 // launched replicas: this source never holds a request. While the API server is unreachable the
@@ -135,6 +119,7 @@ export class KubernetesReplicaSource {
 
   private queued = 0;
   private inflight = 0;
+  private active = false;
   private scaling: Promise<void> | undefined;
   private scaleAgain = false;
   /** The last Scale read, and when: a decision that needs no write does not re-read for a while. */
@@ -214,13 +199,17 @@ export class KubernetesReplicaSource {
     return this.list;
   }
 
-  /** The service's requests in this gateway: waiting for a replica, and in flight. */
-  report(queued: number, inflight: number): void {
-    const wasActive = this.queued + this.inflight > 0;
+  /**
+   * The service's requests in this gateway: waiting for a replica, in flight, and whether any was
+   * relayed since the last report (requests too short to be seen in flight still count as traffic).
+   */
+  report(queued: number, inflight: number, relayed = false): void {
+    const wasActive = this.active;
     const grew = queued > this.queued;
     this.queued = queued;
     this.inflight = inflight;
-    const active = queued + inflight > 0;
+    const active = queued + inflight > 0 || relayed;
+    this.active = active;
     if (active || wasActive) this.idle.activity(active);
     if (queued > 0 && (grew || this.scaling === undefined)) this.scaleUp();
   }

@@ -1,0 +1,182 @@
+// Replicas run by Kubernetes (`replicas.kubernetes`, contract section 11), as the control plane
+// sees them: the endpoint list of the Kubernetes source (src/control/sources/kubernetes/) turned
+// into replicas of the state machine (ServiceControl), and the service's demand reported back to
+// the source, which raises the Deployment and keeps the idle Lease fresh.
+//
+//   endpoint new, not terminating  → a replica (`starting`), with a slot and a pool on every thread
+//   ready                          → `ready`: requests up to `concurrency`
+//   ready → not ready              → `unreachable`, held out until the source says ready again
+//                                    (a refused connection also makes it `unreachable`; then the
+//                                    control plane's recovery probe brings it back)
+//   terminating                    → `draining`: nothing new; requests in flight on it finish, its
+//                                    pools stay open
+//   gone from the list             → `stopped`: the pod is gone; the data planes close its pools
+//
+// The queue, its budget and `concurrency` stay the control plane's, as for launched replicas: the
+// source never holds a request. Demand is reported on every enqueue and every REPORT_MS: the
+// queue length, the requests in flight on the service's replicas (from the shared slot table),
+// and whether any request was relayed since the last report (the slot table's idle clock), so a
+// gateway whose requests are too short to be seen in flight still keeps the Lease fresh.
+import type { ServiceConfig } from '../../config-types.js';
+import type { Logger } from '../../log.js';
+import type { SlotTable } from '../../replicas/slots.js';
+import { type KubeEndpoint, KubernetesReplicaSource, type KubernetesTuning } from '../sources/kubernetes/kubernetes-source.js';
+import type { CredentialOptions } from '../sources/kubernetes/credentials.js';
+import type { Endpoint } from '../sources/source.js';
+import type { ReplicaEvents } from './events.js';
+import type { ManagedReplica, ReplicaStateName } from './replica.js';
+
+/** How often the service's demand is reported to the source besides each enqueue. */
+const REPORT_MS = 200;
+
+/** What the feed needs of the service that owns the replicas. */
+export interface EndpointOwner {
+  readonly queued: number;
+  /** Replicas in `ready` (every kind of transition counted). */
+  readonly readyReplicas: number;
+  create(): ManagedReplica | undefined;
+  place(r: ManagedReplica, endpoint: Endpoint): void;
+  transition(r: ManagedReplica, to: ReplicaStateName, reason: string, detail?: Record<string, unknown>): boolean;
+}
+
+export interface EndpointReplicasOptions {
+  tuning?: Partial<KubernetesTuning> | undefined;
+  credentials?: Pick<CredentialOptions, 'env' | 'inClusterPrefix'> | undefined;
+  gatewayId?: string | undefined;
+}
+
+export class EndpointReplicas {
+  readonly source: KubernetesReplicaSource;
+  private readonly slug: string;
+  private readonly byId = new Map<string, ManagedReplica>();
+  /** The slot table's idle clock of each replica when it was set ready (not a relayed request). */
+  private readonly readyStamp = new Map<ManagedReplica, number>();
+  /** Endpoints that found no free slot, logged once each. */
+  private readonly skipped = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private lastReportAt = Date.now();
+  /** When the service went cold with requests waiting (performance.now()), or -1. */
+  private coldSince = -1;
+
+  constructor(
+    service: ServiceConfig,
+    private readonly owner: EndpointOwner,
+    private readonly slots: SlotTable,
+    private readonly log: Logger,
+    private readonly events: ReplicaEvents | undefined,
+    options: EndpointReplicasOptions = {},
+  ) {
+    this.slug = service.slug;
+    const { readyPath, min, max, idleTimeoutMs, concurrency } = service.replicas;
+    // Throws KubeCredentialsError when no credentials can be loaded: a failed start (exit 1).
+    this.source = new KubernetesReplicaSource({
+      slug: service.slug,
+      kubernetes: service.replicas.kubernetes!,
+      replicas: { readyPath, min, max, idleTimeoutMs, concurrency },
+      logger: log,
+      ...(options.gatewayId === undefined ? {} : { gatewayId: options.gatewayId }),
+      ...(options.tuning === undefined ? {} : { tuning: options.tuning }),
+      ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
+    });
+    this.source.onEndpoints((list) => this.update(list));
+  }
+
+  start(): void {
+    this.source.start();
+    this.timer = setInterval(() => this.report(), REPORT_MS);
+    this.timer.unref();
+  }
+
+  /** A request was queued: the source may need to raise the Deployment now. */
+  demandChanged(): void {
+    if (this.coldSince < 0 && this.owner.readyReplicas === 0 && this.owner.queued > 0) this.coldSince = performance.now();
+    this.report();
+  }
+
+  /** A replica of this feed became ready (ServiceControl's transition calls it). */
+  becameReady(r: ManagedReplica, now: number): void {
+    this.readyStamp.set(r, this.slots.idleSince(r.slot));
+    if (this.coldSince >= 0) {
+      this.events?.coldStart(this.slug, r.id, now - this.coldSince);
+      this.coldSince = -1;
+    }
+  }
+
+  /** Stops reporting demand (the service drains); endpoints are still followed. */
+  stopReporting(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    this.source.report(0, 0);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.source.stop();
+  }
+
+  private report(): void {
+    const now = Date.now();
+    let inflight = 0;
+    let relayed = false;
+    for (const r of this.byId.values()) {
+      inflight += this.slots.inflight(r.slot);
+      const idleSince = this.slots.idleSince(r.slot);
+      if (idleSince > this.lastReportAt && idleSince !== this.readyStamp.get(r)) relayed = true;
+    }
+    this.lastReportAt = now;
+    const queued = this.owner.queued;
+    if (queued === 0) this.coldSince = -1;
+    this.source.report(queued, inflight, relayed);
+  }
+
+  // ── endpoints → replicas ──────────────────────────────────────────────────────────────────
+
+  private update(list: readonly KubeEndpoint[]): void {
+    const seen = new Set<string>();
+    for (const ep of list) {
+      seen.add(ep.id);
+      let r = this.byId.get(ep.id);
+      if (r === undefined) {
+        if (ep.terminating) continue; // never routed to here: nothing to drain
+        r = this.owner.create();
+        if (r === undefined) {
+          if (!this.skipped.has(ep.id)) {
+            this.skipped.add(ep.id);
+            this.log.warn({ service: this.slug, endpoint: ep.id, pod: ep.pod, slots: this.slots.slots }, 'no slot for a kubernetes endpoint; it gets no requests');
+          }
+          continue;
+        }
+        this.skipped.delete(ep.id);
+        this.byId.set(ep.id, r);
+        this.owner.place(r, { origin: ep.origin, host: ep.host, probeHost: ep.address, probePort: ep.port });
+      }
+      this.apply(r, ep);
+    }
+    for (const id of this.skipped) if (!seen.has(id)) this.skipped.delete(id);
+    for (const [id, r] of this.byId) {
+      if (seen.has(id)) continue;
+      this.byId.delete(id);
+      this.readyStamp.delete(r);
+      if (r.state !== 'draining') this.owner.transition(r, 'draining', 'endpoint removed');
+      this.owner.transition(r, 'stopped', 'endpoint removed');
+    }
+  }
+
+  private apply(r: ManagedReplica, ep: KubeEndpoint): void {
+    if (ep.terminating) {
+      if (r.state === 'starting' || r.state === 'ready' || r.state === 'unreachable') this.owner.transition(r, 'draining', 'endpoint terminating');
+    } else if (ep.ready) {
+      if (r.state === 'starting') {
+        this.owner.transition(r, 'ready', 'endpoint ready');
+      } else if (r.state === 'unreachable' && r.heldOut) {
+        r.heldOut = false;
+        this.owner.transition(r, 'ready', 'endpoint ready again');
+      }
+    } else if (r.state === 'ready' || r.state === 'unreachable') {
+      // Held out until the source says ready again; the recovery probe does not override it.
+      r.heldOut = true;
+      if (r.state === 'ready') this.owner.transition(r, 'unreachable', 'endpoint not ready');
+    }
+  }
+}
