@@ -80,9 +80,9 @@ describe('kubernetes gateways: routing to endpoints', () => {
       assert.equal((JSON.parse(res.text) as { replica: string }).replica, 'hpa-b');
     }
     for (const [i, gw] of gws.entries()) {
-      const states = gw.lines('replica state');
-      assert.ok(states.some((l) => l.to === 'draining'), `gateway ${i} logged a replica draining: ${JSON.stringify(states)}`);
-      assert.ok(states.some((l) => l.to === 'stopped'), `gateway ${i} logged a replica stopped: ${JSON.stringify(states)}`);
+      const states = (): string[] => gw.lines('replica state').map((l) => String(l.to));
+      await eventually(() => states().includes('draining') && states().includes('stopped'), 10_000, `gateway ${i} to log a replica draining, then stopped`);
+      assert.ok(states().indexOf('draining') < states().lastIndexOf('stopped'), `gateway ${i}: ${states().join(', ')}`);
     }
   });
 

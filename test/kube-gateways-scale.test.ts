@@ -38,11 +38,33 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
     assert.deepEqual([ups[0]!.from, ups[0]!.to], [0, 1]);
     const pod = sim.started[0]!.name;
     for (const [i, gw] of gws.entries()) {
-      assert.ok(KubeCluster.sawReady(gw, pod), `gateway ${i} logged the pod ready`);
-      // A worker's access-log lines reach the process log a moment after the answers.
+      // Log lines reach the process's stdout a moment after the answers.
+      await eventually(() => KubeCluster.sawReady(gw, pod), 10_000, `gateway ${i} to log the pod ready`);
       await eventually(() => gw.lines('request').length === 10, 10_000, `gateway ${i}'s 10 access-log lines`);
       assert.ok(gw.lines('request').every((l) => l.status === 200), `gateway ${i} relayed its share`);
     }
+  });
+
+  test('concurrency 1, max 2: a burst over three gateways raises spec.replicas one step at a time to max and never beyond; every request succeeds', async () => {
+    const kc = await KubeCluster.start();
+    cluster = kc;
+    const { api } = kc;
+    const seen: number[] = [];
+    api.onScale((_ns, name, replicas) => {
+      if (name === 'llama') seen.push(replicas);
+    });
+    const setup = { services: [{ replicas: { concurrency: 1, max: 2 } }] };
+    const gws = await kc.gatewayGroup(3, setup, { ...setup, workers: 2 });
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => kc.chat(gws[i % 3]!, ['one', 'at', 'a', 'time', String(i)])));
+    answers.forEach((a, i) => {
+      assert.equal(a.status, 200, `request ${i}: ${a.raw}`);
+      assert.equal(a.reply, `You said: one at a time ${i}`);
+    });
+    assert.deepEqual(seen, [1, 2], 'raised 0 → 1 → 2, one step per write, never past max');
+    assert.equal(scaleWrites(api, 'patch').length, 2);
+    assert.equal(kc.sim().started.length, 2, 'two pods, as max allows');
+    const ups = gws.flatMap((g) => g.lines('kubernetes deployment scaled up')).map((l) => [l.from, l.to]);
+    assert.deepEqual(ups.sort(), [[0, 1], [1, 2]]);
   });
 
   test('idle: lowered to min once, after idleTimeoutMs with no traffic anywhere; never while one gateway still relays; the next request cold-starts again', async () => {
@@ -99,7 +121,9 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
     await sleep(idleTimeoutMs / 2);
     assert.equal(scaleWrites(api, 'update').length, 1, 'one lowering write to the Scale');
     assert.equal(lowered.length, 1);
-    const downs = [a!, b!, c!].flatMap((g) => g.lines('kubernetes deployment scaled down after idle'));
+    const downLines = (): Record<string, unknown>[] => [a!, b!, c!].flatMap((g) => g.lines('kubernetes deployment scaled down after idle'));
+    await eventually(() => downLines().length > 0, 10_000, 'the scale-down log line');
+    const downs = downLines();
     assert.equal(downs.length, 1, 'one gateway logged the scale-down');
     assert.deepEqual([downs[0]!.from, downs[0]!.to], [1, 0]);
     assert.ok(Number(downs[0]!.idleMs) >= idleTimeoutMs, `idle for at least idleTimeoutMs (${String(downs[0]!.idleMs)})`);
