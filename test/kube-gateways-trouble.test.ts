@@ -8,10 +8,17 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { assertNoSecrets, eventually, secret } from './helpers/gateway.js';
+import type { FakeKubeApi } from './fixtures/fake-kube-api.js';
 import { type KubeGateway, KubeCluster, runServeToExit, scaleWrites } from './helpers/kube-gateways.js';
 import { NS, writeKubeconfig } from './helpers/kube.js';
 import { heldStreamBody, type TaggedReplica } from './helpers/tagged-replica.js';
+
+/** The warnings of API calls starting to fail. */
+function failedLines(gw: KubeGateway): Record<string, unknown>[] {
+  return gw.lines('kubernetes API call failed; retrying with backoff');
+}
 
 /** The error code of a Sluice error answer. */
 function errorCode(text: string): string | undefined {
@@ -29,52 +36,130 @@ describe('kubernetes gateways: API server trouble', () => {
     cluster = undefined;
   });
 
-  test('API server down: known endpoints keep serving through every gateway; a cold service answers 503 no_replica within its budget, and cold-starts once the API server is back', async () => {
-    const kc = await KubeCluster.start([{ name: 'llama' }, { name: 'mistral' }]);
+  const outages = [
+    // Down: every connection is reset, the watches too.
+    { name: 'down (connections refused)', watchesBreak: true, begin: (api: FakeKubeApi) => api.goDown(), end: (api: FakeKubeApi) => api.comeUp() },
+    // Black-holed: new calls hang (and time out); the watches already open keep their connection.
+    {
+      name: 'black-holed (requests accepted, never answered)',
+      watchesBreak: false,
+      begin: (api: FakeKubeApi) => api.hang(),
+      end: (api: FakeKubeApi) => api.stopHanging(),
+    },
+  ];
+  for (const outage of outages) {
+    test(`API server ${outage.name}: known endpoints keep serving through every gateway; a cold service answers 503 no_replica within its budget, and cold-starts once the API server is back; one warning per kind of call`, async () => {
+      const kc = await KubeCluster.start([{ name: 'llama' }, { name: 'mistral' }]);
+      cluster = kc;
+      const { api } = kc;
+      const services = [{ name: 'llama' }, { name: 'mistral', queue: { maxWaitMs: 1_500 } }];
+      // Calls time out after 1 s (a black-holed call must not hold a scale-up for the default 10 s).
+      const setup = { services, tuning: { callTimeoutMs: 1_000 } };
+      const gws = await kc.gatewayGroup(3, setup, { ...setup, workers: 2 });
+
+      const warm = await kc.chat(gws[0]!, ['warm', 'up']);
+      assert.equal(warm.status, 200, warm.raw);
+      const pod = kc.sim('llama').started[0]!.name;
+      for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, pod), 10_000, `gateway ${i} to see ${pod} ready`);
+
+      await outage.begin(api);
+      for (const [i, gw] of gws.entries()) {
+        for (let j = 0; j < 3; j++) {
+          const res = await kc.chat(gw, ['while', 'out', String(i), String(j)]);
+          assert.equal(res.status, 200, `gateway ${i} request ${j}: ${res.raw}`);
+          assert.equal(res.reply, `You said: while out ${i} ${j}`);
+        }
+      }
+      const cold = await Promise.all(gws.map((gw) => kc.post(gw, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] }, 'mistral')));
+      cold.forEach((res, i) => {
+        assert.equal(res.status, 503, `gateway ${i}: ${res.text}`);
+        assert.equal(errorCode(res.text), 'no_replica', `gateway ${i}: ${res.text}`);
+        assert.equal(res.headers['x-sluice-error'], 'no_replica');
+        assert.ok(res.headers['retry-after'] !== undefined, 'with Retry-After');
+      });
+      assert.equal(kc.sim('mistral').started.length, 0);
+      // Every gateway noticed (its scale-up for mistral failed), with one warning per kind of call.
+      for (const [i, gw] of gws.entries()) {
+        await eventually(() => failedLines(gw).some((l) => l.service === 'mistral'), 15_000, `gateway ${i} to log the failing API calls`);
+      }
+      for (const [i, gw] of gws.entries()) assert.ok(!KubeCluster.sawGone(gw, pod), `gateway ${i} kept the known endpoint`);
+
+      await outage.end(api);
+      // Back: the cold service starts (the first tries may still meet the gateways' backoff).
+      let served: Awaited<ReturnType<KubeCluster['chat']>> | undefined;
+      await eventually(async () => {
+        served = await kc.chat(gws[1]!, ['back', 'up'], 'mistral');
+        return served.status === 200;
+      }, 30_000, 'the cold service to start once the API server is back');
+      assert.equal(served!.reply, 'You said: back up');
+      assert.equal(kc.sim('mistral').started.length, 1, 'one pod for the cold service');
+      assert.equal(scaleWrites(api, 'patch', 'mistral').length, 1, 'raised once');
+      assert.equal(scaleWrites(api, 'patch', 'llama').length, 1, 'the warm service was raised once, before');
+      for (const [i, gw] of gws.entries()) {
+        const res = await kc.chat(gw, ['llama', 'still', 'here']);
+        assert.equal(res.status, 200, `gateway ${i}: ${res.raw}`);
+        assert.ok(!KubeCluster.sawGone(gw, pod), `gateway ${i} never dropped the pod that stayed`);
+      }
+      // Each kind of call that failed warned once per service, and says so when it works again.
+      for (const [i, gw] of gws.entries()) {
+        const failed = failedLines(gw);
+        const kinds = failed.map((l) => `${String(l.service)} ${String(l.call)}`);
+        assert.equal(new Set(kinds).size, kinds.length, `gateway ${i}: one warning per kind of call, not per retry: ${kinds.join(', ')}`);
+        const recovered = (): string[] => gw.lines('kubernetes API call recovered').map((l) => `${String(l.service)} ${String(l.call)}`);
+        // Scale calls are made only while requests wait: their recovery shows at the next cold start.
+        const retried = kinds.filter((k) => !k.includes(' scale.'));
+        if (outage.watchesBreak) assert.ok(retried.some((k) => k.endsWith(' endpointslices.watch')), `gateway ${i}: the watches failed: ${kinds.join(', ')}`);
+        await eventually(() => retried.every((k) => recovered().includes(k)), 15_000, `gateway ${i} to log the recovery of ${retried.join(', ')}`);
+      }
+    });
+  }
+
+  test('a scale-up answered 500 twice is retried with a backoff: the cold request still succeeds, one raise lands, one warning then one recovery line', async () => {
+    const kc = await KubeCluster.start();
     cluster = kc;
     const { api } = kc;
-    const services = [{ name: 'llama' }, { name: 'mistral', queue: { maxWaitMs: 1_500 } }];
-    const gws = await kc.gatewayGroup(3, { services }, { services, workers: 2 });
+    const gw = await kc.gateway();
+    api.failNext('patch', 'deployments/scale', 500, 2);
+    const res = await kc.chat(gw, ['despite', 'errors']);
+    assert.equal(res.status, 200, res.raw);
+    assert.equal(res.reply, 'You said: despite errors');
+    const patches = api.requests.filter((r) => r.resource === 'deployments/scale' && r.verb === 'patch');
+    assert.deepEqual(patches.map((r) => r.status), [500, 500, 200]);
+    assert.equal(kc.sim().started.length, 1);
+    await eventually(() => gw.lines('kubernetes API call recovered').length === 1, 10_000, 'the recovery line');
+    const failed = failedLines(gw);
+    assert.equal(failed.length, 1, `one warning for two failures: ${JSON.stringify(failed)}`);
+    assert.equal(failed[0]!.status, 500);
+    assert.equal(gw.lines('kubernetes API call recovered')[0]!.call, failed[0]!.call);
+  });
 
-    const warm = await kc.chat(gws[0]!, ['warm', 'up']);
-    assert.equal(warm.status, 200, warm.raw);
-    const pod = kc.sim('llama').started[0]!.name;
-    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, pod), 10_000, `gateway ${i} to see ${pod} ready`);
-
-    await api.goDown();
-    for (const [i, gw] of gws.entries()) {
-      for (let j = 0; j < 3; j++) {
-        const res = await kc.chat(gw, ['while', 'down', String(i), String(j)]);
-        assert.equal(res.status, 200, `gateway ${i} request ${j}: ${res.raw}`);
-        assert.equal(res.reply, `You said: while down ${i} ${j}`);
-      }
-    }
-    const cold = await Promise.all(gws.map((gw) => kc.post(gw, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] }, 'mistral')));
-    cold.forEach((res, i) => {
-      assert.equal(res.status, 503, `gateway ${i}: ${res.text}`);
-      assert.equal(errorCode(res.text), 'no_replica', `gateway ${i}: ${res.text}`);
-      assert.equal(res.headers['x-sluice-error'], 'no_replica');
-      assert.ok(res.headers['retry-after'] !== undefined, 'with Retry-After');
-    });
-    assert.equal(kc.sim('mistral').started.length, 0);
-    for (const [i, gw] of gws.entries()) assert.ok(!KubeCluster.sawGone(gw, pod), `gateway ${i} kept the known endpoint`);
-
+  test('a second outage warns again: a scale call that failed while a request waited, and was not needed again, must not turn the next outage\'s warning into a debug line', { todo: 'bug reported in /work/briefs/kube-bugs.md: a failure no success cleared stays counted' }, async (t) => {
+    const kc = await KubeCluster.start();
+    cluster = kc;
+    const { api } = kc;
+    const gw = await kc.gateway({ services: [{ queue: { maxWaitMs: 1_000 } }] });
+    const coldWhileDown = async (): Promise<void> => {
+      await api.goDown();
+      const res = await kc.post(gw, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] });
+      assert.equal(res.status, 503, res.text);
+      assert.equal(errorCode(res.text), 'no_replica');
+      // The gateway reports its demand every 200 ms: let it see the queue empty before the API
+      // server comes back (else its scale-up, still retrying, raises for a request that left).
+      await sleep(600);
+    };
+    const scaleWarnings = (): number => failedLines(gw).filter((l) => String(l.call).startsWith('scale.')).length;
+    await coldWhileDown();
+    assert.equal(scaleWarnings(), 1, 'the first outage\'s scale warning');
     await api.comeUp();
-    // Back up: the cold service starts (the first tries may still meet the gateways' backoff).
-    let served: Awaited<ReturnType<KubeCluster['chat']>> | undefined;
-    await eventually(async () => {
-      served = await kc.chat(gws[1]!, ['back', 'up'], 'mistral');
-      return served.status === 200;
-    }, 30_000, 'the cold service to start once the API server is back');
-    assert.equal(served!.reply, 'You said: back up');
-    assert.equal(kc.sim('mistral').started.length, 1, 'one pod for the cold service');
-    assert.equal(scaleWrites(api, 'patch', 'mistral').length, 1, 'raised once');
-    assert.equal(scaleWrites(api, 'patch', 'llama').length, 1, 'the warm service was raised once, before');
-    for (const [i, gw] of gws.entries()) {
-      const res = await kc.chat(gw, ['llama', 'still', 'here']);
-      assert.equal(res.status, 200, `gateway ${i}: ${res.raw}`);
-      assert.ok(!KubeCluster.sawGone(gw, pod), `gateway ${i} never dropped the pod that stayed`);
+    await eventually(() => gw.lines('kubernetes API call recovered').some((l) => l.call === 'endpointslices.watch'), 15_000, 'the watch to recover');
+    if (gw.lines('kubernetes API call recovered').some((l) => String(l.call).startsWith('scale.')) || api.scaleOf(NS, 'llama').replicas > 0) {
+      t.skip('the scale-up succeeded after the API server came back: the case under test did not arise');
+      return;
     }
+    // A second outage, much later for all the gateway knows: its operator must be warned again.
+    await coldWhileDown();
+    await eventually(() => scaleWarnings() === 2, 5_000, 'a warning for the second outage\'s failing scale call');
+    await api.comeUp();
   });
 
   test('watches broken and history compacted: every gateway relists, sees the endpoints added and removed meanwhile, routes to the new ones and keeps the one still there', async () => {
@@ -134,8 +219,12 @@ describe('kubernetes gateways: API server trouble', () => {
     assert.ok(api.requests.some((r) => r.status === 401), 'the API server refused the calls');
     assert.equal(api.scaleOf(NS, 'llama').replicas, 0);
     assert.equal(kc.sim().started.length, 0);
-    const warnings = gw.logs.filter((l) => l.level === 'warn' || l.level === 'error' || l.level === 40 || l.level === 50);
-    assert.ok(warnings.length > 0, `the refusal was logged: ${gw.output()}`);
+    // Not a passing outage: an error line per kind of call, with the status and a hint, once.
+    await eventually(() => gw.lines('kubernetes API call refused; retrying with backoff').length > 0, 10_000, 'the refusal to be logged');
+    const refused = gw.lines('kubernetes API call refused; retrying with backoff');
+    assert.ok(refused.every((l) => l.status === 401 && typeof l.hint === 'string'), JSON.stringify(refused));
+    const kinds = refused.map((l) => String(l.call));
+    assert.equal(new Set(kinds).size, kinds.length, `once per kind of call: ${kinds.join(', ')}`);
     assert.ok(!gw.output().includes(wrong), 'the refused token is not in the log');
     assert.ok(gw.child.exitCode === null, 'the gateway keeps running');
   });

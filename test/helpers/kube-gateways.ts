@@ -8,6 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
+import type { KubernetesTuning } from '../../src/control/sources/kubernetes/kubernetes-source.js';
 import type { FakeKubeApi, KubeRequest } from '../fixtures/fake-kube-api.js';
 import { KubeControllerSim } from '../fixtures/kube-controller-sim.js';
 import { pidAlive } from '../fixtures/replica-harness.js';
@@ -38,6 +39,8 @@ export interface GatewaySetup {
   services?: ServiceSetup[];
   /** Overrides the kubeconfig of every service. */
   kubeconfig?: string;
+  /** Kubernetes timings besides FAST (SLUICE_TEST_KUBE_TUNING). */
+  tuning?: Partial<KubernetesTuning>;
 }
 
 export interface KubeGateway extends CliGateway {
@@ -106,7 +109,8 @@ export class KubeCluster {
 
   /** Starts a gateway process and waits until its sources have started watching. */
   async gateway(setup: GatewaySetup = {}): Promise<KubeGateway> {
-    const cli = await startCliGateway(this.config(setup), KUBE_TEST_ENV);
+    const env = setup.tuning === undefined ? KUBE_TEST_ENV : { ...KUBE_TEST_ENV, SLUICE_TEST_KUBE_TUNING: JSON.stringify({ ...FAST, ...setup.tuning }) };
+    const cli = await startCliGateway(this.config(setup), env);
     const gw: KubeGateway = {
       ...cli,
       identity: `${hostname()}-${cli.child.pid}`,
