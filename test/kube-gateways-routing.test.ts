@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import { eventually } from './helpers/gateway.js';
-import { KubeCluster, scaleWrites } from './helpers/kube-gateways.js';
+import { KubeCluster, parseChatStream, scaleWrites } from './helpers/kube-gateways.js';
 import { NS } from './helpers/kube.js';
 import { heldStreamBody } from './helpers/tagged-replica.js';
 
@@ -109,5 +109,47 @@ describe('kubernetes gateways: routing to endpoints', () => {
     // Once it answers its readiness path, each gateway's own probe lets it in.
     sick.healthy = true;
     for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, 'sick'), 10_000, `gateway ${i} to see the endpoint ready after its probe`);
+  });
+
+  test('the Deployment lowered by someone else while a stream runs on its pod: the stream finishes whole, and a new request waits for the pod the gateway raises again', async () => {
+    // 50 ms per token: a 40-token reply streams for about 2 s.
+    const kc = await KubeCluster.start([{ env: { TOKEN_DELAY_MS: '50' } }]);
+    cluster = kc;
+    const { api } = kc;
+    const sim = kc.sim();
+    const gws = await kc.gatewayGroup(2, {});
+    api.setReplicas(NS, 'llama', 1); // kubectl scale --replicas=1
+    await eventually(() => sim.started.length === 1, 10_000, 'the pod to start');
+    const first = sim.started[0]!.name;
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, first), 10_000, `gateway ${i} to see ${first} ready`);
+
+    const words = Array.from({ length: 38 }, (_, i) => `t${i}`);
+    const stream = await kc.open(gws[0]!, '/v1/chat/completions', { model: 'demo', stream: true, max_tokens: 40, messages: [{ role: 'user', content: words.join(' ') }] });
+    assert.equal(stream.status, 200);
+    let raw = '';
+    let ended = false;
+    const reading = (async () => {
+      for await (const chunk of stream.chunks) raw += chunk.toString();
+      ended = true;
+    })();
+    await eventually(() => raw.includes('data: '), 10_000, 'the first tokens');
+
+    api.setReplicas(NS, 'llama', 0); // kubectl scale --replicas=0: the pod terminates (SIGTERM)
+    await sim.settled();
+    assert.ok(!ended, 'the stream was still in flight when its pod began terminating');
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawTerminating(gw, first), 10_000, `gateway ${i} to see ${first} terminating`);
+
+    // A new request now: nothing routable, so it waits and the gateway raises the Deployment again.
+    const next = kc.chat(gws[1]!, ['after', 'the', 'scale', 'down']);
+    await reading;
+    const whole = parseChatStream(raw);
+    assert.equal(whole.reply, `You said: ${words.join(' ')}`, 'the stream on the terminating pod finished whole');
+    assert.ok(whole.done);
+    const answer = await next;
+    assert.equal(answer.status, 200, answer.raw);
+    assert.equal(answer.reply, 'You said: after the scale down');
+    assert.equal(sim.started.length, 2, 'a second pod served the new request');
+    assert.equal(scaleWrites(api, 'patch').length, 1, 'one raise, by a gateway');
+    await eventually(() => gws.every((gw) => KubeCluster.sawGone(gw, first)), 10_000, 'the first pod to leave every gateway');
   });
 });

@@ -137,4 +137,34 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
     assert.equal(scaleWrites(api, 'patch').length, 2, 'two raises in all: the first cold start and this one');
     assert.equal(api.scaleOf(NS, 'llama').replicas, 1);
   });
+
+  test('a gateway killed while it relays does not hold the Deployment up: another one lowers it once idleTimeoutMs after the last renewal', async () => {
+    const idleTimeoutMs = 3_000;
+    const kc = await KubeCluster.start([{ env: { TOKEN_DELAY_MS: '100' } }]);
+    cluster = kc;
+    const { api } = kc;
+    const setup = { services: [{ replicas: { idleTimeoutMs } }] };
+    const [a, b] = await kc.gatewayGroup(2, setup);
+    const words = Array.from({ length: 58 }, (_, i) => `k${i}`);
+    const stream = await kc.open(a!, '/v1/chat/completions', { model: 'demo', stream: true, max_tokens: 60, messages: [{ role: 'user', content: words.join(' ') }] });
+    assert.equal(stream.status, 200);
+    const reading = (async () => {
+      try {
+        for await (const chunk of stream.chunks) void chunk;
+      } catch {
+        // The gateway dies mid-stream: the body is cut.
+      }
+    })();
+    // a renews the Lease while it relays; then it dies without a word.
+    await eventually(() => (api.lease(NS, 'sluice-llama')?.['spec'] as Record<string, unknown> | undefined)?.['holderIdentity'] === a!.identity, 10_000, 'a to renew the Lease');
+    a!.child.kill('SIGKILL');
+    await a!.exited;
+    await reading;
+    await eventually(() => api.scaleOf(NS, 'llama').replicas === 0, 30_000, 'the idle scale-down by the gateway left');
+    await eventually(() => b!.lines('kubernetes deployment scaled down after idle').length === 1, 10_000, "b's scale-down line");
+    const down = b!.lines('kubernetes deployment scaled down after idle')[0]!;
+    assert.equal(down.gateway, b!.identity);
+    assert.ok(Number(down.idleMs) >= idleTimeoutMs, `idle for at least idleTimeoutMs by the Lease (${String(down.idleMs)})`);
+    assert.equal(scaleWrites(api, 'update').length, 1, 'one lowering write');
+  });
 });
