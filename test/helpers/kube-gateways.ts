@@ -200,7 +200,12 @@ export class KubeCluster {
   async close(): Promise<void> {
     const problems: unknown[] = [];
     for (const gw of this.gateways) {
-      await stopProcess(gw.child, gw.exited);
+      const killedByTest = gw.child.exitCode !== null || gw.child.signalCode !== null;
+      const stop = await stopProcess(gw.child, gw.exited);
+      // A gateway stops cleanly on SIGTERM, its watches and Lease timers included.
+      if (!killedByTest && (stop.forced || stop.code !== 0)) {
+        problems.push(new Error(`gateway ${String(gw.child.pid)} did not exit cleanly on SIGTERM (code ${String(stop.code)}${stop.forced ? ', SIGKILLed' : ''}): ${gw.output().slice(-2000)}`));
+      }
       try {
         assert.ok(!gw.output().includes(KUBE_TOKEN), 'the service account token appeared in a gateway output');
         assertNoSecrets(gw.output(), 'the gateway output');
@@ -221,13 +226,18 @@ export class KubeCluster {
   }
 }
 
-/** SIGTERM, then SIGKILL if the process has not exited after its drain. */
-export async function stopProcess(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
+/** SIGTERM, then SIGKILL if the process has not exited after its drain; how it ended. */
+export async function stopProcess(child: ChildProcess, exited: Promise<number | null>): Promise<{ code: number | null; forced: boolean }> {
+  if (child.exitCode !== null || child.signalCode !== null) return { code: child.exitCode, forced: false };
+  let forced = false;
   child.kill('SIGTERM');
-  const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-  await exited;
+  const killer = setTimeout(() => {
+    forced = true;
+    child.kill('SIGKILL');
+  }, 15_000);
+  const code = await exited;
   clearTimeout(killer);
+  return { code, forced };
 }
 
 /** The text of a streamed chat completion (server-sent events) and whether it ended with [DONE]. */
