@@ -72,8 +72,12 @@ describe('kubernetes gateways: routing to endpoints', () => {
     assert.equal(await stream.text(), heldStreamBody('hpa-a'));
 
     // The endpoint leaves the list: every gateway drops it, and traffic keeps flowing to hpa-b.
+    const openBefore = a.openConnections();
     kc.sim().removeEndpoint('hpa-a');
     for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawGone(gw, 'hpa-a'), 10_000, `gateway ${i} to drop hpa-a`);
+    // Its pools are closed: no gateway keeps a connection to a pod that is gone.
+    assert.ok(openBefore >= 1, 'precondition of the check below: the gateway that relayed the stream still has its (idle) connection to hpa-a');
+    await eventually(() => a.openConnections() === 0, 10_000, `the gateways to close their connections to hpa-a (${a.openConnections()} open)`);
     for (const gw of gws) {
       const res = await kc.post(gw, '/last');
       assert.equal(res.status, 200, res.text);

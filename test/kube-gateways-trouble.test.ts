@@ -78,6 +78,13 @@ describe('kubernetes gateways: API server trouble', () => {
         assert.ok(res.headers['retry-after'] !== undefined, 'with Retry-After');
       });
       assert.equal(kc.sim('mistral').started.length, 0);
+      // Each waited out its budget (section 11: a cold start waits, it does not fail at once).
+      for (const [i, gw] of gws.entries()) {
+        await eventually(() => gw.lines('request').some((l) => l.service === 'mistral'), 10_000, `gateway ${i}'s access line of the cold request`);
+        const line = gw.lines('request').find((l) => l.service === 'mistral')!;
+        assert.equal(line.outcome, 'no_replica');
+        assert.ok(Number(line.queuedMs) >= 1_400, `gateway ${i} queued the request for its budget (${String(line.queuedMs)} ms)`);
+      }
       // Every gateway noticed (its scale-up for mistral failed), with one warning per kind of call.
       for (const [i, gw] of gws.entries()) {
         await eventually(() => failedLines(gw).some((l) => l.service === 'mistral'), 15_000, `gateway ${i} to log the failing API calls`);

@@ -17,6 +17,8 @@ export interface TaggedReplica {
   holding(): number;
   /** Lets every stream held so far finish (later ones are held again). */
   release(): void;
+  /** Connections open now (the gateways' pools keep them between requests). */
+  openConnections(): number;
   /** Whether /health answers 200. */
   healthy: boolean;
   close(): Promise<void>;
@@ -41,6 +43,7 @@ export async function startTaggedReplica(name: string): Promise<TaggedReplica> {
     requests,
     healthy: true,
     holding: () => held.length,
+    openConnections: () => sockets.size,
     release: () => {
       for (const res of held.splice(0)) finish(res);
     },
