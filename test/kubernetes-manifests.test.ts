@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { ALLOWED_CALLS } from './fixtures/fake-kube-api.js';
+import { parseConfig } from '../src/config.js';
 
 const DIR = fileURLToPath(new URL('../../examples/kubernetes/', import.meta.url));
 
@@ -113,6 +114,12 @@ describe('examples/kubernetes manifests', () => {
     const pdb = find('PodDisruptionBudget', 'sluice');
     assert.ok(labelsMatch(pdb['spec'].selector.matchLabels, deploy['spec'].template.metadata.labels));
     assert.ok(pdb['spec'].maxUnavailable < deploy['spec'].replicas || pdb['spec'].minAvailable < deploy['spec'].replicas);
+  });
+
+  test("the ConfigMap's config is valid: Sluice's own loader accepts it, with a kubernetes service", () => {
+    const config = parseConfig(sluiceConfig());
+    assert.equal(config.services[0]!.replicas.kubernetes?.deployment, 'llama');
+    assert.ok(config.drainTimeoutMs > 0);
   });
 
   test('the model: a Deployment at 0 replicas with a readiness probe, and the Service and port the config names', () => {

@@ -116,6 +116,8 @@ export class EndpointReplicas {
   }
 
   private report(): void {
+    // An endpoint that found no slot gets one once a gone replica's last request has ended.
+    if (this.skipped.size > 0) this.update(this.source.endpoints());
     const now = Date.now();
     let inflight = 0;
     let relayed = false;
@@ -133,9 +135,17 @@ export class EndpointReplicas {
   // ── endpoints → replicas ──────────────────────────────────────────────────────────────────
 
   private update(list: readonly KubeEndpoint[]): void {
-    const seen = new Set<string>();
+    const listed = new Set(list.map((ep) => ep.id));
+    // The gone first: their slots may be what a new endpoint needs.
+    for (const [id, r] of this.byId) {
+      if (listed.has(id)) continue;
+      this.byId.delete(id);
+      this.readyStamp.delete(r);
+      if (r.state !== 'draining') this.owner.transition(r, 'draining', 'endpoint removed');
+      this.owner.transition(r, 'stopped', 'endpoint removed');
+    }
+    for (const id of this.skipped) if (!listed.has(id)) this.skipped.delete(id);
     for (const ep of list) {
-      seen.add(ep.id);
       let r = this.byId.get(ep.id);
       if (r === undefined) {
         if (ep.terminating) continue; // never routed to here: nothing to drain
@@ -152,14 +162,6 @@ export class EndpointReplicas {
         this.owner.place(r, { origin: ep.origin, host: ep.host, probeHost: ep.address, probePort: ep.port });
       }
       this.apply(r, ep);
-    }
-    for (const id of this.skipped) if (!seen.has(id)) this.skipped.delete(id);
-    for (const [id, r] of this.byId) {
-      if (seen.has(id)) continue;
-      this.byId.delete(id);
-      this.readyStamp.delete(r);
-      if (r.state !== 'draining') this.owner.transition(r, 'draining', 'endpoint removed');
-      this.owner.transition(r, 'stopped', 'endpoint removed');
     }
   }
 

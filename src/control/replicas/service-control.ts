@@ -72,7 +72,7 @@ export class ServiceControl {
   /** Replicas in `starting`, `ready` or `unreachable` (counted against `min`). */
   private live = 0;
   private lastId = 0;
-  private accepting_ = true;
+  private acceptingRequests = true;
   private closingPromise: Promise<void> | undefined = undefined;
   private readonly drainingError = new RelayError('draining', { headers: { 'retry-after': '5' } });
 
@@ -129,7 +129,7 @@ export class ServiceControl {
   }
 
   get accepting(): boolean {
-    return this.accepting_;
+    return this.acceptingRequests;
   }
 
   get queued(): number {
@@ -148,7 +148,7 @@ export class ServiceControl {
   // ── from the data planes (DemandLink) ──────────────────────────────────────────────────────
 
   enqueue(thread: number, id: number, arrivedAt: number): void {
-    if (!this.accepting_) {
+    if (!this.acceptingRequests) {
       this.slots.addQueued(-1);
       this.views.get(thread)?.fail(id, errorSpec(this.drainingError));
       return;
@@ -192,8 +192,8 @@ export class ServiceControl {
   // ── drain and close ────────────────────────────────────────────────────────────────────────
 
   drain(): void {
-    if (!this.accepting_) return;
-    this.accepting_ = false;
+    if (!this.acceptingRequests) return;
+    this.acceptingRequests = false;
     this.slots.setAccepting(false);
     this.launches?.stopScaling();
     this.endpoints?.stopReporting();
@@ -228,7 +228,7 @@ export class ServiceControl {
     for (const r of this.all) {
       replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid });
     }
-    return { slug: this.slug, kind: this.kind, accepting: this.accepting_, queued: this.demand.size, replicas };
+    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, replicas };
   }
 
   // ── the state machine ──────────────────────────────────────────────────────────────────────

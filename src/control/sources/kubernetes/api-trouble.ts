@@ -97,6 +97,18 @@ export class ApiTrouble {
     this.log.info({ ...this.context, call, failures: entry.count, ms: Date.now() - entry.since }, 'kubernetes API call recovered');
   }
 
+  /**
+   * The caller stops retrying `call` without a success (a scale-up no request waits for any more):
+   * one info line if it had failed, and the next failure is a first failure again (a warning, the
+   * backoff from its base).
+   */
+  abandoned(call: string): void {
+    const entry = this.failures.get(call);
+    if (entry === undefined) return;
+    this.failures.delete(call);
+    this.log.info({ ...this.context, call, failures: entry.count, ms: Date.now() - entry.since }, 'kubernetes API call given up; nothing needs it now');
+  }
+
   /** Consecutive failures of `call` so far. */
   count(call: string): number {
     return this.failures.get(call)?.count ?? 0;

@@ -270,6 +270,10 @@ export class KubernetesReplicaSource {
     }
     this.scaling = this.scaleLoop().finally(() => {
       this.scaling = undefined;
+      // No request waits any more (or the source stopped): a failure of these calls is no longer
+      // an outage anyone is waiting out, and the next one must warn again.
+      this.trouble.abandoned('scale.get');
+      this.trouble.abandoned('scale.raise');
       if (this.scaleAgain && this.queued > 0) {
         this.scaleAgain = false;
         this.scaleUp();
