@@ -113,10 +113,15 @@ describe('kubernetes gateways: API server trouble', () => {
         const kinds = failed.map((l) => `${String(l.service)} ${String(l.call)}`);
         assert.equal(new Set(kinds).size, kinds.length, `gateway ${i}: one warning per kind of call, not per retry: ${kinds.join(', ')}`);
         const recovered = (): string[] => gw.lines('kubernetes API call recovered').map((l) => `${String(l.service)} ${String(l.call)}`);
-        // Scale calls are made only while requests wait: their recovery shows at the next cold start.
-        const retried = kinds.filter((k) => !k.includes(' scale.'));
-        if (outage.watchesBreak) assert.ok(retried.some((k) => k.endsWith(' endpointslices.watch')), `gateway ${i}: the watches failed: ${kinds.join(', ')}`);
-        await eventually(() => retried.every((k) => recovered().includes(k)), 15_000, `gateway ${i} to log the recovery of ${retried.join(', ')}`);
+        // Scale calls are made only while requests wait: the queue gave up on the cold request,
+        // so the gateway gives up their failures (the next outage warns again).
+        const givenUp = (): string[] => gw.lines('kubernetes API call given up; nothing needs it now').map((l) => `${String(l.service)} ${String(l.call)}`);
+        if (outage.watchesBreak) assert.ok(kinds.some((k) => k.endsWith(' endpointslices.watch')), `gateway ${i}: the watches failed: ${kinds.join(', ')}`);
+        await eventually(
+          () => kinds.every((k) => recovered().includes(k) || (k.includes(' scale.') && givenUp().includes(k))),
+          15_000,
+          `gateway ${i} to log the end of every failure: ${kinds.join(', ')}`,
+        );
       }
     });
   }
@@ -140,7 +145,7 @@ describe('kubernetes gateways: API server trouble', () => {
     assert.equal(gw.lines('kubernetes API call recovered')[0]!.call, failed[0]!.call);
   });
 
-  test('a second outage warns again: a scale call that failed while a request waited, and was not needed again, must not turn the next outage\'s warning into a debug line', { todo: 'bug reported in /work/briefs/kube-bugs.md: a failure no success cleared stays counted' }, async (t) => {
+  test('a second outage warns again: a scale call that failed while a request waited, and was not needed again, must not turn the next outage\'s warning into a debug line', async (t) => {
     const kc = await KubeCluster.start();
     cluster = kc;
     const { api } = kc;
