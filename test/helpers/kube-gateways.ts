@@ -122,11 +122,9 @@ export class KubeCluster {
     return gw;
   }
 
-  /** `n` gateways, started one after another (the first one with `first`'s setup). */
-  async gatewayGroup(n: number, setup: GatewaySetup = {}, first: GatewaySetup = setup): Promise<KubeGateway[]> {
-    const list: KubeGateway[] = [];
-    for (let i = 0; i < n; i++) list.push(await this.gateway(i === 0 ? first : setup));
-    return list;
+  /** `n` gateways, started together (the first one with `first`'s setup). */
+  gatewayGroup(n: number, setup: GatewaySetup = {}, first: GatewaySetup = setup): Promise<KubeGateway[]> {
+    return Promise.all(Array.from({ length: n }, (_, i) => this.gateway(i === 0 ? first : setup)));
   }
 
   /** A replica the test runs, published as an endpoint of `service` (ready unless told). */
