@@ -7,7 +7,7 @@ import { afterEach, describe, test } from 'node:test';
 import { eventually } from './helpers/gateway.js';
 import { KubeCluster, parseChatStream, scaleWrites } from './helpers/kube-gateways.js';
 import { NS } from './helpers/kube.js';
-import { heldStreamBody } from './helpers/tagged-replica.js';
+import { heldStreamBody, type TaggedReplica } from './helpers/tagged-replica.js';
 
 describe('kubernetes gateways: routing to endpoints', () => {
   let cluster: KubeCluster | undefined;
@@ -155,5 +155,33 @@ describe('kubernetes gateways: routing to endpoints', () => {
     assert.equal(sim.started.length, 2, 'a second pod served the new request');
     assert.equal(scaleWrites(api, 'patch').length, 1, 'one raise, by a gateway');
     await eventually(() => gws.every((gw) => KubeCluster.sawGone(gw, first)), 10_000, 'the first pod to leave every gateway');
+  });
+
+  test('more endpoints than the slot table holds (2 × max + 16): the one beyond gets no request and is logged once, then gets a place when others go', async () => {
+    const kc = await KubeCluster.start();
+    cluster = kc;
+    const { api } = kc;
+    const setup = { workers: 2, services: [{ replicas: { max: 1 } }] }; // 18 slots
+    const gw = await kc.gateway(setup);
+    const readyLines = (): number => gw.lines('replica state').filter((l) => l.to === 'ready').length;
+    const pods: TaggedReplica[] = [];
+    for (let i = 0; i < 18; i++) pods.push(await kc.hpaPod(`pod-${i}`));
+    await eventually(() => readyLines() === 18, 15_000, 'the 18 endpoints to be ready replicas');
+    const extra = await kc.hpaPod('pod-extra');
+    const noSlot = (): Record<string, unknown>[] => gw.lines('no slot for a kubernetes endpoint; it gets no requests');
+    await eventually(() => noSlot().length > 0, 10_000, 'the endpoint beyond the slot table to be logged');
+    assert.equal(noSlot()[0]!.pod, 'pod-extra');
+    const answers = await Promise.all(Array.from({ length: 36 }, (_, i) => kc.post(gw, `/many/${i}`)));
+    assert.ok(answers.every((a) => a.status === 200), 'every request is served by the pods that have a slot');
+    assert.deepEqual(extra.requests, [], 'the endpoint with no slot got nothing');
+
+    // Every other pod goes: the one that waited gets a place and the traffic.
+    for (const p of pods) kc.sim().removeEndpoint(p.name);
+    await eventually(() => readyLines() === 19, 15_000, 'the waiting endpoint to become a ready replica');
+    const res = await kc.post(gw, '/finally');
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(JSON.parse(res.text), { replica: 'pod-extra', path: '/finally' });
+    assert.equal(noSlot().length, 1, 'logged once, not on every retry');
+    assert.equal(scaleWrites(api, 'patch').length, 0);
   });
 });
