@@ -1,7 +1,8 @@
 // Issue 10, gateway level: endpoints someone else adds (an HPA, a person) get traffic from every
 // gateway; a terminating endpoint gets nothing new while the stream in flight on it finishes
-// whole; an endpoint leaving the list is dropped; with readyPath, an endpoint Kubernetes calls
-// ready but that does not answer it gets nothing.
+// whole; an endpoint leaving the list is dropped and its connections closed; with readyPath, an
+// endpoint Kubernetes calls ready but that does not answer it gets nothing; a Deployment lowered by
+// someone else mid-stream; more endpoints than the slot table holds.
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import { eventually } from './helpers/gateway.js';

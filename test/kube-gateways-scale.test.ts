@@ -1,7 +1,8 @@
 // Issue 10, gateway level: several real `sluice serve` processes in front of one Deployment,
 // coordinated only through the (fake) Kubernetes API. A cold burst over three gateways causes one
-// scale-up and one pod; idle, one gateway lowers the Deployment to `min` once, never while another
-// gateway still relays, and the next request cold-starts again.
+// scale-up and one pod (with concurrency 1, one step at a time up to max); idle, one gateway lowers
+// the Deployment to `min` once, never while another gateway still relays, and the next request
+// cold-starts again; a gateway killed while relaying does not hold the Deployment up.
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -42,6 +43,8 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
       await eventually(() => KubeCluster.sawReady(gw, pod), 10_000, `gateway ${i} to log the pod ready`);
       await eventually(() => gw.lines('request').length === 10, 10_000, `gateway ${i}'s 10 access-log lines`);
       assert.ok(gw.lines('request').every((l) => l.status === 200), `gateway ${i} relayed its share`);
+      // The case under test: every gateway found the service cold and queued.
+      assert.ok(gw.lines('request').some((l) => Number(l.queuedMs) > 0), `gateway ${i} queued part of the burst`);
     }
   });
 

@@ -1,6 +1,7 @@
-// Issue 10, gateway level, unhappy paths: the API server down (known endpoints keep serving
-// through every gateway; a cold service answers 503 no_replica within its queue budget, and
-// cold-starts once the API server is back), watches broken and history compacted (every gateway
+// Issue 10, gateway level, unhappy paths: the API server down or black-holed (known endpoints keep
+// serving through every gateway; a cold service answers 503 no_replica after its queue budget, and
+// cold-starts once the API server is back; one warning per kind of call, even for a second
+// outage), a scale-up answered 500 (retried), watches broken and history compacted (every gateway
 // relists and routes to endpoints added meanwhile, without dropping one still there), credentials
 // the API server refuses, and a kubeconfig that does not exist.
 import assert from 'node:assert/strict';
