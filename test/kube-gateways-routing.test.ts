@@ -185,4 +185,51 @@ describe('kubernetes gateways: routing to endpoints', () => {
     assert.equal(noSlot().length, 1, 'logged once, not on every retry');
     assert.equal(scaleWrites(api, 'patch').length, 0);
   });
+
+  test('an endpoint Kubernetes marks not ready gets nothing new until it is ready again, in every gateway', async () => {
+    const kc = await KubeCluster.start();
+    cluster = kc;
+    const setup = { services: [{ replicas: { concurrency: 1 } }] };
+    const gws = await kc.gatewayGroup(2, setup, { ...setup, workers: 2 });
+    const a = await kc.hpaPod('hpa-a');
+    const b = await kc.hpaPod('hpa-b');
+    for (const [i, gw] of gws.entries()) {
+      await eventually(() => KubeCluster.sawReady(gw, 'hpa-a') && KubeCluster.sawReady(gw, 'hpa-b'), 10_000, `gateway ${i} to see both pods`);
+    }
+    kc.setConditions(a, { ready: false, serving: false, terminating: false }); // its readiness probe fails
+    const notReady = (gw: typeof gws[number]): boolean => gw.lines('kubernetes endpoint').some((l) => l.pod === 'hpa-a' && l.ready === false && l.terminating === false);
+    for (const [i, gw] of gws.entries()) await eventually(() => notReady(gw), 10_000, `gateway ${i} to see hpa-a not ready`);
+    for (const [i, gw] of gws.entries()) {
+      for (let j = 0; j < 4; j++) {
+        const res = await kc.post(gw, `/held-out/${i}/${j}`);
+        assert.equal(res.status, 200, res.text);
+        assert.equal((JSON.parse(res.text) as { replica: string }).replica, 'hpa-b');
+      }
+    }
+    assert.deepEqual(a.requests, [], 'nothing reached the pod while it was not ready');
+
+    kc.setConditions(a, { ready: true, serving: true, terminating: false });
+    const readyAgain = (gw: typeof gws[number]): boolean => {
+      const lines = gw.lines('kubernetes endpoint').filter((l) => l.pod === 'hpa-a');
+      return lines.length >= 3 && lines[lines.length - 1]!.ready === true;
+    };
+    for (const [i, gw] of gws.entries()) await eventually(() => readyAgain(gw), 10_000, `gateway ${i} to see hpa-a ready again`);
+    // Back in rotation: with one pod holding a stream (concurrency 1), the next request through
+    // the same gateway must go to the other one, whichever it is.
+    for (const gw of gws) {
+      const held = await kc.open(gw, '/hold');
+      assert.equal(held.status, 200);
+      await eventually(() => a.holding() + b.holding() === 1, 10_000, 'the stream to be held');
+      const other = a.holding() === 1 ? b : a;
+      const before = other.requests.length;
+      const res = await kc.post(gw, '/next');
+      assert.equal(res.status, 200, res.text);
+      a.release();
+      b.release();
+      await held.text();
+      assert.equal(other.requests.length, before + 1);
+    }
+    assert.ok(a.requests.length > 0, 'hpa-a serves again');
+    assert.equal(kc.sim().started.length, 0, 'no request waited: no scale-up');
+  });
 });

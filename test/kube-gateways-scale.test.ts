@@ -170,4 +170,36 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
     assert.ok(Number(down.idleMs) >= idleTimeoutMs, `idle for at least idleTimeoutMs by the Lease (${String(down.idleMs)})`);
     assert.equal(scaleWrites(api, 'update').length, 1, 'one lowering write');
   });
+
+  test('min 1: idle lowers a Deployment at 2 to 1, not 0; the pod left keeps serving without a cold start, and nothing lowers it further', async () => {
+    const idleTimeoutMs = 2_500;
+    const kc = await KubeCluster.start();
+    cluster = kc;
+    const { api } = kc;
+    const sim = kc.sim();
+    api.setReplicas(NS, 'llama', 2); // someone scaled it to 2
+    await eventually(() => sim.pods.filter((p) => p.ready).length === 2, 15_000, 'two ready pods');
+    const setup = { services: [{ replicas: { idleTimeoutMs, min: 1 } }] };
+    const [a, b] = await kc.gatewayGroup(2, setup);
+    const first = await kc.chat(a!, ['two', 'pods']);
+    assert.equal(first.status, 200, first.raw);
+
+    await eventually(() => api.scaleOf(NS, 'llama').replicas === 1, 20_000, 'the idle scale-down to min');
+    await eventually(() => sim.pods.length === 1, 15_000, 'one pod to go');
+    const left = sim.pods[0]!.name;
+    for (const gw of [a!, b!]) await eventually(() => gw.lines('kubernetes endpoint').filter((l) => l.gone === true).length === 1, 10_000, 'every gateway to drop the pod that went');
+    const downs = [a!, b!].flatMap((g) => g.lines('kubernetes deployment scaled down after idle'));
+    assert.equal(downs.length, 1);
+    assert.deepEqual([downs[0]!.from, downs[0]!.to], [2, 1]);
+
+    const again = await kc.chat(b!, ['still', 'warm']);
+    assert.equal(again.status, 200, again.raw);
+    assert.equal(sim.started.length, 2, 'no new pod: the one left served');
+    assert.ok(sim.pods.some((p) => p.name === left));
+    assert.equal(scaleWrites(api, 'patch').length, 0, 'no cold start, no raise');
+    // Another idle period passes: the Deployment is at min, nothing writes to it.
+    await sleep(idleTimeoutMs * 1.5);
+    assert.equal(scaleWrites(api, 'update').length, 1, 'one lowering write in all');
+    assert.equal(api.scaleOf(NS, 'llama').replicas, 1);
+  });
 });

@@ -265,6 +265,25 @@ describe('kubernetes gateways: API server trouble', () => {
     assert.ok(!stdout.includes('gateway listening'), 'the gateway never listened');
     assertNoSecrets(stdout + stderr);
   });
+
+  test('a Deployment that does not exist (a wrong name in the config): the gateway runs, says so with a hint, and a cold request answers 503 no_replica', async () => {
+    const kc = await KubeCluster.start([{ name: 'llama' }]);
+    cluster = kc;
+    const { api } = kc;
+    const config = kc.config({ services: [{ queue: { maxWaitMs: 1_000 } }] });
+    // The service follows Deployment `lama` (a typo) and Service `llama`.
+    const replicas = (config['services'] as { replicas: { kubernetes: Record<string, unknown> } }[])[0]!.replicas;
+    replicas.kubernetes['deployment'] = 'lama';
+    const gw = await kc.gatewayFromConfig(config);
+    const res = await kc.post(gw, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(res.status, 503, res.text);
+    assert.equal(errorCode(res.text), 'no_replica');
+    await eventually(() => gw.lines('kubernetes API call refused; retrying with backoff').length > 0, 10_000, 'the refusal to be logged');
+    const refused = gw.lines('kubernetes API call refused; retrying with backoff');
+    assert.ok(refused.every((l) => l.status === 404 && l.deployment === 'lama' && typeof l.hint === 'string'), JSON.stringify(refused));
+    assert.ok(api.requests.some((r) => r.resource === 'deployments/scale' && r.status === 404));
+    assert.equal(api.scaleOf(NS, 'llama').replicas, 0, 'the Deployment named like the Service is not touched');
+  });
 });
 
 /** Through each gateway, as many held requests at once as `replicas` (concurrency 1): one lands on each. */

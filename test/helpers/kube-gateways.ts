@@ -108,16 +108,21 @@ export class KubeCluster {
   }
 
   /** Starts a gateway process and waits until its sources have started watching. */
-  async gateway(setup: GatewaySetup = {}): Promise<KubeGateway> {
-    const env = setup.tuning === undefined ? KUBE_TEST_ENV : { ...KUBE_TEST_ENV, SLUICE_TEST_KUBE_TUNING: JSON.stringify({ ...FAST, ...setup.tuning }) };
-    const cli = await startCliGateway(this.config(setup), env);
+  gateway(setup: GatewaySetup = {}): Promise<KubeGateway> {
+    return this.gatewayFromConfig(this.config(setup), setup.tuning);
+  }
+
+  /** Starts a gateway process with `config` (from `config()`, perhaps changed by the test). */
+  async gatewayFromConfig(config: Record<string, unknown>, tuning?: Partial<KubernetesTuning>): Promise<KubeGateway> {
+    const env = tuning === undefined ? KUBE_TEST_ENV : { ...KUBE_TEST_ENV, SLUICE_TEST_KUBE_TUNING: JSON.stringify({ ...FAST, ...tuning }) };
+    const cli = await startCliGateway(config, env);
     const gw: KubeGateway = {
       ...cli,
       identity: `${hostname()}-${cli.child.pid}`,
       lines: (msg) => cli.logs.filter((l) => l.msg === msg),
     };
     this.gateways.push(gw);
-    const sources = (setup.services ?? [{}]).length;
+    const sources = (config['services'] as unknown[]).length;
     await eventually(() => gw.lines('kubernetes replica source started').length === sources, 10_000, 'the kubernetes sources to start');
     return gw;
   }
@@ -142,11 +147,16 @@ export class KubeCluster {
 
   /** Rewrites the endpoint of a pod `hpaPod` published: terminating (ready false, serving true). */
   markTerminating(replica: TaggedReplica, service = 'llama'): void {
+    this.setConditions(replica, { ready: false, serving: true, terminating: true }, service);
+  }
+
+  /** Rewrites the conditions of the endpoint of a pod `hpaPod` published (a readiness change). */
+  setConditions(replica: TaggedReplica, conditions: { ready: boolean; serving: boolean; terminating: boolean }, service = 'llama'): void {
     const name = `${service}-${replica.name}`;
     const slice = this.api.endpointSlice(NS, name);
     if (slice === undefined) throw new Error(`no endpoint slice ${name}`);
     const endpoints = slice['endpoints'] as { conditions: Record<string, boolean> }[];
-    for (const ep of endpoints) ep.conditions = { ready: false, serving: true, terminating: true };
+    for (const ep of endpoints) ep.conditions = { ...conditions };
     this.api.putEndpointSlice(slice);
   }
 
