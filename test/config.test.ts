@@ -263,13 +263,25 @@ const RULES: [name: string, patch: (c: any) => void, key: string, rule: RegExp][
       ['kubernetes service starts with a letter', { deployment: 'llama', service: '9b', port: 'http' }, 'services[0].replicas.kubernetes.service', /starting with a letter/],
       ['kubernetes service ≤ 63', { deployment: 'llama', service: 'a'.repeat(64), port: 'http' }, 'services[0].replicas.kubernetes.service', /Service name/],
       ['kubernetes namespace is a label', { namespace: 'a_b', deployment: 'llama', service: 'llama', port: 'http' }, 'services[0].replicas.kubernetes.namespace', /namespace name/],
-      ['kubernetes port required', { deployment: 'llama', service: 'llama' }, 'services[0].replicas.kubernetes.port', /port's name .* or number/],
+      ['kubernetes port required', { deployment: 'llama', service: 'llama' }, 'services[0].replicas.kubernetes.port', /port's name .* or the pods' target port number/],
       ['kubernetes port number in range', { deployment: 'llama', service: 'llama', port: 65_536 }, 'services[0].replicas.kubernetes.port', /1 to 65535/],
       ['kubernetes port name has a letter', { deployment: 'llama', service: 'llama', port: '8000' }, 'services[0].replicas.kubernetes.port', /with a letter/],
       ['kubernetes kubeconfig non-empty', { deployment: 'llama', service: 'llama', port: 'http', kubeconfig: '' }, 'services[0].replicas.kubernetes.kubeconfig', /file path/],
       ['kubernetes unknown key', { deployment: 'llama', service: 'llama', port: 'http', replicas: 2 }, 'services[0].replicas.kubernetes.replicas', /unknown key/],
     ] as [string, unknown, string, RegExp][]
   ).map(([name, value, key, rule]): [string, (c: any) => void, string, RegExp] => [name, (c) => (c.services[0].replicas = { kubernetes: value }), key, rule]),
+  [
+    'a launched service with min 0 needs a queue',
+    (c) => (c.services[0].replicas = { command: ['node', 'x.js'] }, (c.services[0].queue = { maxRequests: 0 })),
+    'services[0].queue.maxRequests',
+    /cold service is refused before it can start a replica/,
+  ],
+  [
+    'a kubernetes service with min 0 needs a queue',
+    (c) => (c.services[0].replicas = { kubernetes: { deployment: 'llama', service: 'llama', port: 'http' } }, (c.services[0].queue = { maxRequests: 0 })),
+    'services[0].queue.maxRequests',
+    /set replicas\.min ≥ 1/,
+  ],
   [
     'kubernetes refuses env',
     (c) => (c.services[0].replicas = { kubernetes: { deployment: 'llama', service: 'llama', port: 'http' }, env: { A: 'b' } }),

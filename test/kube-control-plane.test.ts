@@ -136,6 +136,40 @@ test('a terminating endpoint gets nothing new, its stream in flight completes, a
   await eventually(() => states(s.tg).includes('draining→stopped (endpoint removed)'), 10_000, 'the endpoint to be forgotten');
 });
 
+test('a new pod at the address and port of a terminating one is a new replica, and gets the requests', async (t) => {
+  const s = await setup({ readyPath: '/health' }, ['a']);
+  t.after(() => s.close());
+  const [a] = s.replicas as [TestReplica];
+  const podSlice = (pod: string, ready: boolean, terminating: boolean): Record<string, unknown> & { metadata: Record<string, unknown> } => {
+    const sl = slice(`llama-${a.port}`, a.port, [['127.0.0.1', ready, terminating]]);
+    (sl['endpoints'] as { targetRef: { name: string } }[])[0]!.targetRef.name = pod;
+    return sl;
+  };
+  s.api.putEndpointSlice(podSlice('llama-old', true, false));
+  assert.deepEqual(await ask(s.tg), { status: 200, body: 'a' });
+  s.api.putEndpointSlice(podSlice('llama-old', false, true));
+  await eventually(() => states(s.tg).includes('ready→draining (endpoint terminating)'), 10_000, 'the old pod to drain');
+  // The old pod is gone and a new one got its IP, in one change of the slice.
+  s.api.putEndpointSlice(podSlice('llama-new', true, false));
+  assert.deepEqual(await ask(s.tg), { status: 200, body: 'a' });
+  assert.ok(states(s.tg).includes('draining→stopped (endpoint removed)'), 'the old pod’s replica is gone');
+  assert.equal(states(s.tg).filter((x) => x.endsWith('(endpoint ready)')).length, 2, 'the new pod is a new replica, probed again');
+});
+
+test('pods listed without the configured port: one warning naming the ports they have', async (t) => {
+  const s = await setup({ max: 1 }, ['a'], { maxWaitMs: 500 });
+  t.after(() => s.close());
+  const [a] = s.replicas as [TestReplica];
+  const wrong = slice(`llama-${a.port}`, a.port, [['127.0.0.1', true]]);
+  (wrong['ports'] as { name: string }[])[0]!.name = 'grpc';
+  s.api.putEndpointSlice(wrong);
+  const warned = (): Record<string, unknown>[] => s.tg.logs.filter((l) => String(l.msg).startsWith('kubernetes endpoints have no port matching'));
+  await eventually(() => warned().length === 1, 10_000, 'the warning');
+  assert.deepEqual(warned()[0]!.ports, [`grpc:${a.port}`]);
+  assert.equal((await ask(s.tg)).status, 503, 'no replica: the port matches nothing');
+  assert.equal(warned().length, 1, 'warned once');
+});
+
 test('more endpoints than the slot table holds: the extra ones are logged once and used when room frees up', async (t) => {
   // max 1 → 18 slots (2 × max + 16).
   const names = Array.from({ length: 20 }, (_, i) => `r${i}`);

@@ -122,7 +122,8 @@ export const RULE = {
   kubeNamespace: "must be a Kubernetes namespace name: 1 to 63 lower-case letters, digits or '-', starting and ending with a letter or digit",
   kubeDeployment: "must be a Kubernetes object name: 1 to 253 lower-case letters, digits, '-' or '.', starting and ending with a letter or digit",
   kubeService: "must be a Kubernetes Service name: 1 to 63 lower-case letters, digits or '-', starting with a letter and ending with a letter or digit",
-  kubePort: "must be the EndpointSlice port's name (1 to 63 lower-case letters, digits or '-', with a letter) or number (1 to 65535)",
+  kubePort: "must be the Service port's name (1 to 63 lower-case letters, digits or '-', with a letter) or the pods' target port number (1 to 65535)",
+  queueNeededCold: 'must be ≥ 1 when replicas.min is 0: with no queue, a request to a cold service is refused before it can start a replica, so none ever starts (or set replicas.min ≥ 1)',
   kubeconfig: 'must be a non-empty file path (a kubeconfig file)',
   unknownKey: 'unknown key',
 } as const;

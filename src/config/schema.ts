@@ -147,7 +147,15 @@ const service = strict({
     maxWaitMs: duration().prefault(DEFAULTS.queueMaxWaitMs),
   }).prefault({}),
   replicas,
-});
+}).superRefine((s, ctx) => {
+  // Launched and Kubernetes replicas start on a queued request: a service that can neither queue
+  // nor keep a replica warm would refuse every request, forever.
+  if (!isRecord(s) || !isRecord(s.queue) || !isRecord(s.replicas)) return;
+  const onDemand = s.replicas.command !== undefined || s.replicas.kubernetes !== undefined;
+  if (onDemand && s.queue.maxRequests === 0 && s.replicas.min === 0) {
+    ctx.addIssue({ code: 'custom', path: ['queue', 'maxRequests'], input: 0, message: RULE.queueNeededCold });
+  }
+}, ALWAYS);
 
 const services = z
   .array(service, { error: RULE.services })

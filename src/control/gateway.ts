@@ -81,8 +81,14 @@ class ControlPlane implements Gateway, OpsSource {
     const ops = config.admin === undefined ? this : undefined;
     const kubernetes = kubernetesTestOptions();
     if (this.workers === 1) {
-      const sets = config.services.map((service) => new LocalReplicaSet(service, { logger: this.logger, events: this.registry, kubernetes }));
-      this.services.push(...sets.map((set) => set.control));
+      const sets: LocalReplicaSet[] = [];
+      this.buildServices(() => {
+        for (const service of config.services) {
+          const set = new LocalReplicaSet(service, { logger: this.logger, events: this.registry, kubernetes });
+          sets.push(set);
+          this.services.push(set.control);
+        }
+      });
       const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, ops });
       this.local = { plane, sets };
     } else {
@@ -105,8 +111,10 @@ class ControlPlane implements Gateway, OpsSource {
         render: () => this.metricsText(),
         countersOf: (thread) => stores[thread]!,
       });
-      config.services.forEach((service, s) => {
-        this.services.push(new ServiceControl(service, { logger: this.logger, events: this.registry, threads: this.workers, views: pool.router(s), kubernetes }));
+      this.buildServices(() => {
+        config.services.forEach((service, s) => {
+          this.services.push(new ServiceControl(service, { logger: this.logger, events: this.registry, threads: this.workers, views: pool.router(s), kubernetes }));
+        });
       });
       this.pool = pool;
     }
@@ -116,6 +124,19 @@ class ControlPlane implements Gateway, OpsSource {
       addOpsRoutes(this.adminApp, this, this.logger, refuse);
       this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.registry, services: this.services, relayPort: () => this.port });
       this.adminApp.any('/*', (res, req) => refuse(res, new RelayError('not_found'), false, req.getMethod() === 'head'));
+    }
+  }
+
+  /**
+   * Builds the services; when one cannot be built (no Kubernetes credentials), the ones already
+   * built are closed (their watches and timers stopped) before the error reaches the caller.
+   */
+  private buildServices(build: () => void): void {
+    try {
+      build();
+    } catch (err) {
+      for (const service of this.services) void service.close();
+      throw err;
     }
   }
 

@@ -49,8 +49,11 @@ export class EndpointReplicas {
   readonly source: KubernetesReplicaSource;
   private readonly slug: string;
   private readonly byId = new Map<string, ManagedReplica>();
-  /** The slot table's idle clock of each replica when it was set ready (not a relayed request). */
-  private readonly readyStamp = new Map<ManagedReplica, number>();
+  /** The slot table's idle clock of each replica as the control plane itself last set it (at
+   *  creation, at readiness): a later value means a request ended on it. */
+  private readonly ownStamp = new Map<ManagedReplica, number>();
+  /** The pod behind each replica: a new pod at the same address and port is a new replica. */
+  private readonly podOf = new Map<ManagedReplica, string | undefined>();
   /** Endpoints that found no free slot, logged once each. */
   private readonly skipped = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
@@ -83,7 +86,11 @@ export class EndpointReplicas {
 
   start(): void {
     this.source.start();
-    this.timer = setInterval(() => this.report(), REPORT_MS);
+    this.timer = setInterval(() => {
+      // An endpoint that found no slot gets one once a gone replica's last request has ended.
+      if (this.skipped.size > 0) this.update(this.source.endpoints());
+      this.report();
+    }, REPORT_MS);
     this.timer.unref();
   }
 
@@ -95,18 +102,11 @@ export class EndpointReplicas {
 
   /** A replica of this feed became ready (ServiceControl's transition calls it). */
   becameReady(r: ManagedReplica, now: number): void {
-    this.readyStamp.set(r, this.slots.idleSince(r.slot));
+    this.ownStamp.set(r, this.slots.idleSince(r.slot));
     if (this.coldSince >= 0) {
       this.events?.coldStart(this.slug, r.id, now - this.coldSince);
       this.coldSince = -1;
     }
-  }
-
-  /** Stops reporting demand (the service drains); endpoints are still followed. */
-  stopReporting(): void {
-    clearInterval(this.timer);
-    this.timer = undefined;
-    this.source.report(0, 0);
   }
 
   async close(): Promise<void> {
@@ -116,15 +116,13 @@ export class EndpointReplicas {
   }
 
   private report(): void {
-    // An endpoint that found no slot gets one once a gone replica's last request has ended.
-    if (this.skipped.size > 0) this.update(this.source.endpoints());
     const now = Date.now();
     let inflight = 0;
     let relayed = false;
     for (const r of this.byId.values()) {
       inflight += this.slots.inflight(r.slot);
       const idleSince = this.slots.idleSince(r.slot);
-      if (idleSince > this.lastReportAt && idleSince !== this.readyStamp.get(r)) relayed = true;
+      if (idleSince > this.lastReportAt && idleSince !== this.ownStamp.get(r)) relayed = true;
     }
     this.lastReportAt = now;
     const queued = this.owner.queued;
@@ -135,14 +133,14 @@ export class EndpointReplicas {
   // ── endpoints → replicas ──────────────────────────────────────────────────────────────────
 
   private update(list: readonly KubeEndpoint[]): void {
-    const listed = new Set(list.map((ep) => ep.id));
-    // The gone first: their slots may be what a new endpoint needs.
+    const listed = new Map(list.map((ep) => [ep.id, ep]));
+    // The gone first: their slots may be what a new endpoint needs. An address and port now
+    // listed for another pod, or listed again as not terminating after it was (a pod IP reused
+    // within one watch event), is a new replica: the old one is gone.
     for (const [id, r] of this.byId) {
-      if (listed.has(id)) continue;
-      this.byId.delete(id);
-      this.readyStamp.delete(r);
-      if (r.state !== 'draining') this.owner.transition(r, 'draining', 'endpoint removed');
-      this.owner.transition(r, 'stopped', 'endpoint removed');
+      const ep = listed.get(id);
+      if (ep !== undefined && ep.pod === this.podOf.get(r) && !(r.state === 'draining' && !ep.terminating)) continue;
+      this.retire(id, r);
     }
     for (const id of this.skipped) if (!listed.has(id)) this.skipped.delete(id);
     for (const ep of list) {
@@ -159,10 +157,21 @@ export class EndpointReplicas {
         }
         this.skipped.delete(ep.id);
         this.byId.set(ep.id, r);
+        this.podOf.set(r, ep.pod);
+        this.ownStamp.set(r, this.slots.idleSince(r.slot));
         this.owner.place(r, { origin: ep.origin, host: ep.host, probeHost: ep.address, probePort: ep.port });
       }
       this.apply(r, ep);
     }
+  }
+
+  /** The endpoint's pod is gone: the replica stops, and the data planes close its pools. */
+  private retire(id: string, r: ManagedReplica): void {
+    this.byId.delete(id);
+    this.ownStamp.delete(r);
+    this.podOf.delete(r);
+    if (r.state !== 'draining') this.owner.transition(r, 'draining', 'endpoint removed');
+    this.owner.transition(r, 'stopped', 'endpoint removed');
   }
 
   private apply(r: ManagedReplica, ep: KubeEndpoint): void {

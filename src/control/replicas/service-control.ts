@@ -196,7 +196,6 @@ export class ServiceControl {
     this.acceptingRequests = false;
     this.slots.setAccepting(false);
     this.launches?.stopScaling();
-    this.endpoints?.stopReporting();
     this.log.info({ service: this.slug, queued: this.demand.size }, 'replica set draining');
     this.demand.failAll(this.drainingError, 'draining');
   }

@@ -43,7 +43,13 @@ export class EndpointProbes {
     const ids = new Set<string>();
     for (const ep of live) {
       ids.add(ep.id);
-      const p = this.probes.get(ep.id);
+      let p = this.probes.get(ep.id);
+      if (p !== undefined && p.endpoint.pod !== ep.pod) {
+        // Another pod at the same address and port: its answer is not the old pod's.
+        clearTimeout(p.timer);
+        this.probes.delete(ep.id);
+        p = undefined;
+      }
       if (p === undefined) {
         const fresh: ProbeState = { endpoint: ep, ok: false, timer: undefined, probing: false, again: false };
         this.probes.set(ep.id, fresh);

@@ -9,9 +9,9 @@
 //
 // Each gateway:
 // - while it relays or holds queued requests, moves its own "last active" clock forward and writes
-//   it to the Lease at most every idleTimeoutMs / 4 (and once more when its traffic ends, so the
-//   Lease is never more than idleTimeoutMs / 4 behind, and a stream longer than idleTimeoutMs
-//   keeps the Lease fresh);
+//   it to the Lease at most every idleTimeoutMs / 4 (but never more often than every 250 ms), and
+//   once more when its traffic ends, so the Lease is never more than that behind, and a stream
+//   longer than idleTimeoutMs keeps the Lease fresh;
 // - when neither its own clock nor the Lease has moved for idleTimeoutMs and the Deployment is
 //   above `min`, claims the decision by updating the Lease (conditional on the resourceVersion it
 //   read: a gateway that renewed meanwhile makes the claim fail with 409, and the claimer looks
@@ -23,6 +23,9 @@ import { type ConfigurationOptions, type CoordinationV1Api, V1MicroTime, type V1
 import type { Logger } from '../../../log.js';
 import { type ApiTrouble, callOptions, statusOf } from './api-trouble.js';
 import { CONFLICT, type DeploymentScaler } from './scaler.js';
+
+/** The Lease is written at most this often by one gateway, whatever idleTimeoutMs is. */
+const MIN_RENEW_MS = 250;
 
 interface LeaseReading {
   lease: V1Lease | undefined;
@@ -46,6 +49,9 @@ export class IdleCoordinator {
   private watching = true;
   private stopped = false;
   private readonly options: ConfigurationOptions;
+  /** idleTimeoutMs / 4, but never more often than MIN_RENEW_MS: a tiny idleTimeoutMs must not
+   *  turn the Lease into a stream of API calls. */
+  private readonly renewEveryMs: number;
 
   constructor(
     private readonly api: CoordinationV1Api,
@@ -61,6 +67,7 @@ export class IdleCoordinator {
   ) {
     this.lastActiveAt = Date.now();
     this.options = callOptions(callTimeoutMs);
+    this.renewEveryMs = Math.max(MIN_RENEW_MS, Math.floor(idleTimeoutMs / 4));
   }
 
   start(): void {
@@ -90,7 +97,7 @@ export class IdleCoordinator {
       this.heartbeat = setInterval(() => {
         this.lastActiveAt = Date.now();
         this.scheduleRenew();
-      }, Math.max(1, Math.floor(this.idleTimeoutMs / 4)));
+      }, this.renewEveryMs);
       this.heartbeat.unref();
     } else {
       clearInterval(this.heartbeat);
@@ -114,7 +121,7 @@ export class IdleCoordinator {
 
   private scheduleRenew(): void {
     if (this.stopped || this.renewing || this.renewTimer !== undefined || this.lastActiveAt <= this.written) return;
-    const delay = Math.max(0, this.lastWriteAt + this.idleTimeoutMs / 4 - Date.now());
+    const delay = Math.max(0, this.lastWriteAt + this.renewEveryMs - Date.now());
     this.renewTimer = setTimeout(() => {
       this.renewTimer = undefined;
       void this.renew();
@@ -145,7 +152,7 @@ export class IdleCoordinator {
     } catch (err) {
       const delay = this.trouble.failed('leases.renew', err);
       // Retry no sooner than the backoff: lastWriteAt is set so scheduleRenew waits it out.
-      this.lastWriteAt = Date.now() + delay - this.idleTimeoutMs / 4;
+      this.lastWriteAt = Date.now() + delay - this.renewEveryMs;
     } finally {
       this.renewing = false;
     }
@@ -207,7 +214,7 @@ export class IdleCoordinator {
       );
       return undefined;
     }
-    return Date.now() + this.idleTimeoutMs / 4;
+    return Date.now() + this.renewEveryMs;
   }
 
   // ---- the Lease -----------------------------------------------------------------------------

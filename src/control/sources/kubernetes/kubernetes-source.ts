@@ -126,6 +126,8 @@ export class KubernetesReplicaSource {
   private lastScale: ScaleReading | undefined;
   private lastScaleAt = -Infinity;
   private started = false;
+  /** The slices list pods but none at `port` (warned once). */
+  private portWarned = false;
 
   constructor(options: KubernetesSourceOptions) {
     this.slug = options.slug;
@@ -217,13 +219,25 @@ export class KubernetesReplicaSource {
   // ---- endpoints ---------------------------------------------------------------------------------
 
   private slicesChanged(slices: Iterable<V1EndpointSlice>): void {
-    this.slices = endpointsOf(slices, this.target.port);
+    const all = [...slices];
+    this.slices = endpointsOf(all, this.target.port);
+    this.checkPort(all);
     this.lastScaleAt = -Infinity; // pods came or went: the next decision reads the Scale again
     const live = this.slices.filter((ep) => !ep.terminating);
     this.probes?.track(live);
     this.idle.replicasSeen(live.length);
     this.publish();
     if (this.queued > 0) this.scaleUp();
+  }
+
+  /** Pods are listed but none at `port`: the config names a port the Service does not have. */
+  private checkPort(slices: V1EndpointSlice[]): void {
+    const unmatched = this.slices.length === 0 && slices.some((slice) => (slice.endpoints?.length ?? 0) > 0);
+    if (unmatched && !this.portWarned) {
+      const ports = [...new Set(slices.flatMap((slice) => (slice.ports ?? []).map((p) => `${p.name ?? ''}:${String(p.port)}`)))];
+      this.log.warn({ ...this.context, port: this.target.port, ports }, 'kubernetes endpoints have no port matching replicas.kubernetes.port (the Service port name or the target port number)');
+    }
+    this.portWarned = unmatched;
   }
 
   private publish(): void {
