@@ -1,13 +1,14 @@
 // Issue 10, gateway level, operations: a rolling restart of the gateways (SIGTERM drains one while
 // a stream runs through it; the others keep serving; nothing is scaled), and a token reload
-// (SIGHUP) that leaves the Kubernetes source as it was: one watch, endpoints still followed.
+// (SIGHUP) that leaves the Kubernetes source as it was: one watch, endpoints still followed; a
+// draining gateway's long stream keeps the Deployment up.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
 import { request } from 'undici';
 import { sha256Hex } from '../src/token.js';
 import { eventually, secret } from './helpers/gateway.js';
-import { KubeCluster, scaleWrites } from './helpers/kube-gateways.js';
+import { KubeCluster, parseChatStream, scaleWrites } from './helpers/kube-gateways.js';
 import { NS } from './helpers/kube.js';
 import { heldStreamBody } from './helpers/tagged-replica.js';
 
@@ -85,5 +86,37 @@ describe('kubernetes gateways: operations', () => {
     assert.deepEqual(await res.body.json(), { replica: 'hpa-2', path: '/after-reload' });
     assert.deepEqual(first.requests, ['/new-token']);
     assert.deepEqual(second.requests, ['/after-reload']);
+  });
+
+  test('a draining gateway keeps its stream on the Lease: no other gateway lowers the Deployment until the stream ends', async () => {
+    const idleTimeoutMs = 3_000;
+    // 100 ms per token: a 50-token reply streams for about 5 s.
+    const kc = await KubeCluster.start([{ env: { TOKEN_DELAY_MS: '100' } }]);
+    cluster = kc;
+    const { api } = kc;
+    const setup = { drainTimeoutMs: 30_000, services: [{ replicas: { idleTimeoutMs } }] };
+    const [a, b] = await kc.gatewayGroup(2, setup);
+    const words = Array.from({ length: 48 }, (_, i) => `d${i}`);
+    const stream = await kc.open(a!, '/v1/chat/completions', { model: 'demo', stream: true, max_tokens: 50, messages: [{ role: 'user', content: words.join(' ') }] });
+    assert.equal(stream.status, 200);
+    const startedAt = Date.now();
+    a!.child.kill('SIGTERM'); // a rolling restart reaches a while it relays
+    let raw = '';
+    let checked = false;
+    for await (const chunk of stream.chunks) {
+      raw += chunk.toString();
+      if (!checked && Date.now() - startedAt > idleTimeoutMs * 1.3) {
+        checked = true;
+        assert.equal(api.scaleOf(NS, 'llama').replicas, 1, 'not lowered while the draining gateway streams');
+        assert.equal(scaleWrites(api, 'update').length, 0);
+      }
+    }
+    assert.ok(checked, 'the stream outlived 1.3 × idleTimeoutMs (else the check above did not happen)');
+    assert.equal(parseChatStream(raw).reply, `You said: ${words.join(' ')}`, 'the stream finished whole');
+    assert.equal(await a!.exited, 0);
+    // Then, with no traffic anywhere, b lowers it once.
+    await eventually(() => api.scaleOf(NS, 'llama').replicas === 0, 30_000, 'the idle scale-down by b');
+    await eventually(() => b!.lines('kubernetes deployment scaled down after idle').length === 1, 10_000, "b's line");
+    assert.equal(scaleWrites(api, 'update').length, 1);
   });
 });

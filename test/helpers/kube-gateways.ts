@@ -41,6 +41,8 @@ export interface GatewaySetup {
   kubeconfig?: string;
   /** Kubernetes timings besides FAST (SLUICE_TEST_KUBE_TUNING). */
   tuning?: Partial<KubernetesTuning>;
+  /** Default 5 s. */
+  drainTimeoutMs?: number;
 }
 
 export interface KubeGateway extends CliGateway {
@@ -104,7 +106,7 @@ export class KubeCluster {
         },
       };
     });
-    return { workers: setup.workers ?? 1, drainTimeoutMs: 5_000, log: { level: 'info' }, services };
+    return { workers: setup.workers ?? 1, drainTimeoutMs: setup.drainTimeoutMs ?? 5_000, log: { level: 'info' }, services };
   }
 
   /** Starts a gateway process and waits until its sources have started watching. */
