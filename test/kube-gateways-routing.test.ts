@@ -232,4 +232,37 @@ describe('kubernetes gateways: routing to endpoints', () => {
     assert.ok(a.requests.length > 0, 'hpa-a serves again');
     assert.equal(kc.sim().started.length, 0, 'no request waited: no scale-up');
   });
+
+  test('with readyPath, a new pod at the address and port of one that went is a new replica: probed again before it gets a request', async () => {
+    const kc = await KubeCluster.start();
+    cluster = kc;
+    const { api } = kc;
+    const setup = { services: [{ replicas: { readyPath: '/health' } }] };
+    const gws = await kc.gatewayGroup(2, setup);
+    const server = await kc.hpaPod('pod-old');
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, 'pod-old'), 10_000, `gateway ${i} to see pod-old ready`);
+    const res = await kc.post(gws[0]!, '/old');
+    assert.equal(res.status, 200, res.text);
+
+    // pod-old is replaced by pod-new at the same IP and port (the address is reused) in one update
+    // of the EndpointSlice; pod-new does not answer its readiness path yet, though Kubernetes
+    // already calls it ready.
+    server.healthy = false;
+    const slice = api.endpointSlice(NS, 'llama-pod-old')!;
+    const endpoint = (slice['endpoints'] as { targetRef: { name: string } }[])[0]!;
+    endpoint.targetRef.name = 'pod-new';
+    api.putEndpointSlice(slice);
+    for (const [i, gw] of gws.entries()) {
+      await eventually(() => gw.lines('kubernetes endpoint').some((l) => l.pod === 'pod-new'), 10_000, `gateway ${i} to see pod-new`);
+      assert.ok(!KubeCluster.sawReady(gw, 'pod-new'), `gateway ${i} waits for its own probe of pod-new`);
+    }
+    const cold = await kc.chat(gws[1]!, ['not', 'pod', 'new']);
+    assert.equal(cold.status, 200, cold.raw);
+    assert.equal(cold.reply, 'You said: not pod new', 'served by a pod the gateway raised, not by the unprobed one');
+    assert.deepEqual(server.requests, ['/old'], 'nothing reached the new pod before its probe passed');
+    assert.equal(scaleWrites(api, 'patch').length, 1);
+
+    server.healthy = true;
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, 'pod-new'), 10_000, `gateway ${i} to probe pod-new ready`);
+  });
 });
