@@ -35,13 +35,19 @@ async function namedReplica(name: string): Promise<TestReplica> {
   });
 }
 
-async function setup(replicas: Record<string, unknown>, names: string[], queue: Record<string, unknown> = { maxWaitMs: 10_000 }): Promise<Setup> {
+async function setup(
+  replicas: Record<string, unknown>,
+  names: string[],
+  queue: Record<string, unknown> = { maxWaitMs: 10_000 },
+  extra: Record<string, unknown> = {},
+): Promise<Setup> {
   const api = await startFakeKube();
   api.addDeployment(NS, 'llama', names.length);
   const servers = await Promise.all(names.map(namedReplica));
   const kubeconfig = writeKubeconfig(api.url);
   const tg = await startTestGateway(
     rawService({ kubernetes: { namespace: NS, deployment: 'llama', service: 'llama', port: 'http', kubeconfig }, max: 4, ...replicas }, { slug: 'llama', queue }),
+    extra,
   );
   return {
     api,
@@ -72,11 +78,14 @@ function states(tg: TestGateway): string[] {
 }
 
 test('a ready endpoint is routed to; not ready holds it out (a probe that answers does not bring it back); ready again takes the queued request', async (t) => {
-  const s = await setup({}, ['a']);
+  const s = await setup({}, ['a'], undefined, { admin: { host: '127.0.0.1', port: 0 } });
   t.after(() => s.close());
   const [a] = s.replicas as [TestReplica];
   publish(s.api, [[a, true]]);
   await eventually(async () => (await ask(s.tg)).body === 'a', 10_000, 'the endpoint to serve');
+  const status = (await (await fetch(`http://127.0.0.1:${s.tg.gateway.adminPort!}/status`)).json()) as { services: Record<string, unknown>[] };
+  assert.equal(status.services[0]!['kind'], 'kubernetes', '/status names the kind');
+  assert.deepEqual(status.services[0]!['replicas'], { starting: 0, ready: 1, unreachable: 0, draining: 0 });
 
   publish(s.api, [[a, false]]);
   await eventually(() => states(s.tg).includes('ready→unreachable (endpoint not ready)'), 10_000, 'the endpoint to be held out');

@@ -8,13 +8,15 @@ import { createProbeAgent, probeHttp } from '../../../replicas/probe.js';
 import { originOf, type SliceEndpoint } from './endpoints.js';
 
 export interface ProbeTuning {
-  /** A new endpoint is probed this often until it answers 2xx. */
+  /** A new endpoint is probed this often until it answers 2xx (more often in its first 30 s). */
   probeIntervalMs: number;
   probeTimeoutMs: number;
 }
 
 interface ProbeState {
   endpoint: SliceEndpoint;
+  /** performance.now() when this gateway first saw the endpoint (or saw it taken out). */
+  since: number;
   ok: boolean;
   timer: NodeJS.Timeout | undefined;
   probing: boolean;
@@ -51,7 +53,7 @@ export class EndpointProbes {
         p = undefined;
       }
       if (p === undefined) {
-        const fresh: ProbeState = { endpoint: ep, ok: false, timer: undefined, probing: false, again: false };
+        const fresh: ProbeState = { endpoint: ep, since: performance.now(), ok: false, timer: undefined, probing: false, again: false };
         this.probes.set(ep.id, fresh);
         this.probe(fresh);
         continue;
@@ -61,6 +63,7 @@ export class EndpointProbes {
       if (tookOut && p.ok) {
         // Kubernetes took it out of rotation (its readiness probe failed): ours must pass again.
         p.ok = false;
+        p.since = performance.now();
         this.probe(p);
       }
     }
@@ -81,6 +84,18 @@ export class EndpointProbes {
     for (const p of this.probes.values()) clearTimeout(p.timer);
     this.probes.clear();
     this.agent.destroy();
+  }
+
+  /**
+   * A pod that just appeared is often seconds from ready, sometimes minutes (a model loading):
+   * every 25 ms for its first 2 s, every 100 ms until 30 s, then every `probeIntervalMs`, so the
+   * requests waiting for it go out within milliseconds of its first answer without polling a slow
+   * pod hard.
+   */
+  private nextDelay(p: ProbeState): number {
+    const age = performance.now() - p.since;
+    const schedule = age < 2_000 ? 25 : age < 30_000 ? 100 : Infinity;
+    return Math.min(this.tuning.probeIntervalMs, schedule);
   }
 
   private probe(p: ProbeState): void {
@@ -106,7 +121,7 @@ export class EndpointProbes {
         this.changed();
         return;
       }
-      p.timer = setTimeout(() => this.probe(p), this.tuning.probeIntervalMs);
+      p.timer = setTimeout(() => this.probe(p), this.nextDelay(p));
       p.timer.unref();
     });
   }
