@@ -13,8 +13,20 @@ const open: WorkerConnection[] = [];
 
 after(async () => {
   for (const c of open) await c.client.destroy().catch(() => undefined);
-  if (gw !== undefined && gw.child.exitCode === null) gw.child.kill('SIGKILL');
-  await gw?.exited;
+  if (gw === undefined) return;
+  // SIGTERM first: the drain stops the launched replica. SIGKILL only if it hangs, and then the
+  // replica it started is killed here, so no process outlives the test.
+  if (gw.child.exitCode === null) gw.child.kill('SIGTERM');
+  const timer = setTimeout(() => gw!.child.kill('SIGKILL'), 10_000);
+  await gw.exited;
+  clearTimeout(timer);
+  for (const line of gw.logs.filter((l) => l.msg === 'replica process spawned')) {
+    try {
+      process.kill(Number(line.pid), 'SIGKILL');
+    } catch {
+      // already gone: the drain stopped it
+    }
+  }
 });
 
 test('workers: 2 — a worker that dies is replaced, its slot is given back, the others keep serving', async () => {
