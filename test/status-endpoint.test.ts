@@ -116,6 +116,7 @@ test('/status counts requests in flight, errors (5xx) and requests per second', 
   const refused = await request(f.tg.url('/ok', 'api'), { method: 'POST', headers: { authorization: 'Bearer nope' }, body: 'x' });
   await refused.body.dump();
   assert.equal(refused.statusCode, 401);
+  await eventually(() => f.holding() === 1, 10_000, 'the replica to hold the request');
   f.release();
   assert.equal((await held).status, 200);
 
@@ -134,6 +135,7 @@ test('/status shows draining services while the gateway drains', async () => {
   await eventually(async () => (await f.service('api')).inflight === 1, 10_000, 'the held request in flight');
   const drained = f.tg.gateway.drain();
   await eventually(async () => (await f.status()).services.every((s) => s.state === 'draining'), 10_000, 'every service draining');
+  await eventually(() => f.holding() === 1, 10_000, 'the replica to hold the request');
   f.release();
   assert.equal((await held).status, 200, 'the request in flight finishes');
   await drained;

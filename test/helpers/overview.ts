@@ -37,6 +37,9 @@ export interface OverviewFixture {
   replica: TestReplica;
   /** Answers every `/hold` request waiting so far. */
   release(): void;
+  /** `/hold` requests the replica holds now (a request can be in flight in the gateway before it
+   *  reaches the replica: wait for this before `release()`). */
+  holding(): number;
   /** Lets the launched service's replica start. */
   openGate(): void;
   status(): Promise<StatusJson>;
@@ -83,6 +86,7 @@ export async function startOverviewFixture(extra: Record<string, unknown> = {}):
     admin,
     replica,
     release: () => held.splice(0).forEach((resolve) => resolve()),
+    holding: () => held.length,
     openGate: () => writeFileSync(gate, 'open'),
     status,
     service: async (slug) => {
