@@ -1,7 +1,8 @@
 // Probes, on the control plane only: the readiness poll of a starting launched replica, the
 // periodic probe of a ready static replica (when `readyPath` is set), and the recovery probe of a
 // replica out of rotation after a refused connection. (Kubernetes endpoints are probed by their
-// source before they are ready: src/control/sources/kubernetes/endpoint-probes.ts.) Each result that changes a state goes through the service's transition function.
+// source before they are ready: src/control/sources/kubernetes/endpoint-probes.ts.) Each result
+// that changes a state goes through the service's transition function.
 import type { Agent } from 'node:http';
 import type { ServiceConfig } from '../../config-types.js';
 import type { Logger } from '../../log.js';
