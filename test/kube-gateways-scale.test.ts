@@ -34,7 +34,10 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
     assert.equal(scaleWrites(api, 'patch').length, 1, 'spec.replicas was raised by one write');
     assert.equal(scaleWrites(api, 'update').length, 0, 'and never lowered');
     assert.equal(api.scaleOf(NS, 'llama').replicas, 1);
-    const ups = gws.flatMap((g) => g.lines('kubernetes deployment scaled up'));
+    // Log lines reach the processes' stdout a moment after the answers (more so with workers).
+    const raises = (): Record<string, unknown>[] => gws.flatMap((g) => g.lines('kubernetes deployment scaled up'));
+    await eventually(() => raises().length > 0, 10_000, 'the raise to be logged');
+    const ups = raises();
     assert.equal(ups.length, 1, 'one gateway logged the raise');
     assert.deepEqual([ups[0]!.from, ups[0]!.to], [0, 1]);
     const pod = sim.started[0]!.name;
@@ -66,8 +69,9 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
     assert.deepEqual(seen, [1, 2], 'raised 0 → 1 → 2, one step per write, never past max');
     assert.equal(scaleWrites(api, 'patch').length, 2);
     assert.equal(kc.sim().started.length, 2, 'two pods, as max allows');
-    const ups = gws.flatMap((g) => g.lines('kubernetes deployment scaled up')).map((l) => [l.from, l.to]);
-    assert.deepEqual(ups.sort(), [[0, 1], [1, 2]]);
+    const ups = (): unknown[][] => gws.flatMap((g) => g.lines('kubernetes deployment scaled up')).map((l) => [l.from, l.to]);
+    await eventually(() => ups().length >= 2, 10_000, 'both raises to be logged');
+    assert.deepEqual(ups().sort(), [[0, 1], [1, 2]]);
   });
 
   test('idle: lowered to min once, after idleTimeoutMs with no traffic anywhere; never while one gateway still relays; the next request cold-starts again', async () => {
