@@ -85,7 +85,10 @@ export async function workerOf(source: LogSource, reqId: string): Promise<number
 export async function connectionsOnEveryWorker(source: LogSource, origin: string, workers: number, perWorker: number): Promise<WorkerConnection[][]> {
   const byWorker: WorkerConnection[][] = Array.from({ length: workers }, () => []);
   for (let i = 0; i < 200 && byWorker.some((list) => list.length < perWorker); i++) {
-    const client = new Client(origin, { pipelining: 1 });
+    // undici closes a keep-alive connection idle for 4 s by default and silently opens a new one
+    // on the next request, which may reach another worker: on a slow machine the first
+    // connections wait that long for the others. Keep them (uWS closes idle ones after 10 s).
+    const client = new Client(origin, { pipelining: 1, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 30_000 });
     const res = await client.request({ path: '/api/v1/services/no-such-service/request/x', method: 'POST', body: '' });
     await res.body.dump();
     const worker = await workerOf(source, String(res.headers['x-request-id']));
