@@ -49,9 +49,14 @@ export async function startCliGateway(config: Record<string, unknown>, env: Node
   });
   child.stderr!.on('data', (d: Buffer) => (text += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  await eventually(() => logs.some((l) => l.msg === 'gateway listening') || child.exitCode !== null, 20_000, 'the gateway to listen');
+  // A gateway that does not say it listens (its log level hides the line, or it hangs) is killed
+  // here: the caller gets no handle to stop it with.
+  await eventually(() => logs.some((l) => l.msg === 'gateway listening') || child.exitCode !== null, 20_000, 'the gateway to listen').catch(() => undefined);
   const listening = logs.find((l) => l.msg === 'gateway listening');
-  if (listening === undefined) throw new Error(`the gateway did not start: ${text}`);
+  if (listening === undefined) {
+    if (child.exitCode === null) child.kill('SIGKILL');
+    throw new Error(`the gateway did not start: ${text}`);
+  }
   const port = Number(listening.port);
   const origin = `http://127.0.0.1:${port}`;
   return {
