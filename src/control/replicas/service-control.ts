@@ -35,7 +35,7 @@ import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter }
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
 import { ProcessSource } from '../sources/process.js';
 import type { Endpoint } from '../sources/source.js';
-import { StaticSource } from '../sources/static.js';
+import { staticEndpoints } from '../sources/static.js';
 import { Demand } from './demand.js';
 import { EndpointReplicas } from './endpoint-replicas.js';
 import type { ReplicaEvents } from './events.js';
@@ -105,7 +105,7 @@ export class ServiceControl {
       this.endpoints = new EndpointReplicas(service, this, this.slots, this.log, this.events, deps.kubernetes);
       this.endpoints.start();
     } else {
-      for (const endpoint of new StaticSource(service).initial()) {
+      for (const endpoint of staticEndpoints(service)) {
         const r = this.create()!;
         this.place(r, endpoint);
         this.transition(r, 'ready', 'static replica');

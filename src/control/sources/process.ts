@@ -7,16 +7,10 @@ import type { ManagedReplica } from '../replicas/replica.js';
 import type { Endpoint, ReplicaSource } from './source.js';
 
 export class ProcessSource implements ReplicaSource {
-  readonly kind = 'launched';
-
   constructor(
     private readonly service: ServiceConfig,
     private readonly log: Logger,
   ) {}
-
-  initial(): Endpoint[] {
-    return [];
-  }
 
   async start(r: ManagedReplica, why: string, onExit: (exit: ProcessExit) => void): Promise<Endpoint> {
     const port = await findFreePort();

@@ -1,7 +1,7 @@
 // Replica sources: the seam between the control plane and whatever runs the replicas. The state
 // machine, the queue and probes (src/control/replicas/) treat every replica alike, and the data
 // plane never sees a source. Three kinds:
-// - static (`replicas.urls`, static.ts): replicas run elsewhere, listed once (`initial()`);
+// - static (`replicas.urls`, static.ts): replicas run elsewhere, listed once;
 // - launched (`replicas.command`, process.ts): a `ReplicaSource` that starts and stops child
 //   processes when the control plane decides (replicas/launches.ts);
 // - kubernetes (`replicas.kubernetes`, kubernetes/): Kubernetes runs the pods and the source
@@ -22,10 +22,6 @@ export interface Endpoint {
 }
 
 export interface ReplicaSource {
-  /** As `/status` names it. */
-  readonly kind: 'static' | 'launched';
-  /** Replicas that exist from the start and are routed to at once (static URLs). */
-  initial(): Endpoint[];
   /**
    * Starts a replica for `r` (state `starting`): resolves with its endpoint once it runs (its
    * readiness is the control plane's probe), or rejects with the reason. `onExit` is called once,
