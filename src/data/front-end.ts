@@ -13,6 +13,7 @@ import { RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { authenticate, type TokenEntry, tokenEntries } from '../relay/auth.js';
 import { writeError } from '../relay/downstream.js';
+import { Linger } from '../relay/linger.js';
 import { readCallerHeaders } from '../relay/headers.js';
 import { pathProblem, queryProblem } from '../relay/path.js';
 import { checkRequestHead } from '../relay/request-head.js';
@@ -140,7 +141,16 @@ export class FrontEnd {
     }
     if (framing > service.config.maxRequestBytes) {
       const message = `The request body is larger than ${service.config.maxRequestBytes} bytes.`;
-      this.refuse(res, new RelayError('payload_too_large', { message }), true, service, head);
+      const error = new RelayError('payload_too_large', { message });
+      if (head) {
+        this.refuse(res, error, true, service, head);
+        return;
+      }
+      // An authenticated caller is sending a body it declared: answered at once, and the body
+      // read and dropped while it comes, so the 413 reaches a caller still writing (linger.ts).
+      const id = this.nextId();
+      new Linger(res, error, id).attach();
+      this.logRefusal(id, error, service);
       return;
     }
     const target = query === undefined ? path : `${path}?${query}`;
@@ -179,6 +189,10 @@ export class FrontEnd {
   private reject(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined, head: boolean): void {
     const id = this.nextId();
     writeError(res, error, id, closeConnection, head);
+    this.logRefusal(id, error, service);
+  }
+
+  private logRefusal(id: string, error: RelayError, service: ServiceEntry | undefined): void {
     this.logger.info({ reqId: id, service: service?.config.slug, status: error.status, outcome: error.code }, 'request refused');
   }
 }

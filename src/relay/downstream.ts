@@ -5,6 +5,7 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { RelayError } from '../errors.js';
 import { statusLine } from '../status-line.js';
+import { Linger, writeErrorHead } from './linger.js';
 
 export interface DownstreamListener {
   /** A caller that was slow can take more bytes (the upstream may resume). */
@@ -34,6 +35,8 @@ export class Downstream {
   private pending: Buffer | undefined = undefined;
   private pendingOffset = 0;
   private writableHooked = false;
+  /** The error answered while the caller was still sending its body. */
+  private linger: Linger | undefined = undefined;
   /** The result of the last write: false when the caller is slow. */
   private writable = true;
   /** The chunk for `corkedWrite`: a field instead of a closure per chunk. */
@@ -84,22 +87,33 @@ export class Downstream {
     this.res.close();
   }
 
-  /** Sends one of Sluice's own errors (no body for HEAD), or truncates if the relayed status was sent. */
-  error(err: RelayError, closeConnection: boolean, head: boolean): void {
-    if (this.closed) return;
+  /**
+   * Sends one of Sluice's own errors (no body for HEAD), or truncates if the relayed status was
+   * sent. `unreadBody`: the caller is still sending its body, so the connection cannot be kept;
+   * the error is then answered through a Linger (returned: feed it the rest of the body), except
+   * for HEAD, whose bodiless answer ends and closes at once.
+   */
+  error(err: RelayError, unreadBody: boolean, head: boolean): Linger | undefined {
+    if (this.closed) return undefined;
     if (this.headersSent) {
       this.truncate();
-      return;
+      return undefined;
     }
     this.closed = true;
     this.headersSent = true;
     this.status = err.status;
-    writeError(this.res, err, this.requestId, closeConnection, head);
+    if (unreadBody && !head) {
+      this.linger = new Linger(this.res, err, this.requestId);
+      return this.linger;
+    }
+    writeError(this.res, err, this.requestId, unreadBody, head);
+    return undefined;
   }
 
   /** The caller went away (uWS onAborted). */
   aborted(): void {
     this.closed = true;
+    this.linger?.aborted();
   }
 
   /** The status of the answer the caller got (relayed or Sluice's own). */
@@ -217,11 +231,7 @@ export class Downstream {
  */
 export function writeError(res: HttpResponse, err: RelayError, requestId: string, closeConnection: boolean, head: boolean): void {
   res.cork(() => {
-    res.writeStatus(statusLine(err.status));
-    res.writeHeader('content-type', 'application/json');
-    res.writeHeader('x-sluice-error', err.code);
-    res.writeHeader('x-request-id', requestId);
-    if (err.headers !== undefined) for (const name in err.headers) res.writeHeader(name, err.headers[name]!);
+    writeErrorHead(res, err, requestId);
     res.end(head ? '' : err.body(), closeConnection);
   });
 }

@@ -294,12 +294,19 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   /** Answers with one of Sluice's errors (or truncates, if the relayed status was sent). */
   private fail(error: RelayError, release: ReleaseOutcome = 'ok'): void {
     if (this.phase === 'done') return;
-    // An unread body is not read further: answer and close the connection (contract section 2).
-    // A complete body may still have paused the socket: resume it so the connection stays usable.
-    const closeConnection = this.bodyLength !== 0 && !this.body.complete;
-    if (!closeConnection && !this.callerGone) this.body.discard();
-    this.body.stop();
-    this.downstream.error(error, closeConnection, this.method === 'HEAD');
+    const unread = this.bodyLength !== 0 && !this.body.complete;
+    if (unread) {
+      // The caller is still sending: the error is answered at once and the rest of the body is
+      // read and dropped until it ends, within bounds, so the caller gets the error (linger.ts).
+      const linger = this.downstream.error(error, true, this.method === 'HEAD');
+      if (linger !== undefined) this.body.drainTo(linger);
+      else this.body.stop();
+    } else {
+      // A complete body may still have paused the socket: resume it so the connection stays usable.
+      if (!this.callerGone) this.body.discard();
+      this.body.stop();
+      this.downstream.error(error, false, this.method === 'HEAD');
+    }
     this.finish(error.code as Outcome, error, release);
   }
 
