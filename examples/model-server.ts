@@ -90,8 +90,11 @@ function closeServer(server: Server): Promise<void> {
     server.close((err) => (err ? reject(err) : resolve()));
     server.closeIdleConnections();
     // A keep-alive connection that finishes its last response after close() would otherwise
-    // stay open until the keep-alive timeout; close each one as it becomes idle.
-    server.on('request', (_req: IncomingMessage, res: ServerResponse) => res.setHeader('Connection', 'close'));
+    // stay open until the keep-alive timeout; close each one as it becomes idle. A request that
+    // still arrives on one is answered with `Connection: close`, set before the route's handler
+    // runs: set after it, the header threw once a quick route (a health probe) had answered,
+    // and the exception took the process down with every stream still in flight.
+    server.prependListener('request', (_req: IncomingMessage, res: ServerResponse) => res.setHeader('Connection', 'close'));
     const interval = setInterval(() => server.closeIdleConnections(), 50);
     interval.unref();
     server.once('close', () => clearInterval(interval));

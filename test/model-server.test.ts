@@ -427,6 +427,26 @@ describe('model server lifecycle', () => {
     }
   });
 
+  test('close(): a request arriving on a busy connection is answered with Connection: close, and the stream in flight finishes', async () => {
+    const server = await startModelServer({ port: 0, tokenDelayMs: 20 });
+    const socket = connect(server.port, '127.0.0.1');
+    let answer = '';
+    const closedSocket = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+    const body = JSON.stringify({ stream: true, messages: [{ role: 'user', content: 'one two three four five' }] });
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    while (!answer.includes('data: ')) await new Promise((resolve) => setTimeout(resolve, 5));
+    const closed = server.close();
+    // A health probe on the same keep-alive connection, while the stream runs: answered after it.
+    socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+    await closed;
+    await closedSocket;
+    assert.match(answer, /data: \[DONE\]/, 'the stream in flight finished');
+    const second = answer.slice(answer.indexOf('HTTP/1.1', 1));
+    assert.match(second, /^HTTP\/1\.1 200 /, 'the probe was answered');
+    assert.match(second, /\r\nConnection: close\r\n/i);
+  });
+
   test('close() lets an in-flight stream finish', async () => {
     const server = await startModelServer({ port: 0, tokenDelayMs: 20 });
     const agent = new Agent({ keepAliveTimeout: 60_000 });
