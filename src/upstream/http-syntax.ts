@@ -18,6 +18,27 @@ for (let c = 0; c < 6; c++) {
   HEX[97 + c] = 10 + c;
 }
 
+/** Where the name of the field line `buf[start..end)` ends: its colon, or -1 when not `token ":"`. */
+export function fieldNameEnd(buf: Buffer, start: number, end: number): number {
+  let colon = start;
+  while (colon < end && TOKEN[buf[colon]!] === 1) colon++;
+  return colon === start || colon === end || buf[colon] !== 58 ? -1 : colon;
+}
+
+/** Why a field line starting at `start` has no valid name (`fieldNameEnd` gave -1). */
+export function fieldNameProblem(buf: Buffer, start: number): string {
+  // A line starting with whitespace continues the one before it (obs-fold, RFC 9112 section 5.2).
+  return buf[start] === 32 || buf[start] === HTAB ? 'obs-fold in a header field' : 'invalid header field name';
+}
+
+/** Why the field value `buf[start..end)` is not HTAB, SP, VCHAR and obs-text, or undefined. */
+export function fieldValueProblem(buf: Buffer, start: number, end: number): string | undefined {
+  for (let i = start; i < end; i++) {
+    if (TEXT[buf[i]!] === 0) return buf[i] === 13 ? 'bare CR in a header field' : 'invalid character in a header field';
+  }
+  return undefined;
+}
+
 /** True when `buf[start..end)` equals the lower-case ASCII `name`, ignoring case. */
 export function nameIs(buf: Buffer, start: number, end: number, name: string): boolean {
   if (end - start !== name.length) return false;
@@ -68,16 +89,16 @@ export function chunkExtensionProblem(buf: Buffer, start: number, end: number): 
 }
 
 /** The bounds of the item `listItem` found last (module state: parsing is synchronous). */
-export const item = { start: 0, end: 0 };
+const item = { start: 0, end: 0 };
 
 /**
  * Finds the comma-separated item of `buf[i..end)` that starts at `i`, trimmed of SP and HTAB,
  * and puts its bounds in `item` (empty when start === end). Returns where the next item starts;
  * past `end` when this was the last one.
  */
-export function listItem(buf: Buffer, i: number, end: number): number {
-  let to = buf.indexOf(44, i); // ,
-  if (to < 0 || to > end) to = end;
+function listItem(buf: Buffer, i: number, end: number): number {
+  let to = i;
+  while (to < end && buf[to] !== 44) to++; // ,
   let a = i;
   let b = to;
   while (a < b && (buf[a] === 32 || buf[a] === HTAB)) a++;
@@ -85,6 +106,53 @@ export function listItem(buf: Buffer, i: number, end: number): number {
   item.start = a;
   item.end = b;
   return to + 1;
+}
+
+/** `connectionOptions` bits. */
+export const CONNECTION_CLOSE = 1;
+export const CONNECTION_KEEP_ALIVE = 2;
+
+/** `Connection: a, b` (trimmed value in `buf[start..end)`): which of `close` and `keep-alive` it names. */
+export function connectionOptions(buf: Buffer, start: number, end: number): number {
+  let options = 0;
+  for (let i = start; i <= end; ) {
+    i = listItem(buf, i, end);
+    if (nameIs(buf, item.start, item.end, 'close')) options |= CONNECTION_CLOSE;
+    else if (nameIs(buf, item.start, item.end, 'keep-alive')) options |= CONNECTION_KEEP_ALIVE;
+  }
+  return options;
+}
+
+/** `Keep-Alive: timeout=5, max=100`: the (last valid) timeout in seconds, or -1. */
+export function keepAliveTimeout(buf: Buffer, start: number, end: number): number {
+  let timeout = -1;
+  for (let i = start; i <= end; ) {
+    i = listItem(buf, i, end);
+    if (item.end - item.start < 9 || !nameIs(buf, item.start, item.start + 8, 'timeout=')) continue;
+    let n = 0;
+    for (let k = item.start + 8; k < item.end && n < 1e9; k++) {
+      const d = buf[k]! - 48;
+      if (d < 0 || d > 9) {
+        n = -1;
+        break;
+      }
+      n = n * 10 + d;
+    }
+    if (n >= 0) timeout = n;
+  }
+  return timeout;
+}
+
+/** A Content-Length value (trimmed, `buf[start..end)`): `1*DIGIT`, at most 15 digits; -1 when invalid. */
+export function contentLengthValue(buf: Buffer, start: number, end: number): number {
+  if (start === end || end - start > 15) return -1;
+  let n = 0;
+  for (let i = start; i < end; i++) {
+    const d = buf[i]! - 48;
+    if (d < 0 || d > 9) return -1;
+    n = n * 10 + d;
+  }
+  return n;
 }
 
 /** True when the bytes at `start` are exactly the ASCII `text`. */

@@ -7,7 +7,22 @@
 //
 // Feed it with `execute(buf, start, end)` as bytes arrive and `finish()` at end of stream. One
 // parser per connection; `reset()` before each response.
-import { chunkExtensionProblem, hasTab, HEX, HTAB, item, listItem, nameIs, statusLineProblem, TEXT, TOKEN } from './http-syntax.js';
+import {
+  chunkExtensionProblem,
+  CONNECTION_CLOSE,
+  CONNECTION_KEEP_ALIVE,
+  connectionOptions,
+  contentLengthValue,
+  fieldNameEnd,
+  fieldNameProblem,
+  fieldValueProblem,
+  hasTab,
+  HEX,
+  HTAB,
+  keepAliveTimeout,
+  nameIs,
+  statusLineProblem,
+} from './http-syntax.js';
 
 /** The largest response head accepted: status line and header fields, CRLFs included (each 1xx too). */
 export const MAX_HEAD_BYTES = 64 * 1024;
@@ -50,7 +65,6 @@ const S_STOPPED = 11;
 const CR = 13;
 const LF = 10;
 const SP = 32;
-const COLON = 58;
 
 export class ResponseParser {
   /** Why the response was refused (after PARSE_ERROR). */
@@ -274,32 +288,27 @@ export class ResponseParser {
 
   /** `name: value`; in the head, the framing and connection fields are read. */
   private field(buf: Buffer, start: number, end: number, head: boolean): boolean {
-    const first = buf[start]!;
-    if (first === SP || first === HTAB) {
-      this.fail('obs-fold in a header field');
-      return false;
-    }
-    let colon = start;
-    while (colon < end && TOKEN[buf[colon]!] === 1) colon++;
-    if (colon === start || colon === end || buf[colon] !== COLON) {
-      this.fail('invalid header field name');
+    const colon = fieldNameEnd(buf, start, end);
+    const problem = colon < 0 ? fieldNameProblem(buf, start) : fieldValueProblem(buf, colon + 1, end);
+    if (problem !== undefined) {
+      this.fail(problem);
       return false;
     }
     let vs = colon + 1;
-    for (let i = vs; i < end; i++) {
-      if (TEXT[buf[i]!] === 0) {
-        this.fail(buf[i] === CR ? 'bare CR in a header field' : 'invalid character in a header field');
-        return false;
-      }
-    }
     if (!head || this.interim) return true;
     let ve = end;
     while (vs < ve && (buf[vs] === SP || buf[vs] === HTAB)) vs++;
     while (ve > vs && (buf[ve - 1] === SP || buf[ve - 1] === HTAB)) ve--;
     switch (colon - start) {
       case 10:
-        if (nameIs(buf, start, colon, 'connection')) this.connection(buf, vs, ve);
-        else if (nameIs(buf, start, colon, 'keep-alive')) this.keepAliveHint(buf, vs, ve);
+        if (nameIs(buf, start, colon, 'connection')) {
+          const options = connectionOptions(buf, vs, ve);
+          if ((options & CONNECTION_CLOSE) !== 0) this.connectionClose = true;
+          if ((options & CONNECTION_KEEP_ALIVE) !== 0) this.connectionKeepAlive = true;
+        } else if (nameIs(buf, start, colon, 'keep-alive')) {
+          const timeout = keepAliveTimeout(buf, vs, ve);
+          if (timeout >= 0) this.keepAliveTimeout = timeout;
+        }
         return true;
       case 12:
         if (nameIs(buf, start, colon, 'content-type') && this.contentType === undefined) this.contentType = buf.toString('latin1', vs, ve);
@@ -310,7 +319,13 @@ export class ResponseParser {
           this.fail('several Content-Length fields');
           return false;
         }
-        return this.length(buf, vs, ve, end);
+        // Like llhttp, HTAB after the digits is refused.
+        this.contentLength = hasTab(buf, ve, end) ? -1 : contentLengthValue(buf, vs, ve);
+        if (this.contentLength < 0) {
+          this.fail('invalid Content-Length');
+          return false;
+        }
+        return true;
       case 17:
         if (!nameIs(buf, start, colon, 'transfer-encoding')) return true;
         this.transferEncoding += 1;
@@ -319,52 +334,6 @@ export class ResponseParser {
         return true;
       default:
         return true;
-    }
-  }
-
-  /** `1*DIGIT`, at most 15 digits, in `buf[start..end)` (trimmed); like llhttp, HTAB after the digits is refused. */
-  private length(buf: Buffer, start: number, end: number, lineEnd: number): boolean {
-    if (start === end || end - start > 15 || hasTab(buf, end, lineEnd)) {
-      this.fail('invalid Content-Length');
-      return false;
-    }
-    let n = 0;
-    for (let i = start; i < end; i++) {
-      const d = buf[i]! - 48;
-      if (d < 0 || d > 9) {
-        this.fail('invalid Content-Length');
-        return false;
-      }
-      n = n * 10 + d;
-    }
-    this.contentLength = n;
-    return true;
-  }
-
-  /** `Connection: a, b`: notes the `close` and `keep-alive` options (read in place, no strings). */
-  private connection(buf: Buffer, start: number, end: number): void {
-    for (let i = start; i <= end; ) {
-      i = listItem(buf, i, end);
-      if (nameIs(buf, item.start, item.end, 'close')) this.connectionClose = true;
-      else if (nameIs(buf, item.start, item.end, 'keep-alive')) this.connectionKeepAlive = true;
-    }
-  }
-
-  /** `Keep-Alive: timeout=5, max=100`: the timeout, in seconds. */
-  private keepAliveHint(buf: Buffer, start: number, end: number): void {
-    for (let i = start; i <= end; ) {
-      i = listItem(buf, i, end);
-      if (item.end - item.start < 9 || !nameIs(buf, item.start, item.start + 8, 'timeout=')) continue;
-      let n = 0;
-      for (let k = item.start + 8; k < item.end && n < 1e9; k++) {
-        const d = buf[k]! - 48;
-        if (d < 0 || d > 9) {
-          n = -1;
-          break;
-        }
-        n = n * 10 + d;
-      }
-      if (n >= 0) this.keepAliveTimeout = n;
     }
   }
 
