@@ -11,7 +11,7 @@
 //   BENCH_PROFILE_WORKLOAD    json (POST small JSON, default) | sse (20 tokens per answer, no gap)
 //   BENCH_PROFILE_TOP         how many functions to list (default 15)
 //   BENCH_PROFILE_DIR         where the .cpuprofile goes (default .bench-results/profiles)
-//   BENCH_PROFILE_TARGET      gateway (default) | bare: profile the bare uWS + undici relay
+//   BENCH_PROFILE_TARGET      gateway (default) | bare: profile the bare uWS + net.Socket relay
 //                             instead, to see which costs are the stack's and which are Sluice's
 import autocannon from 'autocannon';
 import { mkdirSync } from 'node:fs';

@@ -9,7 +9,7 @@ import { recordProcess } from './children.js';
 import { measureStreams, measureTtfb } from './client.js';
 import type { Settings } from './modes.js';
 import { type Peer, sluiceTarget, startSluice } from './peers.js';
-import { cpuSeconds, statusMiB } from './proc.js';
+import { cpuSeconds, cpuTimes, statusMiB } from './proc.js';
 import { openIdleStreams, slowRead } from './raw-client.js';
 import { percentile } from './stats.js';
 import { BLOB_PATH, IDLE_PATH, INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './workload.js';
@@ -22,6 +22,10 @@ export interface ThroughputRun {
   errors: number;
   /** CPU the relay process used during the run (user + system, every thread), per request. */
   relayCpuUsPerReq: number | null;
+  /** The user-space part of it (the relay's own code; system time is mostly the socket calls). */
+  relayUserUsPerReq: number | null;
+  /** The system (kernel) part of it. */
+  relaySysUsPerReq: number | null;
   /** The relay's CPU during the run, in % of one core. */
   relayCpuPct: number | null;
 }
@@ -97,18 +101,23 @@ export async function warmUp(peer: Peer, s: Settings): Promise<void> {
 
 export async function throughput(peer: Peer, s: Settings): Promise<ThroughputRun> {
   const pid = peer.relay?.pid;
-  const cpu0 = pid === undefined ? undefined : cpuSeconds(pid);
+  const cpu0 = pid === undefined ? undefined : cpuTimes(pid);
   const r = await load(peer, s.connections, s.durationS);
-  const cpu1 = pid === undefined ? undefined : cpuSeconds(pid);
+  const cpu1 = pid === undefined ? undefined : cpuTimes(pid);
   const requests = Object.values(r.statusCodeStats).reduce((n, v) => n + Number(v.count), 0);
-  const cpuS = cpu0 === undefined || cpu1 === undefined ? undefined : cpu1 - cpu0;
+  const userS = cpu0 === undefined || cpu1 === undefined ? undefined : cpu1.user - cpu0.user;
+  const sysS = cpu0 === undefined || cpu1 === undefined ? undefined : cpu1.system - cpu0.system;
+  const cpuS = userS === undefined || sysS === undefined ? undefined : userS + sysS;
+  const perRequest = (seconds: number | undefined): number | null => (seconds === undefined || requests === 0 ? null : (seconds * 1e6) / requests);
   return {
     reqPerS: r.requests.mean,
     latencyP50Ms: r.latency.p50,
     latencyP99Ms: r.latency.p99,
     requests,
     errors: r.errors + r.non2xx,
-    relayCpuUsPerReq: cpuS === undefined || requests === 0 ? null : (cpuS * 1e6) / requests,
+    relayCpuUsPerReq: perRequest(cpuS),
+    relayUserUsPerReq: perRequest(userS),
+    relaySysUsPerReq: perRequest(sysS),
     relayCpuPct: cpuS === undefined ? null : (cpuS / r.duration) * 100,
   };
 }

@@ -5,7 +5,7 @@ import { intEnv, listEnv } from './settings.js';
 
 export const PEERS = ['direct', 'sluice-info', 'sluice-warn', 'sluice-info-w2', 'nginx', 'http-proxy', 'fastify-proxy', 'bare'] as const;
 export type PeerId = (typeof PEERS)[number];
-export const DEFAULT_PEERS: readonly PeerId[] = PEERS.filter((p) => p !== 'bare');
+export const DEFAULT_PEERS: readonly PeerId[] = PEERS;
 
 export const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'slowReader', 'idleStreams', 'coldStart'] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];

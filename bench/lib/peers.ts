@@ -16,7 +16,7 @@ export const LABEL: Record<PeerId, string> = {
   nginx: 'nginx (1 worker)',
   'http-proxy': 'http-proxy',
   'fastify-proxy': '@fastify/http-proxy',
-  bare: 'bare uWS + undici',
+  bare: 'bare uWS + net.Socket (the floor)',
 };
 
 export interface Peer {

@@ -28,13 +28,17 @@ export function statusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number | undef
 
 /** User + system CPU seconds used so far by every thread of the process. */
 export function cpuSeconds(pid: number): number | undefined {
+  const t = cpuTimes(pid);
+  return t === undefined ? undefined : t.user + t.system;
+}
+
+/** User and system CPU seconds used so far by every thread of the process, apart. */
+export function cpuTimes(pid: number): { user: number; system: number } | undefined {
   try {
     const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the command name (which may contain spaces) start at field 3 (state).
     const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    const utime = Number(fields[11]);
-    const stime = Number(fields[12]);
-    return (utime + stime) / clockTicks();
+    return { user: Number(fields[11]) / clockTicks(), system: Number(fields[12]) / clockTicks() };
   } catch {
     return undefined;
   }

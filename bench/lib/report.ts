@@ -71,13 +71,13 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       '',
       '## 1. Throughput',
       '',
-      `autocannon, ${s.connections} connections, ${s.durationS} s per round, POST 1 KiB JSON → 1 KiB JSON, pipelining 1. Relay CPU: user + system time of the relay's process (every thread; nginx runs as one process) from \`/proc/<pid>/stat\` over the run, divided by the requests completed — the steadiest figure on a shared machine. Latency comes from autocannon's 1 ms histogram.`,
+      `autocannon, ${s.connections} connections, ${s.durationS} s per round, POST 1 KiB JSON → 1 KiB JSON, pipelining 1. Relay CPU: user + system time of the relay's process (every thread; nginx runs as one process) from \`/proc/<pid>/stat\` over the run, divided by the requests completed — the steadiest figure on a shared machine; *user* and *system* are its two parts (system time is mostly the socket calls, which every relay makes alike; user time is the relay's own code and its runtime). Latency comes from autocannon's 1 ms histogram.`,
       '',
       table(
-        ['peer', 'req/s', '÷ nginx', 'relay CPU µs/req', '÷ nginx', 'relay CPU', 'latency p50 ms', 'p99 ms', 'errors'],
+        ['peer', 'req/s', '÷ nginx', 'relay CPU µs/req', '÷ nginx', 'user / system µs/req', 'relay CPU', 'latency p50 ms', 'p99 ms', 'errors'],
         ran.filter((id) => d.throughput[id] !== undefined).map((id) => {
           const t = d.throughput[id]!;
-          return [LABEL[id], med(t.reqPerS) + rounds(t.reqPerS), ratio(t.reqVsNginx), med(t.cpuUsPerReq, 1) + rounds(t.cpuUsPerReq, 1), ratio(t.cpuVsNginx), t.cpuPct.median === null ? '–' : `${num(t.cpuPct.median)}%`, med(t.latP50Ms), med(t.latP99Ms), String(t.errors)];
+          return [LABEL[id], med(t.reqPerS) + rounds(t.reqPerS), ratio(t.reqVsNginx), med(t.cpuUsPerReq, 1) + rounds(t.cpuUsPerReq, 1), ratio(t.cpuVsNginx), t.userUsPerReq.median === null || t.sysUsPerReq.median === null ? '–' : `${med(t.userUsPerReq, 1)} / ${med(t.sysUsPerReq, 1)}`, t.cpuPct.median === null ? '–' : `${num(t.cpuPct.median)}%`, med(t.latP50Ms), med(t.latP99Ms), String(t.errors)];
         }),
       ),
     );
@@ -192,6 +192,6 @@ function describe(id: PeerId): string {
     case 'fastify-proxy':
       return '`@fastify/http-proxy` (undici underneath), no request logging';
     case 'bare':
-      return 'uWS in, undici out, nothing else (`bench/bare-relay.ts`)';
+      return 'the floor of this stack: uWS in, a keep-alive pool of `net.Socket`s out, nothing else: no auth, checks, logs or metrics (`bench/bare-relay.ts`)';
   }
 }

@@ -62,7 +62,7 @@ export interface Target {
 }
 
 export interface Derived {
-  throughput: Partial<globalThis.Record<PeerId, { reqPerS: Figure; cpuUsPerReq: Figure; cpuPct: Figure; latP50Ms: Figure; latP99Ms: Figure; errors: number; reqVsNginx: Figure; cpuVsNginx: Figure }>>;
+  throughput: Partial<globalThis.Record<PeerId, { reqPerS: Figure; cpuUsPerReq: Figure; userUsPerReq: Figure; sysUsPerReq: Figure; cpuPct: Figure; latP50Ms: Figure; latP99Ms: Figure; errors: number; reqVsNginx: Figure; cpuVsNginx: Figure }>>;
   ttfb: Partial<globalThis.Record<PeerId, { p50: Figure; p90: Figure; p99: Figure; p999: Figure; addedP50: Figure; addedP99: Figure }>>;
   tokens: Partial<globalThis.Record<PeerId, { p50: Figure; p90: Figure; p99: Figure; addedP50: Figure; addedP99: Figure; cpuUsPerToken: Figure }>>;
   ratios: { name: string; value: Figure }[];
@@ -91,6 +91,8 @@ export function derive(rec: Record): Derived {
     d.throughput[id] = {
       reqPerS: figure(runs.map((r) => r.reqPerS)),
       cpuUsPerReq: figure(runs.map((r) => r.relayCpuUsPerReq)),
+      userUsPerReq: figure(runs.map((r) => r.relayUserUsPerReq)),
+      sysUsPerReq: figure(runs.map((r) => r.relaySysUsPerReq)),
       cpuPct: figure(runs.map((r) => r.relayCpuPct)),
       latP50Ms: figure(runs.map((r) => r.latencyP50Ms)),
       latP99Ms: figure(runs.map((r) => r.latencyP99Ms)),
