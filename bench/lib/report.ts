@@ -71,7 +71,7 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       '',
       '## 1. Throughput',
       '',
-      `autocannon, ${s.connections} connections, ${s.durationS} s per round, POST 1 KiB JSON → 1 KiB JSON, pipelining 1. Relay CPU: user + system time of the relay's process (every thread; nginx runs as one process) from \`/proc/<pid>/stat\` over the run, divided by the requests completed — the steadiest figure on a shared machine; *user* and *system* are its two parts (system time is mostly the socket calls, which every relay makes alike; user time is the relay's own code and its runtime). Latency comes from autocannon's 1 ms histogram.`,
+      `autocannon, ${s.connections} connections, ${s.durationS} s per round, POST 1 KiB JSON → 1 KiB JSON, pipelining 1. Relay CPU: user + system time of the relay's process (every thread; nginx runs as one process) from \`/proc/<pid>/stat\` over the run, divided by the requests completed — the steadiest figure on a shared machine; *user* and *system* are its two parts (system time is mostly the kernel's work for the socket calls, about the same for every relay; user time is the relay's own code and its runtime). Latency comes from autocannon's 1 ms histogram.`,
       '',
       table(
         ['peer', 'req/s', '÷ nginx', 'relay CPU µs/req', '÷ nginx', 'user / system µs/req', 'relay CPU', 'latency p50 ms', 'p99 ms', 'errors'],
