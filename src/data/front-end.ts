@@ -4,8 +4,8 @@
 // costly happens before authentication (contract section 2):
 //   request head (framing, header syntax, method token, raw target: relay/request-head.ts, whatever
 //   the route) → route → service → method → draining → auth rate limit → token → path → size
-// Every refusal is answered on the next turn of the event loop (see `refuse`).
-// then a RelayRequest (src/relay/relay.ts) takes over.
+// Every refusal is answered on the next turn of the event loop (see `refuse`), but a 413 from
+// a valid Content-Length, answered at once; then a RelayRequest (src/relay/relay.ts) takes over.
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { ServiceConfig } from '../config-types.js';
@@ -13,7 +13,6 @@ import { RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { authenticate, type TokenEntry, tokenEntries } from '../relay/auth.js';
 import { writeError } from '../relay/downstream.js';
-import { Linger } from '../relay/linger.js';
 import { readCallerHeaders } from '../relay/headers.js';
 import { pathProblem, queryProblem } from '../relay/path.js';
 import { checkRequestHead } from '../relay/request-head.js';
@@ -146,10 +145,13 @@ export class FrontEnd {
         this.refuse(res, error, true, service, head);
         return;
       }
-      // An authenticated caller is sending a body it declared: answered at once, and the body
-      // read and dropped while it comes, so the 413 reaches a caller still writing (linger.ts).
+      // An authenticated caller is sending a body it declared, framed as uWS and Sluice agree:
+      // answered at once, and the connection kept while uWS reads the body and drops it (no data
+      // handler: uWS's idle timeout of about 10 s still runs). Closing with the body unread would
+      // reset the connection, and the reset can destroy the 413 before a caller still writing
+      // reads it (Downstream.error).
       const id = this.nextId();
-      new Linger(res, error, id).attach();
+      writeError(res, error, id, false, false);
       this.logRefusal(id, error, service);
       return;
     }

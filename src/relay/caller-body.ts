@@ -6,7 +6,6 @@
 // buffer is full, or while no replica has been assigned yet, so a body is never held whole.
 import type { HttpResponse } from 'uWebSockets.js';
 import type { UpstreamConnection } from '../upstream/connection.js';
-import type { Linger } from './linger.js';
 
 /** How many bytes may wait for a connection before the caller's socket is paused. */
 const QUEUE_HIGH_WATER = 256 * 1024;
@@ -47,8 +46,6 @@ export class CallerBody {
   private stopped = false;
   private highWater = QUEUE_HIGH_WATER;
   private started = false;
-  /** Where the rest of a refused body goes once the request is over (`drainTo`). */
-  private sink: Linger | undefined = undefined;
 
   constructor(
     private readonly res: HttpResponse,
@@ -58,15 +55,16 @@ export class CallerBody {
 
   /** The uWS onData callback's work. `data` is only valid during the call (fact 3). */
   onData(data: ArrayBuffer, isLast: boolean): void {
-    if (this.stopped) {
-      this.sink?.onData(data.byteLength, isLast);
-      return;
-    }
+    // After the request is over (its answer ended, or an error answered it), uWS hands over the
+    // rest of an unfinished body and drops it.
+    if (this.stopped) return;
     const size = data.byteLength;
     this.received += size;
     if (this.received > this.limit) {
-      this.stop();
+      // The listener answers and discards the rest (resuming a paused socket, which `stop` first
+      // would forget: uWS still delivers the rest of a read after `pause`); stopped either way.
       this.listener.onBodyTooLarge();
+      this.stop();
       return;
     }
     if (isLast) this.complete = true;
@@ -164,18 +162,6 @@ export class CallerBody {
     if (this.stopped) return;
     const paused = this.paused;
     this.stop();
-    if (paused) this.res.resume();
-  }
-
-  /**
-   * The request was refused while its body was still arriving, and `linger` answered it: the rest
-   * goes there, to be read and dropped. Call it while the response is open (a paused socket is
-   * resumed, fact 9).
-   */
-  drainTo(linger: Linger): void {
-    const paused = this.paused;
-    this.stop();
-    this.sink = linger;
     if (paused) this.res.resume();
   }
 

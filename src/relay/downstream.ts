@@ -5,7 +5,6 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { RelayError } from '../errors.js';
 import { statusLine } from '../status-line.js';
-import { Linger, writeErrorHead } from './linger.js';
 
 export interface DownstreamListener {
   /** A caller that was slow can take more bytes (the upstream may resume). */
@@ -35,8 +34,6 @@ export class Downstream {
   private pending: Buffer | undefined = undefined;
   private pendingOffset = 0;
   private writableHooked = false;
-  /** The error answered while the caller was still sending its body. */
-  private linger: Linger | undefined = undefined;
   /** The result of the last write: false when the caller is slow. */
   private writable = true;
   /** The chunk for `corkedWrite`: a field instead of a closure per chunk. */
@@ -89,31 +86,26 @@ export class Downstream {
 
   /**
    * Sends one of Sluice's own errors (no body for HEAD), or truncates if the relayed status was
-   * sent. `unreadBody`: the caller is still sending its body, so the connection cannot be kept;
-   * the error is then answered through a Linger (returned: feed it the rest of the body), except
-   * for HEAD, whose bodiless answer ends and closes at once.
+   * sent. The connection is kept: if the caller is still sending its body, uWS reads the rest and
+   * drops it (the relay resumed a paused socket first, fact 9). Closing with the caller's bytes
+   * unread would make the kernel reset the connection, and a reset can destroy the error in the
+   * caller's receive buffer before the caller reads it (RFC 9112 section 9.6).
    */
-  error(err: RelayError, unreadBody: boolean, head: boolean): Linger | undefined {
-    if (this.closed) return undefined;
+  error(err: RelayError, head: boolean): void {
+    if (this.closed) return;
     if (this.headersSent) {
       this.truncate();
-      return undefined;
+      return;
     }
     this.closed = true;
     this.headersSent = true;
     this.status = err.status;
-    if (unreadBody && !head) {
-      this.linger = new Linger(this.res, err, this.requestId);
-      return this.linger;
-    }
-    writeError(this.res, err, this.requestId, unreadBody, head);
-    return undefined;
+    writeError(this.res, err, this.requestId, false, head);
   }
 
   /** The caller went away (uWS onAborted). */
   aborted(): void {
     this.closed = true;
-    this.linger?.aborted();
   }
 
   /** The status of the answer the caller got (relayed or Sluice's own). */
@@ -231,7 +223,11 @@ export class Downstream {
  */
 export function writeError(res: HttpResponse, err: RelayError, requestId: string, closeConnection: boolean, head: boolean): void {
   res.cork(() => {
-    writeErrorHead(res, err, requestId);
+    res.writeStatus(statusLine(err.status));
+    res.writeHeader('content-type', 'application/json');
+    res.writeHeader('x-sluice-error', err.code);
+    res.writeHeader('x-request-id', requestId);
+    if (err.headers !== undefined) for (const name in err.headers) res.writeHeader(name, err.headers[name]!);
     res.end(head ? '' : err.body(), closeConnection);
   });
 }

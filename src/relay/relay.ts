@@ -294,19 +294,12 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   /** Answers with one of Sluice's errors (or truncates, if the relayed status was sent). */
   private fail(error: RelayError, release: ReleaseOutcome = 'ok'): void {
     if (this.phase === 'done') return;
-    const unread = this.bodyLength !== 0 && !this.body.complete;
-    if (unread) {
-      // The caller is still sending: the error is answered at once and the rest of the body is
-      // read and dropped until it ends, within bounds, so the caller gets the error (linger.ts).
-      const linger = this.downstream.error(error, true, this.method === 'HEAD');
-      if (linger !== undefined) this.body.drainTo(linger);
-      else this.body.stop();
-    } else {
-      // A complete body may still have paused the socket: resume it so the connection stays usable.
-      if (!this.callerGone) this.body.discard();
-      this.body.stop();
-      this.downstream.error(error, false, this.method === 'HEAD');
-    }
+    // A caller still sending its body gets the error at once, and uWS reads the rest and drops it
+    // (Downstream.error): a socket paused for the body is resumed first, while the response is
+    // still open (fact 9), and the connection stays usable.
+    if (!this.callerGone) this.body.discard();
+    this.body.stop();
+    this.downstream.error(error, this.method === 'HEAD');
     this.finish(error.code as Outcome, error, release);
   }
 
