@@ -39,7 +39,7 @@ before(async () => {
   });
   const down = await closedPort();
   tg = await startTestGateway([
-    rawService({ urls: [replica.url] }, { slug: 'small', maxRequestBytes: LIMIT }),
+    rawService({ urls: [replica.url] }, { slug: 'small', maxRequestBytes: LIMIT, methods: ['POST', 'HEAD'] }),
     rawService({ urls: [`http://127.0.0.1:${down}`] }, { slug: 'down' }),
     rawService({ urls: [replica.url], concurrency: 1 }, { slug: 'one', maxRequestBytes: QUEUED_LIMIT }),
   ]);
@@ -151,13 +151,18 @@ function post(slug: string, framing: string): string {
   return `POST /api/v1/services/${slug}/request/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\n${framing}\r\n`;
 }
 
-/** A chunked body of `total` bytes in 4 KiB chunks, with its last chunk. */
-function chunkedBody(total: number): Buffer {
+/** `total` bytes of a chunked body in 4 KiB chunks, with its last chunk if `last`. */
+function chunkedBody(total: number, last = true): Buffer {
   const piece = Buffer.concat([Buffer.from(`${CHUNK.length.toString(16)}\r\n`), CHUNK, Buffer.from('\r\n')]);
-  return Buffer.concat([...Array.from({ length: Math.ceil(total / CHUNK.length) }, () => piece), Buffer.from('0\r\n\r\n')]);
+  const pieces = Array.from({ length: Math.ceil(total / CHUNK.length) }, () => piece);
+  return Buffer.concat(last ? [...pieces, Buffer.from('0\r\n\r\n')] : pieces);
 }
 
-/** A small request behind the refused one, on the same connection: served if the connection is kept. */
+/**
+ * A small request behind the refused one, on the same connection: served if the connection is
+ * kept. Written once the error is in, as a client that does not pipeline (uWS closes a connection
+ * that pipelines a request behind one it has not answered yet).
+ */
 const FOLLOW_UP = `${post('small', 'Content-Length: 5\r\n')}hello`;
 
 function assertError(answer: Answer | undefined, status: number, code: string): void {
@@ -176,7 +181,7 @@ function assertFollowUp(answer: Answer | undefined): void {
 
 test('a chunked upload far past maxRequestBytes: its whole 413 at once, every time; the rest is dropped and the connection serves the next request', async () => {
   for (let round = 0; round < 10; round++) {
-    const result = await converse([post('small', 'Transfer-Encoding: chunked\r\n'), chunkedBody(512 * 1024), FOLLOW_UP], 2);
+    const result = await converse([post('small', 'Transfer-Encoding: chunked\r\n'), chunkedBody(512 * 1024), { answers: 1 }, FOLLOW_UP], 2);
     assert.equal(result.error, undefined, `round ${round}: the caller saw ${result.error}`);
     assertError(result.answers[0], 413, 'payload_too_large');
     assertFollowUp(result.answers[1]);
@@ -187,15 +192,30 @@ test('a declared Content-Length over the limit: the 413 comes before the body is
   const total = 512 * 1024;
   for (let round = 0; round < 5; round++) {
     // The body only starts once the 413 is in: the refusal does not wait for it.
-    const result = await converse([post('small', `Content-Length: ${total}\r\n`), { answers: 1 }, Buffer.alloc(total, 0x62), FOLLOW_UP], 2);
+    const result = await converse([post('small', `Content-Length: ${total}\r\n`), { answers: 1 }, Buffer.alloc(total, 0x62), { answers: 1 }, FOLLOW_UP], 2);
     assert.equal(result.error, undefined, `round ${round}: the caller saw ${result.error}`);
     assertError(result.answers[0], 413, 'payload_too_large');
     assertFollowUp(result.answers[1]);
   }
 });
 
+test('HEAD with a declared body over the limit: a bodiless 413, the body dropped, the connection kept', async () => {
+  const total = 64 * 1024;
+  const head = `HEAD /api/v1/services/small/request/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Length: ${total}\r\n\r\n`;
+  const result = await converse([head, { answers: 1 }, Buffer.alloc(total, 0x62), { answers: 1 }, FOLLOW_UP], 2);
+  assert.equal(result.error, undefined, `the caller saw ${result.error}`);
+  const answer = result.answers[0];
+  assert.ok(answer !== undefined, 'the 413 arrived');
+  assert.equal(answer.status, 413, answer.head);
+  assert.match(answer.head, /\r\nx-sluice-error: payload_too_large(\r\n|$)/i);
+  assert.equal(answer.body, '', 'no body for HEAD');
+  assertFollowUp(result.answers[1]);
+});
+
 test('an upstream error while the caller is still uploading reaches it whole, and the connection is kept', async () => {
-  const result = await converse([post('down', 'Transfer-Encoding: chunked\r\n'), chunkedBody(256 * 1024), FOLLOW_UP], 2);
+  // Half the body, then the 502 (the replica's port refuses), then the rest: the error comes mid-upload.
+  const pieces = [post('down', 'Transfer-Encoding: chunked\r\n'), chunkedBody(128 * 1024, false), { answers: 1 }, chunkedBody(128 * 1024), FOLLOW_UP];
+  const result = await converse(pieces, 2);
   assert.equal(result.error, undefined, `the caller saw ${result.error}`);
   assertError(result.answers[0], 502, 'upstream_unavailable');
   assertFollowUp(result.answers[1]);
@@ -207,7 +227,7 @@ test('the limit crossed after a queued request paused its caller: the socket is 
   const holder = fetch(tg.url('/hold', 'one'), { method: 'POST', headers: { authorization: `Bearer ${TEST_TOKEN}` }, body: 'x' });
   await waitForInflight(1);
   try {
-    const result = await converse([post('one', 'Transfer-Encoding: chunked\r\n'), chunkedBody(1024 * 1024), FOLLOW_UP], 2, 10_000);
+    const result = await converse([post('one', 'Transfer-Encoding: chunked\r\n'), chunkedBody(1024 * 1024), { answers: 1 }, FOLLOW_UP], 2, 10_000);
     assert.equal(result.error, undefined, `the caller saw ${result.error}`);
     assertError(result.answers[0], 413, 'payload_too_large');
     assertFollowUp(result.answers[1]);

@@ -141,17 +141,13 @@ export class FrontEnd {
     if (framing > service.config.maxRequestBytes) {
       const message = `The request body is larger than ${service.config.maxRequestBytes} bytes.`;
       const error = new RelayError('payload_too_large', { message });
-      if (head) {
-        this.refuse(res, error, true, service, head);
-        return;
-      }
       // An authenticated caller is sending a body it declared, framed as uWS and Sluice agree:
       // answered at once, and the connection kept while uWS reads the body and drops it (no data
       // handler: uWS's idle timeout of about 10 s still runs). Closing with the body unread would
       // reset the connection, and the reset can destroy the 413 before a caller still writing
       // reads it (Downstream.error).
       const id = this.nextId();
-      writeError(res, error, id, false, false);
+      writeError(res, error, id, false, head);
       this.logRefusal(id, error, service);
       return;
     }
