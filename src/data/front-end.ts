@@ -141,13 +141,15 @@ export class FrontEnd {
     if (framing > service.config.maxRequestBytes) {
       const message = `The request body is larger than ${service.config.maxRequestBytes} bytes.`;
       const error = new RelayError('payload_too_large', { message });
-      // An authenticated caller is sending a body it declared, framed as uWS and Sluice agree:
-      // answered at once, and the connection kept while uWS reads the body and drops it (no data
-      // handler: uWS's idle timeout of about 10 s still runs). Closing with the body unread would
-      // reset the connection, and the reset can destroy the 413 before a caller still writing
-      // reads it (Downstream.error).
+      // An authenticated caller declared a body over the limit: answered at once, before any of
+      // it is read, and nothing of it is read after (the socket is paused; `Connection: close`):
+      // uWS's idle timer closes the connection about 10 s later. Closing at once would reset the
+      // connection with the caller's bytes unread, and the reset can destroy the 413 before a
+      // caller still writing reads it; reading the body through has no end but the caller's
+      // (CallerBody.endUpload).
       const id = this.nextId();
-      writeError(res, error, id, false, head);
+      res.pause();
+      writeError(res, error, id, 'closeLater', head);
       this.logRefusal(id, error, service);
       return;
     }
@@ -186,7 +188,7 @@ export class FrontEnd {
   /** Answers a request refused before relaying, inside the uWS handler, and logs it. */
   private reject(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined, head: boolean): void {
     const id = this.nextId();
-    writeError(res, error, id, closeConnection, head);
+    writeError(res, error, id, closeConnection ? 'close' : 'keep', head);
     this.logRefusal(id, error, service);
   }
 

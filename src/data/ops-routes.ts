@@ -35,7 +35,7 @@ export function refusal(logger: Logger): Refuse {
     setImmediate(() => {
       if (aborted) return;
       const id = `${prefix}-${(++counter).toString(36)}`;
-      writeError(res, error, id, closeConnection, head);
+      writeError(res, error, id, closeConnection ? 'close' : 'keep', head);
       logger.info({ reqId: id, status: error.status, outcome: error.code }, 'request refused');
     });
   };

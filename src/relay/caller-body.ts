@@ -15,6 +15,13 @@ const QUEUE_HIGH_WATER = 256 * 1024;
  * once (a paused socket is not read, and its close would only be seen on resume).
  */
 const HOLD_HIGH_WATER = 64 * 1024;
+/**
+ * After an answer that came before the whole body, the most of the body's rest that is still read
+ * and dropped so the connection can serve the next request. Only a declared rest this small is
+ * read: uWS renews its 10 s idle timer only after 160 KB have arrived, so reading at most this
+ * much ends within about two of its timeouts however slowly the caller sends.
+ */
+export const DRAIN_MAX_BYTES = 128 * 1024;
 
 export interface CallerBodyListener {
   /** The first bytes (or the whole body) are here: the request can be dispatched. */
@@ -50,19 +57,21 @@ export class CallerBody {
   constructor(
     private readonly res: HttpResponse,
     private readonly limit: number,
+    /** The caller's Content-Length, or -1 for a chunked body. */
+    private readonly declared: number,
     private readonly listener: CallerBodyListener,
   ) {}
 
   /** The uWS onData callback's work. `data` is only valid during the call (fact 3). */
   onData(data: ArrayBuffer, isLast: boolean): void {
-    // After the request is over (its answer ended, or an error answered it), uWS hands over the
-    // rest of an unfinished body and drops it.
+    // After the request is over (its answer ended, or an error answered it), uWS hands over what
+    // it still reads of an unfinished body (see `endUpload`): dropped.
     if (this.stopped) return;
     const size = data.byteLength;
     this.received += size;
     if (this.received > this.limit) {
-      // The listener answers and discards the rest (resuming a paused socket, which `stop` first
-      // would forget: uWS still delivers the rest of a read after `pause`); stopped either way.
+      // The listener answers and ends the upload (`endUpload`: it needs to know whether the socket
+      // is paused, which `stop` first would forget); stopped either way.
       this.listener.onBodyTooLarge();
       this.stop();
       return;
@@ -153,21 +162,48 @@ export class CallerBody {
   }
 
   /**
-   * The rest of the body is not wanted (the answer is about to end, or an error answers it): it is
-   * discarded as it arrives. Call it while the response is still open: a paused socket is resumed
-   * (our own pause, undone before the end, fact 9) so uWS can read past the rest of the body and
-   * the connection stays usable.
+   * True when an answer ending now would leave more of the body unread than Sluice reads after it
+   * (see `endUpload`): the answer should say `Connection: close`.
    */
-  discard(): void {
-    if (this.stopped) return;
+  get closesAfterAnswer(): boolean {
+    return !this.complete && !this.stopped && !this.drainable();
+  }
+
+  /**
+   * The answer is about to end, or an error answers the request: the rest of the body is not
+   * wanted. Call it while the response is still open. Returns true when the connection must close
+   * after the answer.
+   *
+   * - Nothing left, or a declared rest of at most DRAIN_MAX_BYTES: a socket paused for the body is
+   *   resumed (our own pause, undone before the end, fact 9) so uWS reads past the rest and drops
+   *   it, and the connection serves the caller's next request.
+   * - Otherwise (a chunked body, or more left): the socket is paused, or stays paused, so nothing
+   *   more is read; the answer is complete in the caller's buffer at once, and uWS's idle timer
+   *   closes the connection about 10 s later. Closing at once instead would reset the connection
+   *   with the caller's bytes unread, and the reset can destroy the answer before a caller that
+   *   is still writing reads it; reading on has no end when a caller keeps sending.
+   */
+  endUpload(): boolean {
+    if (this.stopped) return false;
     const paused = this.paused;
+    const drain = this.complete || this.drainable();
     this.stop();
-    if (paused) this.res.resume();
+    if (drain) {
+      if (paused) this.res.resume();
+      return false;
+    }
+    if (!paused) this.res.pause();
+    return true;
+  }
+
+  /** The rest of the body is declared and small enough to read and drop after the answer. */
+  private drainable(): boolean {
+    return this.declared >= 0 && this.declared - this.received <= DRAIN_MAX_BYTES;
   }
 
   /**
    * The request is over: drop everything and write nothing more upstream. Never touches the
-   * socket (the response may have ended, or the caller gone); call `discard` first if it is open.
+   * socket (the response may have ended, or the caller gone); call `endUpload` first if it is open.
    */
   stop(): void {
     this.stopped = true;
@@ -190,7 +226,7 @@ export class CallerBody {
   }
 
   private resumeIfRoom(): void {
-    // Only undo our own pause, never after the response ended (fact 9): the relay discards first.
+    // Only undo our own pause, never after the response ended (fact 9): the relay ends the upload first.
     if (!this.paused || this.stopped || this.blocked || this.queuedBytes >= this.highWater) return;
     this.paused = false;
     this.res.resume();

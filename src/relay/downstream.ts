@@ -30,6 +30,8 @@ export class Downstream {
   /** The replica's Content-Length, or -1 for a chunked answer. */
   private total = -1;
   private bodyless = false;
+  /** The answer says `Connection: close` (the caller is still sending a body Sluice will not read). */
+  private closeAfter = false;
   /** Known-length mode: bytes tryEnd could not take yet, retried from onWritable (fact 5). */
   private pending: Buffer | undefined = undefined;
   private pendingOffset = 0;
@@ -46,12 +48,16 @@ export class Downstream {
     private readonly listener: DownstreamListener,
   ) {}
 
-  /** Records the replica's status and headers; they are written with the first chunk or the end. */
-  begin(status: number, contentType: string | undefined, contentLength: number, bodyless: boolean): void {
+  /**
+   * Records the replica's status and headers; they are written with the first chunk or the end.
+   * `closeAfter`: the answer says `Connection: close` (CallerBody.closesAfterAnswer).
+   */
+  begin(status: number, contentType: string | undefined, contentLength: number, bodyless: boolean, closeAfter: boolean): void {
     this.status = status;
     this.contentType = contentType;
     this.total = contentLength;
     this.bodyless = bodyless;
+    this.closeAfter = closeAfter;
   }
 
   /**
@@ -86,12 +92,13 @@ export class Downstream {
 
   /**
    * Sends one of Sluice's own errors (no body for HEAD), or truncates if the relayed status was
-   * sent. The connection is kept: if the caller is still sending its body, uWS reads the rest and
-   * drops it (the relay resumed a paused socket first, fact 9). Closing with the caller's bytes
-   * unread would make the kernel reset the connection, and a reset can destroy the error in the
-   * caller's receive buffer before the caller reads it (RFC 9112 section 9.6).
+   * sent. The connection is not closed here: with `closeLater` (the caller is still sending a body
+   * Sluice stopped reading: CallerBody.endUpload) the error says `Connection: close` and uWS's idle
+   * timer closes the connection; closing at once with the caller's bytes unread would make the
+   * kernel reset the connection, and a reset can destroy the error in the caller's receive buffer
+   * before the caller reads it (RFC 9112 section 9.6).
    */
-  error(err: RelayError, head: boolean): void {
+  error(err: RelayError, head: boolean, closeLater: boolean): void {
     if (this.closed) return;
     if (this.headersSent) {
       this.truncate();
@@ -100,7 +107,7 @@ export class Downstream {
     this.closed = true;
     this.headersSent = true;
     this.status = err.status;
-    writeError(this.res, err, this.requestId, false, head);
+    writeError(this.res, err, this.requestId, closeLater ? 'closeLater' : 'keep', head);
   }
 
   /** The caller went away (uWS onAborted). */
@@ -118,6 +125,7 @@ export class Downstream {
     res.writeStatus(statusLine(this.status));
     if (this.contentType !== undefined) res.writeHeader('content-type', this.contentType);
     res.writeHeader('x-request-id', this.requestId);
+    if (this.closeAfter) res.writeHeader('connection', 'close');
     this.headersSent = true;
     this.firstByteAt = performance.now();
   }
@@ -216,18 +224,29 @@ export class Downstream {
 }
 
 /**
+ * What becomes of the caller's connection after one of Sluice's own errors:
+ * - `keep`: it serves the next request;
+ * - `close`: closed as the error ends (a refusal from the head alone, its body unread);
+ * - `closeLater`: the error says `Connection: close`, and the connection, no longer read, is left
+ *   to uWS's idle timer (CallerBody.endUpload).
+ */
+export type AfterError = 'keep' | 'close' | 'closeLater';
+
+/**
  * Writes one of Sluice's own errors and ends the response: status, JSON body, `X-Sluice-Error`,
  * `X-Request-Id` and the error's extra headers. A HEAD answer has no body (RFC 9110 section
  * 9.3.2): a body would desync the connection. (`end('')`, since this uWS build aborts the process
  * when endWithoutBody is given arguments.)
  */
-export function writeError(res: HttpResponse, err: RelayError, requestId: string, closeConnection: boolean, head: boolean): void {
+export function writeError(res: HttpResponse, err: RelayError, requestId: string, after: AfterError, head: boolean): void {
   res.cork(() => {
     res.writeStatus(statusLine(err.status));
     res.writeHeader('content-type', 'application/json');
     res.writeHeader('x-sluice-error', err.code);
     res.writeHeader('x-request-id', requestId);
     if (err.headers !== undefined) for (const name in err.headers) res.writeHeader(name, err.headers[name]!);
-    res.end(head ? '' : err.body(), closeConnection);
+    // uWS writes `Connection: close` itself when it closes at once.
+    if (after === 'closeLater') res.writeHeader('connection', 'close');
+    res.end(head ? '' : err.body(), after === 'close');
   });
 }

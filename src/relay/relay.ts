@@ -100,7 +100,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     readonly tokenName: string,
   ) {
     this.downstream = new Downstream(res, requestId, this);
-    this.body = new CallerBody(res, service.config.maxRequestBytes, this);
+    this.body = new CallerBody(res, service.config.maxRequestBytes, bodyLength, this);
   }
 
   get slug(): string {
@@ -188,7 +188,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void {
     this.phase = 'receiving';
     const bodyless = this.method === 'HEAD' || status === 204 || status === 304;
-    this.downstream.begin(status, contentType, contentLength, bodyless);
+    this.downstream.begin(status, contentType, contentLength, bodyless, this.body.closesAfterAnswer);
   }
 
   onUpstreamData(chunk: Buffer): boolean {
@@ -205,12 +205,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.body.onWritable();
   }
 
-  /**
-   * The answer's last byte is being written: the rest of an unfinished upload is discarded, and a
-   * socket paused for it is resumed while the response is still open (fact 9).
-   */
+  /** The answer's last byte is being written: the rest of an unfinished upload is not wanted. */
   onResponseEnding(): void {
-    this.body.discard();
+    this.body.endUpload();
   }
 
   onUpstreamError(error: RelayError): void {
@@ -294,12 +291,11 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   /** Answers with one of Sluice's errors (or truncates, if the relayed status was sent). */
   private fail(error: RelayError, release: ReleaseOutcome = 'ok'): void {
     if (this.phase === 'done') return;
-    // A caller still sending its body gets the error at once, and uWS reads the rest and drops it
-    // (Downstream.error): a socket paused for the body is resumed first, while the response is
-    // still open (fact 9), and the connection stays usable.
-    if (!this.callerGone) this.body.discard();
+    // A caller still sending its body gets the error at once; what becomes of the rest of the body
+    // and of the connection is CallerBody.endUpload's choice.
+    const closeLater = !this.callerGone && this.body.endUpload();
     this.body.stop();
-    this.downstream.error(error, this.method === 'HEAD');
+    this.downstream.error(error, this.method === 'HEAD', closeLater);
     this.finish(error.code as Outcome, error, release);
   }
 
