@@ -231,3 +231,59 @@ describe('hostile framing and parsing on raw sockets', () => {
     assert.deepEqual(uncaught.map((e) => e.message), [], 'nothing was thrown from the gateway');
   });
 });
+
+// A chunked body whose first chunk line is malformed, arriving after the head: by then the request
+// has passed authentication and has a replica, yet nothing may reach that replica, not even a
+// connection. The relay opens the replica's request only once the body's first bytes have been
+// accepted by uWS's chunked parser (or the body ended), never on the head alone; a control case
+// with a valid first chunk shows that the same measurement sees a request that is opened.
+describe('a malformed first chunk line after the head opens nothing at the replica', () => {
+  let replica: CountingReplica;
+  let tg: TestGateway;
+  let base: string;
+
+  before(async () => {
+    replica = await startCountingReplica();
+    tg = await startTestGateway(rawService({ urls: [replica.url] }));
+    base = new URL(tg.url('/')).pathname.slice(0, -1);
+  });
+
+  after(async () => {
+    await tg?.close();
+    await replica?.close();
+  });
+
+  // Every malformed first chunk line of the cases above that uWS refuses, and an extension ended
+  // by a bare LF with nothing after it (uWS waits for the rest of the line and never decodes a byte).
+  // Those uWS accepts and decodes as something else are the `todo` cases above.
+  const firstLines = [
+    ...CASES.filter((c) => c.head === CHUNKED && c.todo === undefined).map((c) => ({ name: c.name, body: c.body! })),
+    { name: 'chunk extension ended by a bare LF, nothing after it', body: '5;a=b\n' },
+  ];
+
+  /** Head, then (after the handler ran) `body`; waits for uWS's answer or its idle close. */
+  async function send(path: string, body: string, expect100: boolean): Promise<RawExchange> {
+    const head = `POST ${base}${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\n${expect100 ? 'Expect: 100-continue\r\n' : ''}${CHUNKED}\r\n`;
+    return rawExchange(tg.port, [head, body], 1_500, 100);
+  }
+
+  for (const expect100 of [false, true]) {
+    test(`each case${expect100 ? ', with Expect: 100-continue' : ''}: no connection and no request at the replica`, async () => {
+      for (const [i, c] of firstLines.entries()) {
+        const exchange = await send(`/first-${expect100 ? 'e' : 'p'}${i}`, c.body, expect100);
+        assert.doesNotMatch(exchange.bytes.toString('latin1'), /HTTP\/1\.1 [2345]\d\d[^]*x-sluice-error/i, `${c.name}: no answer from Sluice`);
+        if (expect100) assert.match(exchange.bytes.toString('latin1'), /^HTTP\/1\.1 100 Continue\r\n/, `${c.name}: uWS said 100 Continue`);
+        assert.equal(replica.connections(), 0, `${c.name}: no connection was opened to the replica`);
+        assert.deepEqual(replica.requests.map((r) => r.url), [], `${c.name}: no request reached the replica`);
+      }
+    });
+  }
+
+  test('control: a valid first chunk after the head opens the request at the replica at once', async () => {
+    const exchange = await send('/first-valid', '5\r\nhello', false);
+    assert.equal(exchange.closedByGateway, false, 'the body never ended: the test closed the connection');
+    assert.equal(replica.connections(), 1);
+    assert.deepEqual(replica.requests.map((r) => r.url), ['/first-valid']);
+    assert.equal(replica.requests[0]!.body.toString(), 'hello');
+  });
+});
