@@ -1,7 +1,9 @@
 // The Kubernetes source's EndpointSlice watch, with the real client library against the fake API
-// server: what it reports, and how it gets through 410 Gone, broken watches and an absent API server.
+// server: what it reports, and how it gets through 410 Gone, broken watches and an absent API server
+// (a watch that was working resumes at once when cut; failures in a row back off).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeEndpoint } from '../src/control/sources/kubernetes/kubernetes-source.js';
 import type { FakeKubeApi } from './fixtures/fake-kube-api.js';
 import { eventually } from './helpers/gateway.js';
@@ -134,6 +136,83 @@ describe('kubernetes EndpointSlice watch', () => {
     }
   });
 
+  test('a working watch that is cut resumes at once, cut after cut, without a warning: the backoff is not waited', async () => {
+    api.putEndpointSlice(slice('llama-w', 8000, [['10.0.7.1', true]]));
+    // A backoff far longer than the wait below: a resume that waited it would be seen.
+    const { source, log } = newSource(kubeconfig, { tuning: { backoffBaseMs: 3_000, backoffMaxMs: 10_000 } });
+    source.start();
+    try {
+      await eventually(() => source.endpoints().length === 1 && api.watchCount === 1, 5_000, 'the first list and watch');
+      for (let n = 2; n <= 4; n++) {
+        // An event through the watch: it is working.
+        api.putEndpointSlice(slice('llama-w', 8000, Array.from({ length: n }, (_, i) => [`10.0.7.${i + 1}`, true] as [string, boolean])));
+        await eventually(() => source.endpoints().length === n, 5_000, `the event with ${n} endpoints`);
+        const cutAt = Date.now();
+        api.breakWatches();
+        await eventually(() => api.watchCount === 1, 5_000, 'the watch to resume');
+        assert.ok(Date.now() - cutAt < 1_500, `resumed ${Date.now() - cutAt} ms after the cut`);
+      }
+      assert.deepEqual(log.lines.filter((l) => Number(l['level']) >= 40), [], 'no warning');
+      assert.ok(log.lines.filter((l) => l['msg'] === 'endpointslice watch broken; resuming').length >= 3);
+    } finally {
+      await source.stop();
+      api.deleteEndpointSlice(NS, 'llama-w');
+    }
+  });
+
+  test('a working watch cut, the history compacted and the relist answered 500: the watch resumes at once, the list retries after one backoff; one warning and one recovery, for the list', async () => {
+    api.putEndpointSlice(slice('llama-x', 8000, [['10.0.8.1', true]]));
+    const { source, log } = newSource(kubeconfig, { tuning: { backoffBaseMs: 250, backoffMaxMs: 10_000 } });
+    source.start();
+    try {
+      await eventually(() => source.endpoints().length === 1 && api.watchCount === 1, 5_000, 'the first list and watch');
+      api.putEndpointSlice(slice('llama-x', 8000, [['10.0.8.1', true], ['10.0.8.2', true]]));
+      await eventually(() => source.endpoints().length === 2, 5_000, 'an event: the watch is working');
+      api.failNext('list', 'endpointslices', 500);
+      api.breakWatches();
+      api.putEndpointSlice(slice('llama-x', 8000, [['10.0.8.1', true], ['10.0.8.2', true], ['10.0.8.3', true]]));
+      api.compact();
+      const cutAt = Date.now();
+      await eventually(() => source.endpoints().length === 3, 5_000, 'the relisted endpoints');
+      // The resume and the 410 at once, then one backoff of the list (250 ms ±20%).
+      assert.ok(Date.now() - cutAt < 1_500, `relisted ${Date.now() - cutAt} ms after the cut`);
+      const lists = api.requests.filter((r) => r.verb === 'list').slice(-2);
+      assert.deepEqual(lists.map((r) => r.status), [500, 200]);
+      await eventually(() => log.lines.some((l) => l['msg'] === 'kubernetes API call recovered'), 5_000, 'the recovery line');
+      const warned = log.lines.filter((l) => Number(l['level']) >= 40);
+      assert.deepEqual(warned.map((l) => [l['call'], l['status']]), [['endpointslices.list', 500]]);
+      const recovered = log.lines.filter((l) => l['msg'] === 'kubernetes API call recovered');
+      assert.deepEqual(recovered.map((l) => l['call']), ['endpointslices.list']);
+    } finally {
+      await source.stop();
+      api.deleteEndpointSlice(NS, 'llama-x');
+    }
+  });
+
+  test('watches cut as soon as they are accepted are failures in a row: the backoff grows, one warning', async () => {
+    // No bookmarks: no watch ever delivers a line, and each is cut within milliseconds.
+    const flaky = await startFakeKube();
+    flaky.addDeployment(NS, 'llama', 0);
+    flaky.putEndpointSlice(slice('llama-f', 8000, [['10.0.9.1', true]]));
+    const { source, log } = newSource(writeKubeconfig(flaky.url), { tuning: { backoffBaseMs: 50, backoffMaxMs: 400 } });
+    const cutter = setInterval(() => flaky.breakWatches(), 5);
+    source.start();
+    try {
+      await sleep(2_000);
+      // 50, 100, 200, 400, 400… ms (±20%) between watches: about 8 in 2 s, not one per round trip.
+      const watches = flaky.requests.filter((r) => r.verb === 'watch').length;
+      assert.ok(watches >= 3 && watches <= 15, `${watches} watches in 2 s`);
+      const warnings = log.lines.filter((l) => l['msg'] === 'kubernetes API call failed; retrying with backoff');
+      assert.equal(warnings.length, 1, JSON.stringify(warnings));
+      assert.ok(!log.lines.some((l) => l['msg'] === 'kubernetes API call recovered'), 'a watch cut at once is no recovery');
+      assert.deepEqual(ids(source.endpoints()), ['10.0.9.1:8000'], 'the known endpoint stays');
+    } finally {
+      clearInterval(cutter);
+      await source.stop();
+      await flaky.close();
+    }
+  });
+
   test('a watch the server ends at its timeoutSeconds resumes from the last resourceVersion (bookmarks move it), without relisting', async () => {
     api.putEndpointSlice(slice('llama-t', 8000, [['10.0.6.1', true]]));
     const listsBefore = api.requests.filter((r) => r.verb === 'list').length;
@@ -191,7 +270,7 @@ describe('kubernetes EndpointSlice watch', () => {
       const warnings = log.lines.filter((l) => l['msg'] === 'kubernetes API call failed; retrying with backoff');
       assert.equal(warnings.length, 1, JSON.stringify(warnings));
       assert.equal(warnings[0]!['call'], 'endpointslices.watch');
-      // The first failure is the watch cut short; the retries find the port closed.
+      // The retries find the port closed (the watch cut short is resumed at once if it was working).
       assert.ok(log.lines.some((l) => l['msg'] === 'kubernetes API call failed again' && l['reason'] === 'ECONNREFUSED'));
       api.putEndpointSlice(slice('llama-d', 8000, [['10.0.5.1', true], ['10.0.5.2', true]]));
       await api.comeUp();

@@ -2,7 +2,8 @@
 // serving through every gateway; a cold service answers 503 no_replica after its queue budget, and
 // cold-starts once the API server is back; one warning per kind of call, even for a second
 // outage), a scale-up answered 500 (retried), watches broken and history compacted (every gateway
-// relists and routes to endpoints added meanwhile, without dropping one still there), credentials
+// relists and routes to endpoints added meanwhile, without dropping one still there), watches cut
+// again soon after an outage (resumed at once, not after the backoff the outage grew), credentials
 // the API server refuses, and a kubeconfig that does not exist.
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
@@ -217,6 +218,68 @@ describe('kubernetes gateways: API server trouble', () => {
     }
     assert.deepEqual(c.requests, [], 'the endpoint that left got nothing');
     assert.equal(kc.sim().started.length, 0, 'no scale-up: the endpoints covered every request');
+  });
+
+  test('after an outage, watches cut once the API server is back resume at once: with the history compacted meanwhile, every gateway relists and sends a request to a pod within 2 s of it becoming ready', async () => {
+    // No periodic bookmarks: a watch resumed after the outage stays silent (nothing changed, no
+    // bookmark yet), as on a real cluster, which sends one about once a minute.
+    const kc = await KubeCluster.start([{}], { bookmarkEveryMs: 0 });
+    cluster = kc;
+    const { api } = kc;
+    // The default backoff (250 ms doubling to 10 s); no stall restart while the watches are silent.
+    const tuning = { backoffBaseMs: 250, backoffMaxMs: 10_000, watchStallMs: 60_000 };
+    const gws = await kc.gatewayGroup(3, { tuning });
+    const a = await kc.hpaPod('hpa-a');
+    for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, 'hpa-a'), 10_000, `gateway ${i} to see hpa-a ready`);
+    const lists = (): number => api.requests.filter((r) => r.resource === 'endpointslices' && r.verb === 'list').length;
+
+    // 1. An outage long enough for every gateway's watch backoff to grow to 4 s or more (refused
+    //    retries after 0.25, 0.5, 1 and 2 s, ±20%), then the watches resume and run a while.
+    await api.goDown();
+    await sleep(5_000);
+    await api.comeUp();
+    await eventually(() => api.watchCount === 3, 15_000, 'every gateway to resume its watch');
+    await sleep(2_000);
+    assert.equal(api.watchCount, 3, 'the resumed watches stayed open');
+
+    // 2. A stream held on hpa-a through each gateway: a gateway that knows hpa-b sends its next
+    //    request there (fewest requests in flight), one that does not sends it to hpa-a.
+    const held = gws.map((gw) => kc.open(gw, '/hold'));
+    await eventually(() => a.holding() === 3, 10_000, 'a stream held on hpa-a through each gateway');
+
+    // 3. In one tick every watch is cut, hpa-b becomes ready and the history is compacted: each
+    //    gateway's next watch is answered 410 Gone and it relists.
+    const b = await kc.hpaPod('hpa-b', { publish: false });
+    const listsBefore = lists();
+    api.breakWatches();
+    kc.publish(b);
+    api.compact();
+    const readyAt = Date.now();
+    const reachedAfter = await Promise.all(
+      gws.map(async (gw) => {
+        while (Date.now() - readyAt < 12_000) {
+          const res = await kc.post(gw, '/which');
+          assert.equal(res.status, 200, res.text);
+          if ((JSON.parse(res.text) as { replica: string }).replica === 'hpa-b') return Date.now() - readyAt;
+          await sleep(20);
+        }
+        return Infinity;
+      }),
+    );
+    assert.ok(reachedAfter.every((ms) => ms <= 2_000), `every gateway sends a request to hpa-b within 2 s of it becoming ready: ${reachedAfter.join(', ')} ms`);
+    assert.ok(lists() >= listsBefore + 3, `every gateway relisted (${lists() - listsBefore} lists)`);
+
+    a.release();
+    const bodies = await Promise.all(held.map(async (s) => (await s).text()));
+    assert.deepEqual(bodies, gws.map(() => heldStreamBody('hpa-a')));
+    // Logged once: a warning when the outage began and a recovery line once the resumed watch was
+    // accepted; the cut of a watch that had been working is no failure to warn about.
+    for (const [i, gw] of gws.entries()) {
+      const warnings = failedLines(gw).map((l) => String(l.call));
+      assert.deepEqual(warnings, ['endpointslices.watch'], `gateway ${i}: one warning, for the outage`);
+      const recovered = gw.lines('kubernetes API call recovered').filter((l) => l.call === 'endpointslices.watch');
+      assert.equal(recovered.length, 1, `gateway ${i}: one recovery line for the watch`);
+    }
   });
 
   test('credentials the API server refuses: the gateway runs, a cold request answers 503 no_replica within its budget, and the token is never logged', async () => {

@@ -70,9 +70,13 @@ export class KubeCluster {
     readonly kubeconfig: string,
   ) {}
 
-  /** The API server with one Deployment at 0 per name, each with its controller simulator. */
-  static async start(deployments: { name?: string; env?: Record<string, string> }[] = [{}]): Promise<KubeCluster> {
-    const api = await startFakeKube({ bookmarkEveryMs: 200 });
+  /**
+   * The API server with one Deployment at 0 per name, each with its controller simulator. It sends
+   * a bookmark to every watch each `bookmarkEveryMs` (default 200; 0: only on `api.bookmark()`, as
+   * a real API server that sends them about once a minute looks to a test).
+   */
+  static async start(deployments: { name?: string; env?: Record<string, string> }[] = [{}], options: { bookmarkEveryMs?: number } = {}): Promise<KubeCluster> {
+    const api = await startFakeKube({ bookmarkEveryMs: options.bookmarkEveryMs ?? 200 });
     const cluster = new KubeCluster(api, writeKubeconfig(api.url));
     for (const d of deployments) {
       const name = d.name ?? 'llama';

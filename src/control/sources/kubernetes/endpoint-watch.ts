@@ -11,13 +11,19 @@
 // - a clean end of the watch resumes from the last resourceVersion seen (bookmarks move it);
 // - `410 Gone` (an ERROR event or the status) relists: the new list replaces the cache, so a
 //   slice that is still there is never dropped, and one deleted meanwhile goes;
-// - any other error (refused, reset, 5xx, a failed list) resumes after a backoff, logged once;
-//   the cache is kept as it was, so known endpoints keep serving while the API server is away;
+// - a watch is working once the API server has accepted it (200) and it has stayed up `HELD_MS`,
+//   or sooner if a line came: that is a success (the backoff starts again from its base, and a
+//   recovery after failures is logged). When a working watch ends or breaks (a load balancer
+//   cutting long connections, an API server restart), the next one starts at once, without a
+//   warning: a backoff grown during an outage must not delay the next change by up to 10 s;
+// - any other error (refused, reset or ended before working, 5xx, a failed list) is a failure in a
+//   row: it resumes after a backoff, logged once; the cache is kept as it was, so known endpoints
+//   keep serving while the API server is away;
 // - no line (event or bookmark) for `stallMs`: the watch is aborted and resumed.
 import type { DiscoveryV1Api, KubeConfig, V1EndpointSlice } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from '../../../log.js';
-import { type ApiTrouble, callOptions, sleep, statusOf } from './api-trouble.js';
+import { type ApiTrouble, callOptions, describeApiError, sleep, statusOf } from './api-trouble.js';
 import { SERVICE_NAME_LABEL } from './endpoints.js';
 
 export interface WatchTuning {
@@ -27,6 +33,20 @@ export interface WatchTuning {
   watchStallMs: number;
   /** Deadline of the list call. */
   callTimeoutMs: number;
+}
+
+/**
+ * An accepted watch that stays up this long is working, even without a line (the API server sends
+ * a bookmark about once a minute). One that ends or breaks sooner is a failure, so an API server
+ * or proxy that accepts watches and cuts them at once is retried with a backoff, not in a loop.
+ */
+const HELD_MS = 1_000;
+
+/** How one watch request ended: `ended` (clean end), `gone` (410), or the error that ended it. */
+interface WatchEnd {
+  outcome: 'ended' | 'gone' | unknown;
+  /** It was working before it ended (accepted and up `HELD_MS`, or a line came). */
+  held: boolean;
 }
 
 /** `kind: Status` in an ERROR event. */
@@ -85,12 +105,17 @@ export class EndpointSliceWatch {
           continue;
         }
       }
-      const outcome = await this.watchOnce();
+      const { outcome, held } = await this.watchOnce();
+      if (this.stopped) break;
       if (outcome === 'gone') {
         this.log.info({ service: this.service, resourceVersion: this.resourceVersion }, 'endpointslice watch expired (410 Gone); relisting');
         this.resourceVersion = '';
-      } else if (outcome !== 'ended') {
-        await sleep(this.trouble.failed('endpointslices.watch', outcome), this.stopper.signal);
+      } else if (held) {
+        // It worked until now: resume at once. If that fails too, it is the first failure in a row.
+        if (outcome !== 'ended') this.log.debug({ service: this.service, ...describeApiError(outcome) }, 'endpointslice watch broken; resuming');
+      } else {
+        const err = outcome === 'ended' ? Object.assign(new Error('watch ended before it was working'), { code: 'WATCH_ENDED' }) : outcome;
+        await sleep(this.trouble.failed('endpointslices.watch', err), this.stopper.signal);
       }
     }
   }
@@ -109,26 +134,34 @@ export class EndpointSliceWatch {
     this.changed(this.slices.values());
   }
 
-  /**
-   * One watch request: resolves `ended` (clean end: resume), `gone` (410: relist), or the error
-   * that ended it (resume after a backoff).
-   */
-  private watchOnce(): Promise<'ended' | 'gone' | unknown> {
+  /** One watch request: how it ended, and whether it was working before. */
+  private watchOnce(): Promise<WatchEnd> {
     return new Promise((resolve) => {
       let settled = false;
       let gone = false;
-      let sawLine = false;
+      let held = false;
+      let acceptedAt: number | undefined;
       let stallTimer: NodeJS.Timeout | undefined;
+      let heldTimer: NodeJS.Timeout | undefined;
       const controller = new AbortController();
       this.current = controller;
       let request: AbortController | undefined;
+      const hold = (): void => {
+        if (held) return;
+        held = true;
+        clearTimeout(heldTimer);
+        this.trouble.succeeded('endpointslices.watch');
+      };
       const finish = (result: unknown): void => {
         if (settled) return;
         settled = true;
         clearTimeout(stallTimer);
+        // Measured here too: a busy event loop may not have run the timer yet.
+        if (acceptedAt !== undefined && Date.now() - acceptedAt >= HELD_MS) hold();
+        clearTimeout(heldTimer);
         this.current = undefined;
         request?.abort();
-        resolve(result);
+        resolve({ outcome: result, held });
       };
       const armStall = (): void => {
         clearTimeout(stallTimer);
@@ -153,10 +186,7 @@ export class EndpointSliceWatch {
           (type: string, object: unknown) => {
             if (settled) return;
             armStall();
-            if (!sawLine) {
-              sawLine = true;
-              this.trouble.succeeded('endpointslices.watch');
-            }
+            hold();
             if (type === 'ERROR') {
               const s = object as WatchStatus;
               if (s.code === 410) gone = true;
@@ -174,7 +204,15 @@ export class EndpointSliceWatch {
         .then(
           (req: AbortController) => {
             request = req;
-            if (settled) req.abort();
+            if (settled) {
+              req.abort();
+              return;
+            }
+            // `watch()` resolves once the response is in; when it is not a 200 (or none came) it
+            // has called `done` with the error first. Still running here means accepted.
+            acceptedAt = Date.now();
+            heldTimer = setTimeout(hold, HELD_MS);
+            heldTimer.unref();
           },
           (err: unknown) => finish(err),
         );
