@@ -3,9 +3,12 @@
 //   POST /v1/infer (any other path) → 200, 1 KiB of JSON with Content-Length, keep-alive.
 //   POST /v1/stream?tokens=N&gap_ms=G → 200 text/event-stream: N events, the first after a
 //     random part of G ms (so 1,000 streams do not tick together), then one every G ms, then
-//     `data: [DONE]`. Each event carries `t`, the replica's process.hrtime.bigint() when it was
-//     written: CLOCK_MONOTONIC, which on Linux every process shares, so the client measures each
-//     token's delivery across processes on one clock.
+//     `data: [DONE]`. With `&batch=1`, as a batching model server does: one clock per G ticks
+//     every G ms and writes the next token to every open stream of that G at once (a burst of
+//     as many small writes as streams), the first at the stream's first tick. Each event carries
+//     `t`, the replica's process.hrtime.bigint() when it was written: CLOCK_MONOTONIC, which on
+//     Linux every process shares, so the client measures each token's delivery across processes
+//     on one clock.
 //   GET /v1/blob?bytes=N → N bytes, written as fast as the reader takes them (backpressure).
 //   POST /v1/idle → SSE headers and one comment, then nothing until the caller leaves.
 //   GET /ready → 200 (the readiness probe of a launched replica).
@@ -56,6 +59,49 @@ function streamTokens(res: ServerResponse, tokens: number, gapMs: number): void 
   setTimeout(next, Math.random() * gapMs);
 }
 
+/** One open stream of a batch: how many tokens it still wants. */
+interface BatchStream {
+  res: ServerResponse;
+  left: number;
+  sent: number;
+}
+
+/** gap_ms → the streams its clock writes to, and the clock. */
+const batches = new Map<number, { streams: Set<BatchStream>; timer: NodeJS.Timeout }>();
+
+function tick(gapMs: number): void {
+  const batch = batches.get(gapMs)!;
+  for (const s of batch.streams) {
+    if (s.res.destroyed) {
+      batch.streams.delete(s);
+      continue;
+    }
+    if (s.left === 0) {
+      s.res.end(DONE);
+      batch.streams.delete(s);
+      continue;
+    }
+    s.res.write(`data: {"i":${s.sent},"t":"${process.hrtime.bigint()}"}\n\n`);
+    s.sent += 1;
+    s.left -= 1;
+  }
+  if (batch.streams.size === 0) {
+    clearInterval(batch.timer);
+    batches.delete(gapMs);
+  }
+}
+
+function streamBatched(res: ServerResponse, tokens: number, gapMs: number): void {
+  res.writeHead(200, STREAM_HEADERS);
+  res.flushHeaders();
+  let batch = batches.get(gapMs);
+  if (batch === undefined) {
+    batch = { streams: new Set(), timer: setInterval(tick, gapMs, gapMs) };
+    batches.set(gapMs, batch);
+  }
+  batch.streams.add({ res, left: tokens, sent: 0 });
+}
+
 function streamBlob(res: ServerResponse, bytes: number): void {
   res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes) });
   let left = bytes;
@@ -96,7 +142,8 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
   req.on('end', () => {
     if (url.startsWith(STREAM_PATH)) {
       const q = query(url);
-      streamTokens(res, Number(q.get('tokens') ?? 20), Number(q.get('gap_ms') ?? 10));
+      const stream = q.get('batch') === '1' ? streamBatched : streamTokens;
+      stream(res, Number(q.get('tokens') ?? 20), Number(q.get('gap_ms') ?? 10));
     } else if (url.startsWith(BLOB_PATH)) {
       streamBlob(res, Number(query(url).get('bytes') ?? 1024));
     } else if (url.startsWith(IDLE_PATH)) {

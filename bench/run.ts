@@ -2,15 +2,18 @@
 // `npm run bench -- --smoke` (seconds: proves every process starts, gets measured and stops).
 //
 // A fast replica (bench/replica.ts) and, in front of it, each its own process: Sluice at info and
-// at warn (workers: 1), Sluice info with workers: 2, nginx (one process), http-proxy and
-// @fastify/http-proxy; `direct` is the replica alone. Scenarios (bench/lib/measure.ts):
+// at warn (workers: 1), Sluice info with workers: 2, nginx (one process), HAProxy (one thread),
+// Caddy (GOMAXPROCS=1), http-proxy, @fastify/http-proxy and the bare uWS + net.Socket stack;
+// `direct` is the replica alone. Scenarios (bench/lib/measure.ts):
 //   1 throughput   autocannon, 50 connections, 1 KiB each way: req/s and relay CPU µs/request
 //   2 ttfb         sequential requests: p50/p90/p99/p99.9, added over direct
-//   3 tokens       1,000 concurrent SSE streams: per-token delivery, added over direct
+//   3 tokens       1,000 SSE streams from a batching replica, a token each per 100 ms: per-token
+//                  delivery added over direct, relay CPU per token
+//   3b tokensFew   the same with 20 streams, a token each per 20 ms
 //   4 slowReader   64 MiB read at 4 MiB/s: relay RSS growth
 //   5 idleStreams  1,000 idle open streams: relay memory per stream
 //   6 coldStart    500 requests at once to a cold launched service: lost, readiness → first request
-// 1–3 run in rounds with the peers interleaved (the first peer rotates every round), after a
+// 1–3b run in rounds with the peers interleaved (the first peer rotates every round), after a
 // warm-up; 4–6 once. Output: BENCHMARKS.md, results/latest.json (every per-round value) and
 // results/ttfb.svg — under bench/ for a full run, under .bench-results/<mode>/ otherwise, or
 // under --out DIR. Settings: bench/README.md.
@@ -23,11 +26,11 @@ import { type Child, installCleanup, startChild, startedProcesses } from './lib/
 import { fetchOnce } from './lib/client.js';
 import * as measure from './lib/measure.js';
 import { type Mode, type PeerId, type ScenarioId, type Settings, settingsFor } from './lib/modes.js';
-import { ensureNginx } from './lib/nginx.js';
-import { LABEL, order, type Peer, startPeer } from './lib/peers.js';
+import { LABEL, order, type Peer, type SystemBinaries, startPeer } from './lib/peers.js';
 import { markdown } from './lib/report.js';
 import { derive, emptyScenarios, type PeerRecord, type Record } from './lib/results.js';
 import { ttfbSvg } from './lib/svg.js';
+import { ensureSystemPeer, type SystemPeerId } from './lib/system-peers.js';
 import { INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './lib/workload.js';
 
 const T0 = performance.now();
@@ -64,15 +67,16 @@ async function sanityCheck(peer: Peer): Promise<void> {
   }
 }
 
-async function startAll(s: Settings, replica: Child, rec: Record): Promise<{ peers: Peer[]; nginxBinary: string | undefined }> {
-  let nginxBinary: string | undefined;
+async function startAll(s: Settings, replica: Child, rec: Record): Promise<{ peers: Peer[]; binaries: SystemBinaries }> {
+  const binaries: SystemBinaries = {};
   const skipped = new Map<string, string>();
-  if (s.peers.includes('nginx')) {
-    const found = ensureNginx(s.installNginx, log);
-    if (found.path === undefined) skipped.set('nginx', found.reason);
+  for (const id of ['nginx', 'haproxy', 'caddy'] as SystemPeerId[]) {
+    if (!s.peers.includes(id)) continue;
+    const found = ensureSystemPeer(id, s.installPeers, log);
+    if (found.path === undefined) skipped.set(id, found.reason);
     else {
-      nginxBinary = found.path;
-      rec.nginx = found.version + (found.installedNow ? ' (installed by this run with apt)' : '');
+      binaries[id] = found.path;
+      rec.versions[id] = found.version + (found.installedNow ? ' (installed by this run with apt)' : '');
     }
   }
   // Started together (each is its own process), kept in the configured order.
@@ -87,12 +91,12 @@ async function startAll(s: Settings, replica: Child, rec: Record): Promise<{ pee
         return undefined;
       }
       try {
-        const peer = await startPeer(id, replica, nginxBinary);
+        const peer = await startPeer(id, replica, binaries);
         await sanityCheck(peer);
         return peer;
       } catch (err) {
-        // nginx is not ours: a system whose nginx cannot run this config gets it reported, not a failed run.
-        if (id !== 'nginx') throw err;
+        // These programs are not ours: a system whose copy cannot run this config gets it reported, not a failed run.
+        if (id !== 'nginx' && id !== 'haproxy' && id !== 'caddy') throw err;
         record.skipped = `could not start: ${(err as Error).message}`;
         log(`${LABEL[id]} skipped: ${record.skipped}`);
         return undefined;
@@ -102,10 +106,10 @@ async function startAll(s: Settings, replica: Child, rec: Record): Promise<{ pee
   rec.peers.sort((a, b) => s.peers.indexOf(a.id) - s.peers.indexOf(b.id));
   const peers = started.filter((p): p is Peer => p !== undefined);
   log(peers.map((p) => `${p.label}${p.relay === undefined ? '' : ` pid ${p.relay.pid}`} :${new URL(p.target.origin).port}`).join(', '));
-  return { peers, nginxBinary };
+  return { peers, binaries };
 }
 
-type RoundScenario = 'throughput' | 'ttfb' | 'tokens';
+type RoundScenario = 'throughput' | 'ttfb' | 'tokens' | 'tokensFew';
 
 async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void> {
   const has = (id: ScenarioId): boolean => s.scenarios.includes(id);
@@ -117,7 +121,7 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
   }
   const sc = rec.scenarios;
   for (let round = 0; round < s.rounds; round++) {
-    for (const scenario of ['throughput', 'ttfb', 'tokens'] as RoundScenario[]) {
+    for (const scenario of ['throughput', 'ttfb', 'tokens', 'tokensFew'] as RoundScenario[]) {
       if (!has(scenario)) continue;
       const inOrder = order(peers, round);
       sc[scenario].order.push(inOrder.map((p) => p.id));
@@ -133,9 +137,9 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
           (sc.ttfb.rounds[p.id] ??= []).push(r);
           summary = `p50 ${r.p50Us.toFixed(0)} µs, p99 ${r.p99Us.toFixed(0)} µs`;
         } else {
-          const r = await measure.tokens(p, s);
-          (sc.tokens.rounds[p.id] ??= []).push(r);
-          summary = `${r.tokens} tokens, delivery p50 ${r.deliveryP50Us.toFixed(0)} µs, p99 ${r.deliveryP99Us.toFixed(0)} µs`;
+          const r = await measure.tokens(p, s, scenario === 'tokensFew');
+          (sc[scenario].rounds[p.id] ??= []).push(r);
+          summary = `${r.tokens} tokens, delivery p50 ${r.deliveryP50Us.toFixed(0)} µs, p99 ${r.deliveryP99Us.toFixed(0)} µs, relay ${r.relayCpuUsPerToken?.toFixed(1) ?? '–'} µs/token`;
         }
         log(`round ${round + 1}/${s.rounds} ${scenario} ${p.label}: ${summary}`);
       }
@@ -147,9 +151,9 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
  * The memory scenarios run on a fresh process of each relay (started, primed, measured, stopped),
  * so the baseline is not a heap still shrinking after the load of the rounds.
  */
-async function onFreshRelay<T>(id: PeerId, rounds: Peer[], replica: Child, nginxBinary: string | undefined, s: Settings, run: (p: Peer) => Promise<T>): Promise<T> {
+async function onFreshRelay<T>(id: PeerId, rounds: Peer[], replica: Child, binaries: SystemBinaries, s: Settings, run: (p: Peer) => Promise<T>): Promise<T> {
   if (!s.freshRelays) return run(rounds.find((p) => p.id === id)!);
-  const peer = await startPeer(id, replica, nginxBinary);
+  const peer = await startPeer(id, replica, binaries);
   try {
     await sanityCheck(peer);
     await measure.primeForMemory(peer, s);
@@ -159,19 +163,19 @@ async function onFreshRelay<T>(id: PeerId, rounds: Peer[], replica: Child, nginx
   }
 }
 
-async function runOnce(s: Settings, peers: Peer[], replica: Child, nginxBinary: string | undefined, rec: Record): Promise<void> {
+async function runOnce(s: Settings, peers: Peer[], replica: Child, binaries: SystemBinaries, rec: Record): Promise<void> {
   const relays = peers.filter((p) => p.relay !== undefined).map((p) => p.id);
   if (s.scenarios.includes('slowReader')) {
     for (const id of relays.filter((r) => s.slowPeers.includes(r))) {
       log(`slow reader ${LABEL[id]}: ${s.slowBytes / 1048576} MiB at ${s.slowRateBytesPerS / 1048576} MiB/s`);
-      const r = await onFreshRelay(id, peers, replica, nginxBinary, s, (p) => measure.slowReader(p, s));
+      const r = await onFreshRelay(id, peers, replica, binaries, s, (p) => measure.slowReader(p, s));
       rec.scenarios.slowReader.peers[id] = r;
       log(`slow reader ${LABEL[id]}: RSS growth ${r.growthMiB.toFixed(1)} MiB`);
     }
   }
   if (s.scenarios.includes('idleStreams')) {
     for (const id of relays) {
-      const r = await onFreshRelay(id, peers, replica, nginxBinary, s, (p) => measure.idleStreams(p, s));
+      const r = await onFreshRelay(id, peers, replica, binaries, s, (p) => measure.idleStreams(p, s));
       rec.scenarios.idleStreams.peers[id] = r;
       log(`idle streams ${LABEL[id]}: ${r.perStreamKiB.toFixed(1)} KiB per stream`);
     }
@@ -190,14 +194,14 @@ async function main(): Promise<void> {
   const started = Date.now();
   const flags = process.argv.slice(2).join(' ');
   const rec: Record = {
-    schema: 1,
+    schema: 2,
     mode: s.mode,
     command: process.env['npm_lifecycle_event'] === 'bench' ? `npm run bench${flags === '' ? '' : ` -- ${flags}`}` : `node dist/bench/run.js${flags === '' ? '' : ` ${flags}`}`,
     startedAt: new Date(started).toISOString(),
     wallSeconds: 0,
     machine: { cpuModel: cpus()[0]?.model ?? 'unknown', cpus: cpus().length, kernel: release(), memTotalMiB: Math.round(totalmem() / 1048576), loadavgAtStart: loadavg(), loadavgAtEnd: [] },
     node: process.version,
-    nginx: null,
+    versions: {},
     settings: s,
     peers: [],
     processes: [],
@@ -208,12 +212,12 @@ async function main(): Promise<void> {
   try {
     const replica = await startChild('replica', new URL('./replica.js', import.meta.url));
     children.push(replica);
-    const { peers, nginxBinary } = await startAll(s, replica, rec);
+    const { peers, binaries } = await startAll(s, replica, rec);
     for (const p of peers) if (p.relay !== undefined) children.push(p.relay);
     await runRounds(s, peers, rec);
     // The rounds' relays are stopped first when the memory scenarios run on fresh ones.
     if (s.freshRelays) await Promise.all(peers.map((p) => p.relay?.stop()));
-    await runOnce(s, peers, replica, nginxBinary, rec);
+    await runOnce(s, peers, replica, binaries, rec);
   } finally {
     await Promise.all(children.map((c) => c.stop()));
   }

@@ -46,6 +46,7 @@ interface SmokeRecord {
     throughput: { rounds: Record<string, unknown[]> };
     ttfb: { rounds: Record<string, unknown[]> };
     tokens: { rounds: Record<string, unknown[]> };
+    tokensFew: { rounds: Record<string, unknown[]> };
     slowReader: { peers: Record<string, unknown> };
     idleStreams: { peers: Record<string, unknown> };
     coldStart: { run: unknown };
@@ -64,14 +65,16 @@ test('npm run bench -- --smoke starts, measures and stops every process, and wri
     assert.equal(rec.mode, 'smoke');
     const ran = rec.peers.filter((p) => p.skipped === undefined).map((p) => p.id);
     const relays = ran.filter((id) => id !== 'direct');
-    // Every peer ran, except nginx when it is not installed (a smoke run never installs it).
+    // Every peer ran, except the system peers that are not installed (a smoke run never installs them).
+    const system = new Set(['nginx', 'haproxy', 'caddy']);
     assert.deepEqual(
       rec.peers.filter((p) => p.skipped !== undefined).map((p) => p.id),
-      rec.peers.filter((p) => p.id === 'nginx' && p.skipped !== undefined).map((p) => p.id),
+      rec.peers.filter((p) => system.has(p.id) && p.skipped !== undefined).map((p) => p.id),
     );
+    for (const p of rec.peers.filter((p) => p.skipped !== undefined)) assert.match(p.skipped!, /is not installed/, `${p.id} skipped only for want of its program`);
     assert.ok(ran.includes('direct') && ran.includes('sluice-info') && ran.includes('sluice-warn') && ran.includes('sluice-info-w2'));
     assert.ok(ran.includes('http-proxy') && ran.includes('fastify-proxy'));
-    for (const scenario of ['throughput', 'ttfb', 'tokens'] as const) {
+    for (const scenario of ['throughput', 'ttfb', 'tokens', 'tokensFew'] as const) {
       assert.deepEqual(Object.keys(rec.scenarios[scenario].rounds).sort(), [...ran].sort(), `${scenario}: every peer measured`);
     }
     assert.deepEqual(Object.keys(rec.scenarios.idleStreams.peers).sort(), [...relays].sort(), 'idle streams: every relay measured');

@@ -150,11 +150,12 @@ async function acceptsConnections(port: number): Promise<boolean> {
 }
 
 /**
- * Starts a program that is not one of ours (nginx) on a port chosen by the caller; ready when the
- * port accepts connections. stderr is inherited; stop() sends SIGTERM (SIGKILL after the grace).
+ * Starts a program that is not one of ours (nginx, HAProxy, Caddy) on a port chosen by the caller;
+ * ready when the port accepts connections. stderr is inherited; `env` is added to the run's;
+ * stop() sends SIGTERM (SIGKILL after the grace).
  */
-export async function startProgram(name: string, command: string, args: string[], port: number, readyTimeoutMs = 15_000): Promise<Child> {
-  const proc = spawn(command, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+export async function startProgram(name: string, command: string, args: string[], port: number, readyTimeoutMs = 15_000, env: Record<string, string> = {}): Promise<Child> {
+  const proc = spawn(command, args, { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, ...env } });
   live.add(proc);
   if (proc.pid !== undefined) started.push({ name, pid: proc.pid });
   proc.once('exit', () => live.delete(proc));

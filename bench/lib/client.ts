@@ -150,7 +150,8 @@ function timedStream(pool: Pool, options: Dispatcher.DispatchOptions, batch?: Ba
 
 /**
  * `streams` SSE requests all at once, each on its own connection (so the relay holds `streams`
- * streams at the same time); each must deliver `tokens` token events. `steadyDeliveryUs` keeps
+ * streams at the same time); each must deliver `tokens` token events, written by the replica's
+ * batch clock (a token to every open stream per tick, see replica.ts). `steadyDeliveryUs` keeps
  * the tokens written after every stream had started, so the burst of connections opening is not
  * counted as token delivery.
  */
@@ -158,7 +159,7 @@ export async function measureStreams(target: Target, streams: number, tokens: nu
   const pool = new Pool(target.origin, { connections: streams, pipelining: 1, headersTimeout: 60_000, bodyTimeout: 60_000 });
   const options: Dispatcher.DispatchOptions = {
     method: 'POST',
-    path: `${target.prefix}/v1/stream?tokens=${tokens}&gap_ms=${gapMs}`,
+    path: `${target.prefix}/v1/stream?tokens=${tokens}&gap_ms=${gapMs}&batch=1`,
     headers: { ...target.headers, 'content-type': 'application/json', accept: 'text/event-stream' },
     body: '{"stream":true}',
   };

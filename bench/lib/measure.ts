@@ -127,10 +127,13 @@ export async function ttfb(peer: Peer, s: Settings): Promise<TtfbRun> {
   return { p50Us: percentile(samples, 50), p90Us: percentile(samples, 90), p99Us: percentile(samples, 99), p999Us: percentile(samples, 99.9) };
 }
 
-export async function tokens(peer: Peer, s: Settings): Promise<TokensRun> {
+/** `tokens`: s.streams streams; `tokensFew`: s.fewStreams, faster. */
+export async function tokens(peer: Peer, s: Settings, few = false): Promise<TokensRun> {
   const pid = peer.relay?.pid;
   const cpu0 = pid === undefined ? undefined : cpuSeconds(pid);
-  const streams = await measureStreams(peer.target, s.streams, s.streamTokens, s.streamGapMs);
+  const streams = few
+    ? await measureStreams(peer.target, s.fewStreams, s.fewStreamTokens, s.fewStreamGapMs)
+    : await measureStreams(peer.target, s.streams, s.streamTokens, s.streamGapMs);
   const cpu1 = pid === undefined ? undefined : cpuSeconds(pid);
   const delivered = streams.reduce((n, t) => n + t.tokens, 0);
   const steady = streams.flatMap((t) => t.steadyDeliveryUs);

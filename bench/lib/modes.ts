@@ -3,11 +3,11 @@
 // gets measured and stops (tiny sizes, never installs anything). BENCH_* variables override.
 import { intEnv, listEnv } from './settings.js';
 
-export const PEERS = ['direct', 'sluice-info', 'sluice-warn', 'sluice-info-w2', 'nginx', 'http-proxy', 'fastify-proxy', 'bare'] as const;
+export const PEERS = ['direct', 'sluice-info', 'sluice-warn', 'sluice-info-w2', 'nginx', 'haproxy', 'caddy', 'http-proxy', 'fastify-proxy', 'bare'] as const;
 export type PeerId = (typeof PEERS)[number];
 export const DEFAULT_PEERS: readonly PeerId[] = PEERS;
 
-export const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'slowReader', 'idleStreams', 'coldStart'] as const;
+export const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'slowReader', 'idleStreams', 'coldStart'] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];
 
 export type Mode = 'full' | 'quick' | 'smoke';
@@ -21,24 +21,29 @@ export interface Settings {
   durationS: number;
   warmupS: number;
   ttfbRequests: number;
+  /** The `tokens` scenario: this many streams at once, each of streamTokens tokens, one per tick. */
   streams: number;
   streamTokens: number;
   streamGapMs: number;
+  /** The `tokensFew` scenario: fewer streams, faster ticks. */
+  fewStreams: number;
+  fewStreamTokens: number;
+  fewStreamGapMs: number;
   slowBytes: number;
   slowRateBytesPerS: number;
   slowPeers: PeerId[];
   idleStreams: number;
   coldRequests: number;
   coldStartupMs: number;
-  /** May the run install nginx with apt when it is missing? */
-  installNginx: boolean;
+  /** May the run install nginx, HAProxy and Caddy with apt when they are missing? */
+  installPeers: boolean;
   /** Memory scenarios on a fresh process of each relay (full, quick) or on the rounds' ones (smoke: fewer starts). */
   freshRelays: boolean;
 }
 
 const MiB = 1024 * 1024;
 
-const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowPeers' | 'installNginx' | 'freshRelays'>> = {
+const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowPeers' | 'installPeers' | 'freshRelays'>> = {
   full: {
     rounds: 3,
     connections: 50,
@@ -46,8 +51,11 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     warmupS: 2,
     ttfbRequests: 2_000,
     streams: 1_000,
-    streamTokens: 12,
-    streamGapMs: 200,
+    streamTokens: 30,
+    streamGapMs: 100,
+    fewStreams: 20,
+    fewStreamTokens: 150,
+    fewStreamGapMs: 20,
     slowBytes: 64 * MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 1_000,
@@ -61,8 +69,11 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     warmupS: 1,
     ttfbRequests: 1_000,
     streams: 1_000,
-    streamTokens: 8,
-    streamGapMs: 200,
+    streamTokens: 15,
+    streamGapMs: 100,
+    fewStreams: 20,
+    fewStreamTokens: 75,
+    fewStreamGapMs: 20,
     slowBytes: 8 * MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 1_000,
@@ -78,6 +89,9 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     streams: 10,
     streamTokens: 3,
     streamGapMs: 10,
+    fewStreams: 2,
+    fewStreamTokens: 3,
+    fewStreamGapMs: 10,
     slowBytes: MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 10,
@@ -100,13 +114,16 @@ export function settingsFor(mode: Mode): Settings {
     streams: intEnv('BENCH_STREAMS', d.streams, 1, 10_000),
     streamTokens: intEnv('BENCH_STREAM_TOKENS', d.streamTokens, 2, 100_000),
     streamGapMs: intEnv('BENCH_STREAM_GAP_MS', d.streamGapMs, 1, 60_000),
+    fewStreams: intEnv('BENCH_FEW_STREAMS', d.fewStreams, 1, 10_000),
+    fewStreamTokens: intEnv('BENCH_FEW_STREAM_TOKENS', d.fewStreamTokens, 2, 100_000),
+    fewStreamGapMs: intEnv('BENCH_FEW_STREAM_GAP_MS', d.fewStreamGapMs, 1, 60_000),
     slowBytes: intEnv('BENCH_SLOW_MIB', d.slowBytes / MiB, 1, 4_096) * MiB,
     slowRateBytesPerS: intEnv('BENCH_SLOW_MIB_PER_S', d.slowRateBytesPerS / MiB, 1, 1_024) * MiB,
     slowPeers: listEnv<PeerId>('BENCH_SLOW_PEERS', ['sluice-info', 'nginx'], PEERS),
     idleStreams: intEnv('BENCH_IDLE_STREAMS', d.idleStreams, 1, 10_000),
     coldRequests: intEnv('BENCH_COLD_REQUESTS', d.coldRequests, 1, 10_000),
     coldStartupMs: intEnv('BENCH_COLD_STARTUP_MS', d.coldStartupMs, 0, 60_000),
-    installNginx: mode !== 'smoke' && process.env['BENCH_NO_INSTALL'] !== '1',
+    installPeers: mode !== 'smoke' && process.env['BENCH_NO_INSTALL'] !== '1',
     freshRelays: mode !== 'smoke',
   };
 }

@@ -5,7 +5,10 @@ import { join } from 'node:path';
 import { atExit, type Child, startChild } from './children.js';
 import type { Target } from './client.js';
 import type { PeerId } from './modes.js';
+import { startCaddy } from './caddy.js';
+import { startHaproxy } from './haproxy.js';
 import { startNginx } from './nginx.js';
+import type { SystemPeerId } from './system-peers.js';
 import { BENCH_SLUG, BENCH_TOKEN } from './workload.js';
 
 export const LABEL: Record<PeerId, string> = {
@@ -14,6 +17,8 @@ export const LABEL: Record<PeerId, string> = {
   'sluice-warn': 'Sluice warn',
   'sluice-info-w2': 'Sluice info, workers: 2',
   nginx: 'nginx (1 worker)',
+  haproxy: 'HAProxy (1 thread)',
+  caddy: 'Caddy (GOMAXPROCS=1)',
   'http-proxy': 'http-proxy',
   'fastify-proxy': '@fastify/http-proxy',
   bare: 'bare uWS + net.Socket (the floor)',
@@ -60,8 +65,11 @@ export async function startSluice(name: string, env: Record<string, string>): Pr
   }
 }
 
+/** Where each system peer's program is (those found or installed). */
+export type SystemBinaries = Partial<Record<SystemPeerId, string>>;
+
 /** Starts one peer in front of the replica. */
-export async function startPeer(id: PeerId, replica: Child, nginxBinary: string | undefined): Promise<Peer> {
+export async function startPeer(id: PeerId, replica: Child, binaries: SystemBinaries): Promise<Peer> {
   const replicaUrl = `http://127.0.0.1:${replica.port}`;
   const peer = (relay: Child | undefined, target: Target): Peer => ({ id, label: LABEL[id], target, relay });
   switch (id) {
@@ -77,9 +85,13 @@ export async function startPeer(id: PeerId, replica: Child, nginxBinary: string 
       });
       return peer(relay, sluiceTarget(relay.port));
     }
-    case 'nginx': {
-      if (nginxBinary === undefined) throw new Error('nginx: no binary');
-      const relay = await startNginx(nginxBinary, replica.port);
+    case 'nginx':
+    case 'haproxy':
+    case 'caddy': {
+      const binary = binaries[id];
+      if (binary === undefined) throw new Error(`${id}: no binary`);
+      const start = id === 'nginx' ? startNginx : id === 'haproxy' ? startHaproxy : startCaddy;
+      const relay = await start(binary, replica.port);
       return peer(relay, plain(relay.port));
     }
     case 'http-proxy':
