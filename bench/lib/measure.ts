@@ -9,7 +9,7 @@ import { recordProcess } from './children.js';
 import { measureStreams, measureTtfb } from './client.js';
 import type { Settings } from './modes.js';
 import { type Peer, sluiceTarget, startSluice } from './peers.js';
-import { cpuSeconds, cpuTimes, statusMiB } from './proc.js';
+import { cpuTimes, statusMiB } from './proc.js';
 import { openIdleStreams, slowRead } from './raw-client.js';
 import { percentile } from './stats.js';
 import { BLOB_PATH, IDLE_PATH, INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './workload.js';
@@ -48,6 +48,9 @@ export interface TokensRun {
   deliveryP99Us: number;
   /** CPU the relay process used during the run, per token delivered. */
   relayCpuUsPerToken: number | null;
+  /** Its user-space and system (kernel) parts. */
+  relayUserUsPerToken: number | null;
+  relaySysUsPerToken: number | null;
 }
 
 export interface SlowReaderRun {
@@ -130,12 +133,25 @@ export async function ttfb(peer: Peer, s: Settings): Promise<TtfbRun> {
 /** `tokens`: s.streams streams; `tokensFew`: s.fewStreams, faster. */
 export async function tokens(peer: Peer, s: Settings, few = false): Promise<TokensRun> {
   const pid = peer.relay?.pid;
-  const cpu0 = pid === undefined ? undefined : cpuSeconds(pid);
+  const cpu0 = pid === undefined ? undefined : cpuTimes(pid);
   const streams = few
     ? await measureStreams(peer.target, s.fewStreams, s.fewStreamTokens, s.fewStreamGapMs)
     : await measureStreams(peer.target, s.streams, s.streamTokens, s.streamGapMs);
-  const cpu1 = pid === undefined ? undefined : cpuSeconds(pid);
+  const cpu1 = pid === undefined ? undefined : cpuTimes(pid);
   const delivered = streams.reduce((n, t) => n + t.tokens, 0);
+  const perToken = (seconds: number | undefined): number | null => (seconds === undefined || delivered === 0 ? null : (seconds * 1e6) / delivered);
+  // A run of a few thousand tokens is a few clock ticks of CPU: the total comes from the
+  // scheduler's nanosecond counters when the kernel keeps them, split by the ticks' proportions.
+  const tickUser = cpu0 === undefined || cpu1 === undefined ? undefined : cpu1.user - cpu0.user;
+  const tickSys = cpu0 === undefined || cpu1 === undefined ? undefined : cpu1.system - cpu0.system;
+  const onCpu = cpu0?.onCpuS === undefined || cpu1?.onCpuS === undefined ? undefined : cpu1.onCpuS - cpu0.onCpuS;
+  let userS = tickUser;
+  let sysS = tickSys;
+  if (onCpu !== undefined && tickUser !== undefined && tickSys !== undefined) {
+    const ticks = tickUser + tickSys;
+    userS = ticks > 0 ? (onCpu * tickUser) / ticks : onCpu / 2;
+    sysS = onCpu - userS;
+  }
   const steady = streams.flatMap((t) => t.steadyDeliveryUs);
   // A run too short to have tokens after the last stream started (smoke) reports every token.
   const delivery = steady.length > 0 ? steady : streams.flatMap((t) => t.deliveryUs);
@@ -146,7 +162,9 @@ export async function tokens(peer: Peer, s: Settings, few = false): Promise<Toke
     deliveryP50Us: percentile(delivery, 50),
     deliveryP90Us: percentile(delivery, 90),
     deliveryP99Us: percentile(delivery, 99),
-    relayCpuUsPerToken: cpu0 === undefined || cpu1 === undefined || delivered === 0 ? null : ((cpu1 - cpu0) * 1e6) / delivered,
+    relayCpuUsPerToken: perToken(userS === undefined || sysS === undefined ? undefined : userS + sysS),
+    relayUserUsPerToken: perToken(userS),
+    relaySysUsPerToken: perToken(sysS),
   };
 }
 

@@ -1,6 +1,6 @@
 // What Linux says about a process: resident memory and CPU time (from /proc; undefined elsewhere).
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 let ticksPerSecond: number | undefined;
 
@@ -32,13 +32,34 @@ export function cpuSeconds(pid: number): number | undefined {
   return t === undefined ? undefined : t.user + t.system;
 }
 
-/** User and system CPU seconds used so far by every thread of the process, apart. */
-export function cpuTimes(pid: number): { user: number; system: number } | undefined {
+/**
+ * User and system CPU seconds used so far by every thread of the process, apart (in clock ticks,
+ * usually 10 ms each), and `onCpuS`, the time its live threads have run, from the scheduler's
+ * nanosecond counters (`/proc/<pid>/task/<tid>/schedstat`): precise where a short run is a few
+ * ticks (undefined when the kernel does not keep schedstat).
+ */
+export function cpuTimes(pid: number): { user: number; system: number; onCpuS: number | undefined } | undefined {
   try {
     const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the command name (which may contain spaces) start at field 3 (state).
     const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    return { user: Number(fields[11]) / clockTicks(), system: Number(fields[12]) / clockTicks() };
+    return { user: Number(fields[11]) / clockTicks(), system: Number(fields[12]) / clockTicks(), onCpuS: onCpuSeconds(pid) };
+  } catch {
+    return undefined;
+  }
+}
+
+function onCpuSeconds(pid: number): number | undefined {
+  try {
+    let ns = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      } catch {
+        // the thread ended between the listing and the read
+      }
+    }
+    return ns / 1e9;
   } catch {
     return undefined;
   }

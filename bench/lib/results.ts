@@ -80,6 +80,8 @@ export interface TokensFigures {
   addedP50: Figure;
   addedP99: Figure;
   cpuUsPerToken: Figure;
+  userUsPerToken: Figure;
+  sysUsPerToken: Figure;
   cpuVsNginx: Figure;
 }
 
@@ -110,6 +112,8 @@ function tokenFigures(all: Partial<globalThis.Record<PeerId, TokensRun[]>>): Par
       addedP50: id === 'direct' ? figure([]) : paired(runs, direct, (x, y) => x.deliveryP50Us - y.deliveryP50Us),
       addedP99: id === 'direct' ? figure([]) : paired(runs, direct, (x, y) => x.deliveryP99Us - y.deliveryP99Us),
       cpuUsPerToken: figure(runs.map((r) => r.relayCpuUsPerToken)),
+      userUsPerToken: figure(runs.map((r) => r.relayUserUsPerToken)),
+      sysUsPerToken: figure(runs.map((r) => r.relaySysUsPerToken)),
       cpuVsNginx: id === 'direct' ? figure([]) : paired(runs, nginx, (x, y) => ratio(x.relayCpuUsPerToken, y.relayCpuUsPerToken)),
     };
   }
