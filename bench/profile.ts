@@ -9,6 +9,9 @@
 //   BENCH_CONNECTIONS         autocannon connections (default 50)
 //   BENCH_LOG_LEVEL           the gateway's log level (default warn; `info` logs every request)
 //   BENCH_PROFILE_WORKLOAD    json (POST small JSON, default) | sse (20 tokens per answer, no gap)
+//                             | tokens (long streams from the batching replica: the per-token path)
+//   BENCH_PROFILE_STREAMS     tokens: concurrent streams (default 1000)
+//   BENCH_PROFILE_GAP_MS      tokens: ms between the batch clock's ticks (default 100)
 //   BENCH_PROFILE_TOP         how many functions to list (default 15)
 //   BENCH_PROFILE_DIR         where the .cpuprofile goes (default .bench-results/profiles)
 //   BENCH_PROFILE_TARGET      gateway (default) | bare: profile the bare uWS + net.Socket relay
@@ -18,7 +21,8 @@ import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { formatSummary, readProfile, summarizeProfile } from './cpuprofile.js';
 import { type Child, installCleanup, startChild } from './lib/children.js';
-import { cpuSeconds, statusMiB } from './lib/proc.js';
+import { measureStreams, type Target } from './lib/client.js';
+import { cpuSeconds, cpuTimes, statusMiB, threadCpu } from './lib/proc.js';
 import { choiceEnv, intEnv } from './lib/settings.js';
 import { BENCH_SLUG, BENCH_TOKEN, INFER_PATH, INFER_REQUEST, STREAM_PATH } from './lib/workload.js';
 
@@ -27,7 +31,9 @@ const warmupS = intEnv('BENCH_WARMUP_S', 2, 0, 600);
 const connections = intEnv('BENCH_CONNECTIONS', 50, 1, 10_000);
 const top = intEnv('BENCH_PROFILE_TOP', 15, 1, 1_000);
 const logLevel = choiceEnv('BENCH_LOG_LEVEL', 'warn', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const);
-const workload = choiceEnv('BENCH_PROFILE_WORKLOAD', 'json', ['json', 'sse'] as const);
+const workload = choiceEnv('BENCH_PROFILE_WORKLOAD', 'json', ['json', 'sse', 'tokens'] as const);
+const streams = intEnv('BENCH_PROFILE_STREAMS', 1_000, 1, 10_000);
+const gapMs = intEnv('BENCH_PROFILE_GAP_MS', 100, 1, 60_000);
 const target = choiceEnv('BENCH_PROFILE_TARGET', 'gateway', ['gateway', 'bare'] as const);
 const dir = resolve(process.env['BENCH_PROFILE_DIR'] || join('.bench-results', 'profiles'));
 
@@ -49,33 +55,64 @@ async function main(): Promise<void> {
       execArgv: ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}`],
     });
     children.push(measured);
-    const path = workload === 'json' ? INFER_PATH : `${STREAM_PATH}?tokens=20&gap_ms=0`;
-    const load = (duration: number) =>
-      autocannon({
-        url: `http://127.0.0.1:${measured.port}${target === 'gateway' ? `/api/v1/services/${BENCH_SLUG}/request` : ''}${path}`,
-        method: 'POST',
-        headers: { authorization: `Bearer ${BENCH_TOKEN}`, 'content-type': 'application/json' },
-        body: INFER_REQUEST,
-        connections,
-        duration,
-        pipelining: 1,
-      });
-    if (warmupS > 0) {
-      process.stderr.write(`profile: warm-up ${warmupS} s\n`);
-      await load(warmupS);
+    if (workload === 'tokens') {
+      const t: Target =
+        target === 'gateway'
+          ? { origin: `http://127.0.0.1:${measured.port}`, prefix: `/api/v1/services/${BENCH_SLUG}/request`, headers: { authorization: `Bearer ${BENCH_TOKEN}` } }
+          : { origin: `http://127.0.0.1:${measured.port}`, prefix: '', headers: {} };
+      if (warmupS > 0) {
+        process.stderr.write(`profile: warm-up ${warmupS} s\n`);
+        await measureStreams(t, streams, Math.max(2, Math.round((warmupS * 1000) / gapMs)), gapMs);
+      }
+      const tokens = Math.max(2, Math.round((durationS * 1000) / gapMs));
+      process.stderr.write(`profile: ${target}, ${streams} streams × ${tokens} tokens, a tick every ${gapMs} ms${target === 'gateway' ? `, log level ${logLevel}` : ''}\n`);
+      const cpu0 = cpuTimes(measured.pid);
+      const threads0 = threadCpu(measured.pid);
+      const from = Number(process.hrtime.bigint() / 1000n);
+      const timings = await measureStreams(t, streams, tokens, gapMs);
+      window = [from, Number(process.hrtime.bigint() / 1000n)];
+      const cpu1 = cpuTimes(measured.pid);
+      const threads1 = threadCpu(measured.pid);
+      const delivered = timings.reduce((n, x) => n + x.tokens, 0);
+      const onCpu = cpu0?.onCpuS === undefined || cpu1?.onCpuS === undefined ? Number.NaN : cpu1.onCpuS - cpu0.onCpuS;
+      const perThread = [...threads1]
+        .map(([tid, s1]) => ({ tid, s: s1 - (threads0.get(tid) ?? 0) }))
+        .filter((x) => x.s > 0)
+        .sort((a, b) => b.s - a.s)
+        .map((x) => `${x.tid === measured.pid ? 'main' : x.tid} ${((x.s * 1e6) / delivered).toFixed(1)}`)
+        .join(', ');
+      stats =
+        `${target} under --cpu-prof: ${delivered} tokens; ${target} CPU ${((onCpu * 1e6) / delivered).toFixed(1)} µs/token ` +
+        `(per thread, µs/token: ${perThread}); RSS ${statusMiB(measured.pid, 'VmRSS')?.toFixed(1)} MiB\n(the profiler itself costs some CPU; compare peers with npm run bench, not here)`;
+    } else {
+      const path = workload === 'json' ? INFER_PATH : `${STREAM_PATH}?tokens=20&gap_ms=0`;
+      const load = (duration: number) =>
+        autocannon({
+          url: `http://127.0.0.1:${measured.port}${target === 'gateway' ? `/api/v1/services/${BENCH_SLUG}/request` : ''}${path}`,
+          method: 'POST',
+          headers: { authorization: `Bearer ${BENCH_TOKEN}`, 'content-type': 'application/json' },
+          body: INFER_REQUEST,
+          connections,
+          duration,
+          pipelining: 1,
+        });
+      if (warmupS > 0) {
+        process.stderr.write(`profile: warm-up ${warmupS} s\n`);
+        await load(warmupS);
+      }
+      process.stderr.write(`profile: ${target}, ${workload} load, ${connections} connections × ${durationS} s${target === 'gateway' ? `, log level ${logLevel}` : ''}\n`);
+      const cpu0 = cpuSeconds(measured.pid);
+      const from = Number(process.hrtime.bigint() / 1000n);
+      const r = await load(durationS);
+      window = [from, Number(process.hrtime.bigint() / 1000n)];
+      const cpu1 = cpuSeconds(measured.pid);
+      const cpuS = cpu0 === undefined || cpu1 === undefined ? Number.NaN : cpu1 - cpu0;
+      const requests = Object.values(r.statusCodeStats).reduce((n, v) => n + Number(v.count), 0);
+      stats =
+        `${target} under --cpu-prof: ${Math.round(r.requests.mean)} req/s (mean of per-second samples), latency p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, ` +
+        `errors ${r.errors + r.non2xx}; ${target} CPU ${((cpuS / r.duration) * 100).toFixed(0)}% of a core, ${((cpuS * 1e6) / requests).toFixed(1)} µs/request; ` +
+        `RSS ${statusMiB(measured.pid, 'VmRSS')?.toFixed(1)} MiB\n(the profiler itself costs some throughput; compare peers with npm run bench, not here)`;
     }
-    process.stderr.write(`profile: ${target}, ${workload} load, ${connections} connections × ${durationS} s${target === 'gateway' ? `, log level ${logLevel}` : ''}\n`);
-    const cpu0 = cpuSeconds(measured.pid);
-    const from = Number(process.hrtime.bigint() / 1000n);
-    const r = await load(durationS);
-    window = [from, Number(process.hrtime.bigint() / 1000n)];
-    const cpu1 = cpuSeconds(measured.pid);
-    const cpuS = cpu0 === undefined || cpu1 === undefined ? Number.NaN : cpu1 - cpu0;
-    const requests = Object.values(r.statusCodeStats).reduce((n, v) => n + Number(v.count), 0);
-    stats =
-      `${target} under --cpu-prof: ${Math.round(r.requests.mean)} req/s (mean of per-second samples), latency p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, ` +
-      `errors ${r.errors + r.non2xx}; ${target} CPU ${((cpuS / r.duration) * 100).toFixed(0)}% of a core, ${((cpuS * 1e6) / requests).toFixed(1)} µs/request; ` +
-      `RSS ${statusMiB(measured.pid, 'VmRSS')?.toFixed(1)} MiB\n(the profiler itself costs some throughput; compare peers with npm run bench, not here)`;
   } finally {
     await Promise.all(children.map((c) => c.stop(15_000)));
   }

@@ -50,17 +50,26 @@ export function cpuTimes(pid: number): { user: number; system: number; onCpuS: n
 }
 
 function onCpuSeconds(pid: number): number | undefined {
+  const threads = threadCpu(pid);
+  if (threads.size === 0) return undefined;
+  let s = 0;
+  for (const v of threads.values()) s += v;
+  return s;
+}
+
+/** Thread id → seconds it has run (scheduler's counters), for every live thread of the process. */
+export function threadCpu(pid: number): Map<number, number> {
+  const out = new Map<number, number>();
   try {
-    let ns = 0;
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       try {
-        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+        out.set(Number(tid), Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) / 1e9);
       } catch {
         // the thread ended between the listing and the read
       }
     }
-    return ns / 1e9;
   } catch {
-    return undefined;
+    // no /proc: an empty map
   }
+  return out;
 }
