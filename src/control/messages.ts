@@ -31,7 +31,7 @@ export type ToWorker =
   | { t: 'tokens'; services: { slug: string; tokens: TokenConfig[] }[] }
   | { t: 'drain'; timeoutMs: number }
   | { t: 'close' }
-  | { t: 'metrics'; id: number; text: string; contentType: string };
+  | { t: 'metrics'; id: number; text: string; contentType: string; failed: boolean };
 
 /** Worker → main. */
 export type FromWorker =

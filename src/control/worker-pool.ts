@@ -132,10 +132,11 @@ export class WorkerPool {
         break;
       case 'render':
         this.options.render().then(
-          ({ text, contentType }) => h.post({ t: 'metrics', id: m.id, text, contentType }),
+          ({ text, contentType }) => h.post({ t: 'metrics', id: m.id, text, contentType, failed: false }),
           (err: unknown) => {
             this.options.logger.error({ err }, 'metrics failed');
-            h.post({ t: 'metrics', id: m.id, text: '', contentType: 'text/plain' });
+            // The worker answers 500, as the main thread does when it serves /metrics itself.
+            h.post({ t: 'metrics', id: m.id, text: '', contentType: 'text/plain', failed: true });
           },
         );
         break;

@@ -43,7 +43,8 @@ const views = config.services.map((service, s) => {
   return new ReplicaView(service, new SlotTable(init.slots[s]!), thread, demandLink(s), queues, logger);
 });
 
-const pendingMetrics = new Map<number, (value: { text: string; contentType: string }) => void>();
+/** /metrics scrapes waiting for the main thread's rendering, by id. */
+const pendingMetrics = new Map<number, { resolve: (value: { text: string; contentType: string }) => void; reject: (err: Error) => void }>();
 let lastMetricsId = 0;
 
 const plane = new DataPlane({
@@ -59,9 +60,9 @@ const plane = new DataPlane({
             return Atomics.load(flags, FLAG_DRAINING) === 1;
           },
           metrics: () =>
-            new Promise((resolve) => {
+            new Promise((resolve, reject) => {
               const id = ++lastMetricsId;
-              pendingMetrics.set(id, resolve);
+              pendingMetrics.set(id, { resolve, reject });
               post({ t: 'render', id });
             }),
         }
@@ -130,9 +131,10 @@ port.on('message', (message: ToWorker) => {
       exit(0);
       break;
     case 'metrics': {
-      const resolve = pendingMetrics.get(message.id);
+      const pending = pendingMetrics.get(message.id);
       pendingMetrics.delete(message.id);
-      resolve?.({ text: message.text, contentType: message.contentType });
+      if (message.failed) pending?.reject(new Error('the main thread could not render the metrics'));
+      else pending?.resolve({ text: message.text, contentType: message.contentType });
       break;
     }
   }
