@@ -11,6 +11,8 @@ export type { Logger };
 
 /** Log text is written in batches of this many bytes… */
 const BATCH_BYTES = 16 * 1024;
+/** …gathered in a buffer this large (room for a batch and the line that completes it). */
+const BATCH_CAPACITY = 32 * 1024;
 /** sonic-boom's largest single write (its default, 16 KiB, must stay above minLength). */
 const MAX_WRITE = 64 * 1024;
 /** …or at least this often, so a quiet gateway's lines are not held back. */
@@ -57,12 +59,15 @@ function destroyed(out: SonicBoom): boolean {
  * log text instead of one per line, which at one access-log line per request is most of the cost
  * of logging. Callers flush before exiting (`logger.flush`).
  *
- * Lines are gathered here and handed to sonic-boom 16 KiB at a time: sonic-boom's own `write`
- * measures the UTF-8 length of its whole pending text on every call (`Buffer.byteLength`),
- * which cost about 3 µs per line; appending to a string costs next to nothing.
+ * Each line is encoded into a batch buffer as it comes and sonic-boom gets whole buffers
+ * (`contentMode: 'buffer'`). Appending lines to one string was cheap, but the write then encoded a
+ * rope of thousands of pieces: measured in the gateway under load, 225 to 300 µs per 16 KiB
+ * batch, about 4 µs per request at `info`; a line encoded as it comes costs a fraction of that.
+ * (sonic-boom's own string `write` also measures the UTF-8 length of its whole pending text on
+ * every call.)
  */
 function batchedStdout(): pino.DestinationStream {
-  const out = pino.destination({ fd: 1, sync: false, minLength: BATCH_BYTES, maxWrite: MAX_WRITE });
+  const out = pino.destination({ fd: 1, sync: false, minLength: BATCH_BYTES, maxWrite: MAX_WRITE, contentMode: 'buffer' });
   const batcher = new LineBatcher(out);
   const timer = setInterval(() => {
     if (destroyed(out)) clearInterval(timer);
@@ -75,16 +80,24 @@ function batchedStdout(): pino.DestinationStream {
   return batcher;
 }
 
-/** Gathers lines and passes them to sonic-boom in batches; `flush` passes what is left. */
+/** Gathers lines, encoded, and passes them to sonic-boom in batches; `flush` passes what is left. */
 class LineBatcher implements pino.DestinationStream {
-  private pending = '';
+  private batch = Buffer.allocUnsafe(BATCH_CAPACITY);
+  private used = 0;
 
   constructor(private readonly out: SonicBoom) {}
 
   write(line: string): void {
-    this.pending += line;
-    // UTF-16 units, not bytes: close enough for a batch size.
-    if (this.pending.length >= BATCH_BYTES) this.handOver();
+    // At most 3 UTF-8 bytes per UTF-16 unit: a line that might not fit goes after a hand-over.
+    if (this.used + line.length * 3 > BATCH_CAPACITY) {
+      this.handOver();
+      if (line.length * 3 > BATCH_CAPACITY) {
+        this.pass(Buffer.from(line, 'utf8'));
+        return;
+      }
+    }
+    this.used += this.batch.write(line, this.used, 'utf8');
+    if (this.used >= BATCH_BYTES) this.handOver();
   }
 
   /** What pino's `logger.flush(cb)` calls: everything gathered, then sonic-boom's flush. */
@@ -95,9 +108,16 @@ class LineBatcher implements pino.DestinationStream {
   }
 
   handOver(): void {
-    if (this.pending === '' || destroyed(this.out)) return;
-    const text = this.pending;
-    this.pending = '';
-    this.out.write(text);
+    if (this.used === 0) return;
+    // sonic-boom keeps the buffer until it is written: the next batch gets a new one.
+    const full = this.batch.subarray(0, this.used);
+    this.batch = Buffer.allocUnsafe(BATCH_CAPACITY);
+    this.used = 0;
+    this.pass(full);
+  }
+
+  private pass(bytes: Buffer): void {
+    // sonic-boom's typings know strings only; in buffer content mode it takes Buffers.
+    if (!destroyed(this.out)) this.out.write(bytes as unknown as string);
   }
 }

@@ -67,3 +67,21 @@ test('logger.flush(cb) writes what was gathered; lines of a quiet logger still a
     ['two'],
   );
 });
+
+test('lines of any size and any characters arrive whole and in order: multi-byte UTF-8, and lines larger than a batch', async () => {
+  const stdout = await runChild(`
+    const big = 'x'.repeat(40 * 1024);
+    for (let i = 0; i < 3000; i++) {
+      if (i % 500 === 7) logger.info({ i, big }, 'big');
+      else logger.info({ i, text: 'café ☕ 日本語 🚀'.repeat(i % 5) }, 'utf8');
+    }
+    process.exit(0);
+  `);
+  const lines = parse(stdout);
+  assert.equal(lines.length, 3000);
+  lines.forEach((line, i) => {
+    assert.equal(line['i'], i);
+    if (i % 500 === 7) assert.equal((line['big'] as string).length, 40 * 1024);
+    else assert.equal(line['text'], 'café ☕ 日本語 🚀'.repeat(i % 5));
+  });
+});
