@@ -14,17 +14,22 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { ServiceConfig } from '../config-types.js';
 import { RelayError } from '../errors.js';
+import type { Interruption, StreamCounters } from '../metrics/request-counters.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamConnection, UpstreamHandler } from '../upstream/connection.js';
 import { requestHead } from '../upstream/request-head.js';
 import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
 import type { CallerHeaders } from './headers.js';
+import { isEventStream } from './sse-events.js';
+import { interruptionOf, StreamTiming } from './stream-timing.js';
 
 /** What a relayed request needs to know about its service (rebuilt on token reload). */
 export interface ServiceRuntime {
   readonly config: ServiceConfig;
   readonly replicas: ReplicaSet;
+  /** This thread's counters of the service's streamed answers. */
+  readonly streams: StreamCounters;
 }
 
 /** How a request ended, for logs and metrics. */
@@ -42,6 +47,8 @@ export type Outcome =
 
 /** Told once per request, when it is over. */
 export interface RelayObserver {
+  /** The gateway is closing its connections: a response cut now was cut by it, not by its caller. */
+  readonly closing: boolean;
   onRelayFinished(request: RelayRequest): void;
 }
 
@@ -70,6 +77,10 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   error: RelayError | undefined = undefined;
   /** The request was sent again after the first replica could not be reached. */
   retried = false;
+  /** The events of an answer with Content-Type text/event-stream, as they are relayed. */
+  stream: StreamTiming | undefined = undefined;
+  /** Why that answer was cut after its status line, if it was. */
+  private interruption: Interruption | undefined = undefined;
 
   /** The connection carrying the exchange, once it is ready. */
   private connection: UpstreamConnection | undefined = undefined;
@@ -189,9 +200,12 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.phase = 'receiving';
     const bodyless = this.method === 'HEAD' || status === 204 || status === 304;
     this.downstream.begin(status, contentType, contentLength, bodyless, this.body.closesAfterAnswer);
+    // The one look at the answer's type: only a stream of events pays for finding them.
+    if (!bodyless && isEventStream(contentType)) this.stream = new StreamTiming(this.service.streams, this.startedAt);
   }
 
   onUpstreamData(chunk: Buffer): boolean {
+    if (this.stream !== undefined && !this.downstream.closed) this.stream.written(chunk);
     return this.downstream.write(chunk);
   }
 
@@ -225,6 +239,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     }
     if (this.phase === 'receiving' && this.downstream.headersSent) {
       // The status line was relayed: the caller must be able to tell the answer is incomplete.
+      if (this.stream !== undefined) this.interruption = interruptionOf(error);
       this.body.stop();
       this.downstream.truncate();
       const tooLarge = error.code === 'payload_too_large';
@@ -270,22 +285,17 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.callerGone = true;
     this.downstream.aborted();
     this.body.stop();
-    switch (this.phase) {
-      case 'queued':
-      case 'waiting':
-        this.finish('client_closed', undefined, 'ok');
-        return;
-      case 'sending':
-      case 'receiving':
-        // Without a connection or a pending one, the exchange is already over and whoever ended
-        // it (a truncation closes the caller's connection from inside `upstreamFailed`) finishes.
-        if (this.connection === undefined && !this.inPool) return;
-        this.abortUpstream();
-        this.finish('client_closed', undefined, 'ok');
-        return;
-      case 'done':
-        return;
+    if (this.phase === 'done') return;
+    // Without a connection or a pending one, an exchange under way is already over and whoever
+    // ended it (a truncation closes the caller's connection from inside `upstreamFailed`) finishes.
+    if ((this.phase === 'sending' || this.phase === 'receiving') && this.connection === undefined && !this.inPool) return;
+    if (this.observer.closing) {
+      // The gateway closed the connection (its drain ran out of time, or it was closed): the caller did not leave.
+      if (this.stream !== undefined) this.interruption = 'draining';
+      this.finish('draining', new RelayError('draining'), 'ok');
+      return;
     }
+    this.finish('client_closed', undefined, 'ok');
   }
 
   /** Answers with one of Sluice's errors (or truncates, if the relayed status was sent). */
@@ -311,6 +321,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.phase = 'done';
     this.outcome = outcome;
     this.error = error;
+    this.stream?.closed(this.interruption);
     const replica = this.replica;
     if (replica !== undefined) {
       this.replica = undefined;
