@@ -153,6 +153,7 @@ function accessLine(r: RelayRequest, status: number, ttfbMs: number, ms: number)
     ms: round(ms),
     queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,
     retried: r.retried || undefined,
+    keptAlive: r.downstream.keptAlive || undefined,
     events: stream?.events,
     firstEventMs: stream === undefined || stream.events === 0 ? undefined : round(stream.firstEventMs),
     maxGapMs: stream === undefined || stream.events < 2 ? undefined : round(stream.maxGapMs),
