@@ -73,7 +73,7 @@ function requestLines(tg: TestGateway): Record<string, unknown>[] {
 }
 
 for (const workers of [1, 2]) {
-  describe(`workers: ${workers}`, () => {
+  describe(`workers: ${workers}`, { timeout: 60_000 }, () => {
     test('through a cold start: the OpenAI SDK and curl read comments and then every event to the end; a request without "stream" waits as before', async () => {
       const { tg, open } = await cold(workers);
       const client = new OpenAI({ baseURL: tg.url('/v1', 'llm'), apiKey: TEST_TOKEN, maxRetries: 0, timeout: 30_000 });

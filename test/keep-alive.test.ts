@@ -19,11 +19,11 @@ after(async () => {
 });
 
 /** Service `on` keeps requests alive, `off` does not; both relay to the same scripted replica. */
-async function setup(workers: number, service: Record<string, unknown> = {}): Promise<{ tg: TestGateway; replica: SseReplica }> {
+async function setup(workers: number, service: Record<string, unknown> = {}, extra: Record<string, unknown> = {}): Promise<{ tg: TestGateway; replica: SseReplica }> {
   const replica = await startSseReplica();
   const on = rawService({ urls: [replica.url] }, { slug: 'on', ...service, queue: { keepAliveMs: KEEP_ALIVE_MS } });
   const off = rawService({ urls: [replica.url] }, { slug: 'off', ...service });
-  const tg = await startTestGateway([on, off], { workers });
+  const tg = await startTestGateway([on, off], { workers, ...extra });
   cleanups.push(async () => {
     await tg.close();
     await replica.close();
@@ -44,7 +44,7 @@ async function accessLine(tg: TestGateway, id: string): Promise<Record<string, u
 const EVENTS = 'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\ndata: {"choices":[{"delta":{"content":"!"}}]}\n\ndata: [DONE]\n\n';
 
 for (const workers of [1, 2]) {
-  describe(`workers: ${workers}`, () => {
+  describe(`workers: ${workers}`, { timeout: 60_000 }, () => {
     test('a request for a stream still waiting after keepAliveMs: 200 event-stream, a comment every keepAliveMs, then the replica\'s events', async () => {
       const { tg } = await setup(workers);
       const script: StreamScript = { headDelayMs: 1_000, pieces: [[0, EVENTS]] };
@@ -188,6 +188,22 @@ for (const workers of [1, 2]) {
       assert.equal(line.keptAlive, true);
       await eventually(() => replica.abandoned === 1, 5_000, 'the replica\'s request closed');
       assert.equal(await metric(tg, 'sluice_requests_total{service="on",status="499",outcome="client_closed"}'), 1);
+    });
+
+    test('a kept-alive request still waiting for its replica when the drain runs out is cut, and logged as 503 draining', async () => {
+      const { tg } = await setup(workers, {}, { drainTimeoutMs: 300 });
+      const reading = readStream(tg.url('/v1/chat/completions', 'on'), asking({ head: 'hang', pieces: [] }));
+      await eventually(async () => (await metric(tg, 'sluice_inflight_requests')) === 1, 5_000, 'the request in flight');
+      await new Promise((resolve) => setTimeout(resolve, KEEP_ALIVE_MS + 150));
+      await tg.gateway.drain();
+      const read = await reading;
+      assert.equal(read.status, 200);
+      assert.equal(read.ending, 'cut');
+      assert.ok(waitingComments(read).length >= 1);
+      const line = await accessLine(tg, read.id);
+      assert.equal(line.status, 503, 'not the 200 of the comments: the answer never came');
+      assert.equal(line.outcome, 'draining');
+      assert.equal(line.keptAlive, true);
     });
   });
 }

@@ -108,7 +108,7 @@ function randomPieces(text: string): [number, string][] {
 }
 
 for (const workers of [1, 2]) {
-  describe(`workers: ${workers}`, () => {
+  describe(`workers: ${workers}`, { timeout: 60_000 }, () => {
     test('events split anywhere over reads are counted once: random cuts through real sockets match the reference count', async () => {
       const { tg } = await setup(workers);
       let expectedTotal = 0;

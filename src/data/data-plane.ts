@@ -83,7 +83,7 @@ export class DataPlane implements FrontEndOwner {
     this.inflight -= 1;
     const now = performance.now();
     const d = r.downstream;
-    const status = r.outcome === 'client_closed' ? 499 : d.headersSent ? d.statusCode : (r.error?.status ?? 500);
+    const status = r.outcome === 'client_closed' ? 499 : d.answered ? d.statusCode : (r.error?.status ?? 500);
     const ttfbMs = d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1;
     const ms = now - r.startedAt;
     this.counter.finished(r.slug, status, r.outcome, r.body.received, d.bytesOut, ttfbMs / 1000, ms / 1000);

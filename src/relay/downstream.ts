@@ -52,6 +52,8 @@ export class Downstream {
   private readonly corkedWrite = (): void => this.writeNow(this.chunk);
   /** A kept-alive request: the replica's event stream continues the response. */
   private continued = false;
+  /** A kept-alive request: ended with an error event. */
+  private errorEventSent = false;
 
   constructor(
     private readonly res: HttpResponse,
@@ -133,12 +135,21 @@ export class Downstream {
   }
 
   /**
+   * The caller was told the answer's status (`statusCode`): by its status line, or after
+   * keep-alive comments by the replica's stream or an error event.
+   */
+  get answered(): boolean {
+    return this.keptAlive ? this.continued || this.errorEventSent : this.headersSent;
+  }
+
+  /**
    * Ends a kept-alive response with one `error` event (`json`: an error body) and a clean end;
    * `status` is the answer's real status, for the access line and the metrics.
    */
   endWithErrorEvent(status: number, json: string): void {
     if (this.closed) return;
     this.closed = true;
+    this.errorEventSent = true;
     this.status = status;
     this.firstByteAt = performance.now();
     this.listener.onResponseEnding();
@@ -158,11 +169,13 @@ export class Downstream {
 
   /**
    * Sends one of Sluice's own errors (no body for HEAD; an error event after keep-alive comments),
-   * or truncates if the relayed status was sent. The connection is not closed here: with `closeLater` (the caller is still sending a body
-   * Sluice stopped reading: CallerBody.endUpload) the error says `Connection: close` and uWS's idle
-   * timer closes the connection; closing at once with the caller's bytes unread would make the
-   * kernel reset the connection, and a reset can destroy the error in the caller's receive buffer
-   * before the caller reads it (RFC 9112 section 9.6).
+   * or truncates if the relayed status was sent. The connection is not closed here: with
+   * `closeLater` (the caller is still sending a body Sluice stopped reading: CallerBody.endUpload)
+   * the error says `Connection: close` and uWS's idle timer closes the connection; closing at once
+   * with the caller's bytes unread would make the kernel reset the connection, and a reset can
+   * destroy the error in the caller's receive buffer before the caller reads it (RFC 9112 section
+   * 9.6). After keep-alive comments no header can be added: the socket stays paused as well, and
+   * the idle timer closes it.
    */
   error(err: RelayError, head: boolean, closeLater: boolean): void {
     if (this.closed) return;
