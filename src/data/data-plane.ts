@@ -113,10 +113,13 @@ export class DataPlane implements FrontEndOwner {
     this.idleWaiter = undefined;
   }
 
-  /** Closes the listener and every connection (what is still in flight ends as `draining`). */
-  close(): void {
+  /**
+   * Closes the listener and every connection. What is still in flight ends as `draining` when the
+   * gateway shuts down, and as before (`client_closed`) when this thread fails (`failed`).
+   */
+  close(failed = false): void {
     this.stopAccepting();
-    this.closing = true;
+    this.closing = !failed;
     this.app.close();
   }
 
