@@ -105,9 +105,9 @@ function render(item, status) {
   flashIfChanged(f.queued, String(status.queued));
   set(f.inflight, String(status.inflight));
   set(f.rps, formatRate(status.requestsPerSecond));
-  set(f.ttfb, `${formatMs(status.ttfbMs.p50)} / ${formatMs(status.ttfbMs.p99)}`);
-  set(f.firstEvent, `${formatMs(status.stream.firstEventMs.p50)} / ${formatMs(status.stream.firstEventMs.p99)}`);
-  set(f.betweenEvents, `${formatMs(status.stream.betweenEventsMs.p50)} / ${formatMs(status.stream.betweenEventsMs.p99)}`);
+  set(f.ttfb, formatQuantiles(status.ttfbMs));
+  set(f.firstEvent, formatQuantiles(status.stream.firstEventMs));
+  set(f.betweenEvents, formatQuantiles(status.stream.betweenEventsMs));
   set(f.errors, status.lastMinute.errors === 0 ? `0 of ${status.lastMinute.requests}` : `${status.lastMinute.errors} of ${status.lastMinute.requests}`);
   f.errors.classList.toggle('has-errors', status.lastMinute.errors > 0);
   drawCharts(item);
@@ -142,6 +142,15 @@ function replicasText(replicas) {
 function formatRate(rps) {
   if (rps === 0) return '0';
   return rps < 10 ? rps.toFixed(1) : String(Math.round(rps));
+}
+
+/** p50 and p99 as `38 / 50 ms` (one unit when they share it) or `375 ms / 1.20 s`. */
+function formatQuantiles({ p50, p99 }) {
+  const a = formatMs(p50);
+  const b = formatMs(p99);
+  const unit = (text) => text.slice(text.lastIndexOf(' '));
+  if (p50 !== null && p99 !== null && unit(a) === unit(b)) return `${a.slice(0, a.lastIndexOf(' '))} / ${b}`;
+  return `${a} / ${b}`;
 }
 
 function formatMs(ms) {
