@@ -56,7 +56,7 @@ for (const workers of [1, 2]) {
         assert.equal(read.headers['content-type'], 'text/event-stream');
         assert.equal(read.ending, 'clean');
         const comments = waitingComments(read);
-        assert.ok(comments.length >= 3 && comments.length <= 6, `comments while the replica took 1 s: ${comments.length}`);
+        assert.ok(comments.length >= 3 && comments.length <= 8, `comments while the replica took 1 s: ${comments.length}`);
         assert.equal(read.text, WAITING.repeat(comments.length) + EVENTS, 'comments, then the replica\'s events as they were');
         assert.ok(comments[0]! >= KEEP_ALIVE_MS - 20 && comments[0]! < KEEP_ALIVE_MS + 400, `the first comment after keepAliveMs: ${comments[0]} ms`);
         for (let i = 1; i < comments.length; i++) assert.ok(comments[i]! - comments[i - 1]! >= KEEP_ALIVE_MS - 60, `comments keepAliveMs apart: ${comments.join(', ')}`);
@@ -144,7 +144,7 @@ for (const workers of [1, 2]) {
       assert.equal(timeout.ending, 'clean');
       assert.equal(errorEvent(timeout.text)!.error.code, 'upstream_timeout');
       const done = timeout.chunks.at(-1)!.at;
-      assert.ok(done >= 650 && done < 1_300, `cut off at responseHeadersMs as without comments: ${done} ms`);
+      assert.ok(done >= 650 && done < 1_500, `cut off at responseHeadersMs as without comments: ${done} ms`);
       assert.ok(waitingComments(timeout).length >= 2);
       const timeoutLine = await accessLine(tg, timeout.id);
       assert.equal(timeoutLine.status, 504);
