@@ -233,7 +233,7 @@ for (const workers of [1, 2]) {
       const { tg } = await cold(workers, { command: [process.execPath, RECORDING_REPLICA], env: { START_DELAY_MS: '1500', RECORD_FILE: file } });
       const read = await readStream(tg.url('/v1/chat/completions', 'llm'), CHAT(true), {}, (_, soFar) => soFar.split(WAITING).length > 2);
       assert.equal(read.status, 200);
-      assert.equal(waitingComments(read).length, 2);
+      assert.equal(waitingComments(read).length, 2, `${read.ending}: ${JSON.stringify(read.text)}`);
       const line = await accessLine(tg, read.id);
       assert.equal(line.status, 499);
       assert.equal(line.outcome, 'client_closed');
