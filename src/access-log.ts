@@ -25,6 +25,12 @@ export interface AccessLine {
   ms: number;
   queuedMs: number | undefined;
   retried: true | undefined;
+  /** The request got `200 text/event-stream` and keep-alive comments while it waited. */
+  keptAlive: true | undefined;
+  /** A streamed answer (text/event-stream): its events, time to the first, longest gap (ms). */
+  events: number | undefined;
+  firstEventMs: number | undefined;
+  maxGapMs: number | undefined;
   err: object | undefined;
 }
 
@@ -32,7 +38,7 @@ const INFO = 30;
 const WARN = 40;
 const MESSAGE = 'request';
 /** The keys the fast path writes (a line with `err` goes through pino and its `err` serializer). */
-const KEYS: readonly string[] = ['reqId', 'service', 'tokenName', 'method', 'path', 'status', 'outcome', 'bytesIn', 'bytesOut', 'ttfbMs', 'ms', 'queuedMs', 'retried', 'msg'];
+const KEYS: readonly string[] = ['reqId', 'service', 'tokenName', 'method', 'path', 'status', 'outcome', 'bytesIn', 'bytesOut', 'ttfbMs', 'ms', 'queuedMs', 'retried', 'keptAlive', 'events', 'firstEventMs', 'maxGapMs', 'msg'];
 
 /** pino's internals this reads: all exported as `pino.symbols`. */
 interface PinoInternals {
@@ -75,6 +81,10 @@ export class AccessLog {
     s += `,"ms":${millis(line.ms)}`;
     if (line.queuedMs !== undefined) s += `,"queuedMs":${millis(line.queuedMs)}`;
     if (line.retried !== undefined) s += ',"retried":true';
+    if (line.keptAlive !== undefined) s += ',"keptAlive":true';
+    if (line.events !== undefined) s += `,"events":${num(line.events)}`;
+    if (line.firstEventMs !== undefined) s += `,"firstEventMs":${millis(line.firstEventMs)}`;
+    if (line.maxGapMs !== undefined) s += `,"maxGapMs":${millis(line.maxGapMs)}`;
     s += `,"msg":"${MESSAGE}"` + (p[S['endSym']!] as string);
     (p[S['streamSym']!] as pino.DestinationStream).write(s);
   }

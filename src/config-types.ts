@@ -55,7 +55,8 @@ export interface ServiceConfig {
   forwardHeaders: string[];
   maxRequestBytes: number;
   timeouts: { responseHeadersMs: number; bodyIdleMs: number };
-  queue: { maxRequests: number; maxWaitMs: number };
+  /** `keepAliveMs`: a waiting request for a streamed answer gets `200` and comments this often (0: off). */
+  queue: { maxRequests: number; maxWaitMs: number; keepAliveMs: number };
   replicas: ReplicasConfig;
 }
 

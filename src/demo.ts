@@ -128,6 +128,14 @@ function displayHost(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
+/** What a streamed request during the cold start shows, when the service keeps such requests alive. */
+function keepAliveNote(service: ServiceConfig, staticReplica: boolean): string[] | undefined {
+  const ms = service.queue.keepAliveMs;
+  if (ms === 0 || staticReplica) return undefined;
+  const every = ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+  return [`  While the model loads, the stream shows a ': waiting for a replica' comment every ${every},`, '  then the tokens.', ''];
+}
+
 function banner(config: Config, service: ServiceConfig, port: number, adminPort: number | undefined, model: ModelServer | undefined): string {
   const scheme = config.listen.tls ? 'https' : 'http';
   const insecure = config.listen.tls ? '-k ' : '';
@@ -160,6 +168,7 @@ function banner(config: Config, service: ServiceConfig, port: number, adminPort:
     '',
     `  curl ${insecure}-N ${chatUrl} ${headers} -d ${body(true)}`,
     '',
+    ...(keepAliveNote(service, model !== undefined) ?? []),
     'The same without streaming:',
     '',
     `  curl ${insecure}${chatUrl} ${headers} -d ${body(false)}`,

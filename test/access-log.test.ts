@@ -32,6 +32,10 @@ function line(over: Partial<AccessLine> = {}): AccessLine {
     ms: 0.5,
     queuedMs: undefined,
     retried: undefined,
+    keptAlive: undefined,
+    events: undefined,
+    firstEventMs: undefined,
+    maxGapMs: undefined,
     err: undefined,
     ...over,
   };
@@ -55,7 +59,8 @@ const CASES: [string, Partial<AccessLine>][] = [
   ['a control character', { path: '/v1/a\tb', tokenName: 'tab\u0001' }],
   ['non-ASCII', { path: '/v1/caf\u00e9/\u2603', tokenName: 'n\u00e4me' }],
   ['a long path with a quote', { path: `/v1/${'x'.repeat(150)}"` }],
-  ['every optional field', { ttfbMs: 12.25, queuedMs: 300.125, retried: true }],
+  ['every optional field', { ttfbMs: 12.25, queuedMs: 300.125, retried: true, keptAlive: true, events: 42, firstEventMs: 812.5, maxGapMs: 61.003 }],
+  ['a streamed answer without events', { events: 0 }],
   ['no first byte', { ttfbMs: undefined, status: 499, outcome: 'client_closed', bytesOut: 0 }],
   ['non-finite numbers', { ms: Number.NaN, ttfbMs: Number.POSITIVE_INFINITY }],
 ];

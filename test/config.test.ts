@@ -65,7 +65,7 @@ test('a minimal config gets every default from the contract', () => {
         forwardHeaders: [],
         maxRequestBytes: 104857600,
         timeouts: { responseHeadersMs: 1200000, bodyIdleMs: 300000 },
-        queue: { maxRequests: 1000, maxWaitMs: 600000 },
+        queue: { maxRequests: 1000, maxWaitMs: 600000, keepAliveMs: 0 },
         replicas: {
           urls: ['http://127.0.0.1:9000'],
           env: {},
@@ -101,7 +101,7 @@ test('a full config keeps every value it sets', (t) => {
         forwardHeaders: ['x-tenant'],
         maxRequestBytes: 1,
         timeouts: { responseHeadersMs: 5, bodyIdleMs: 6 },
-        queue: { maxRequests: 0, maxWaitMs: 7 },
+        queue: { maxRequests: 0, maxWaitMs: 7, keepAliveMs: 15000 },
         replicas: {
           command: ['node', 'server.js', '--port', '{port}'],
           env: { MODEL: 'tiny', THREADS: '4' },
@@ -120,7 +120,7 @@ test('a full config keeps every value it sets', (t) => {
         forwardHeaders: [],
         maxRequestBytes: 10,
         timeouts: { responseHeadersMs: 5, bodyIdleMs: 6 },
-        queue: { maxRequests: 10, maxWaitMs: 7 },
+        queue: { maxRequests: 10, maxWaitMs: 7, keepAliveMs: 100 },
         replicas: {
           kubernetes: { namespace: 'models', deployment: 'llama.v2', service: 'llama', port: 8000, kubeconfig: '/etc/sluice/kubeconfig' },
           env: {},
@@ -240,6 +240,12 @@ const RULES: [name: string, patch: (c: any) => void, key: string, rule: RegExp][
   ],
   ['queue.maxRequests ≥ 0', (c) => (c.services[0].queue = { maxRequests: -1 }), 'services[0].queue.maxRequests', /integer ≥ 0/],
   ['queue.maxWaitMs ≥ 1', (c) => (c.services[0].queue = { maxWaitMs: 0 }), 'services[0].queue.maxWaitMs', /integer ≥ 1/],
+  ...([-1, 1, 99, 1.5, 2 ** 31, '1000', null] as unknown[]).map((v): (typeof RULES)[number] => [
+    `queue.keepAliveMs ${String(v)}`,
+    (c) => (c.services[0].queue = { keepAliveMs: v }),
+    'services[0].queue.keepAliveMs',
+    /must be 0 \(off\) or an integer from 100 to 2147483647/,
+  ]),
   ['replicas required', (c) => delete c.services[0].replicas, 'services[0].replicas', /required/],
   ['replicas needs urls or command', (c) => (c.services[0].replicas = {}), 'services[0].replicas.urls', /static replicas need urls, launched replicas need command/],
   [

@@ -1,5 +1,7 @@
 // Logs people can read: `sluice demo` (what `npm start` runs) prints one human-readable line per
 // event (time, level, message, data), not JSON; `sluice serve` keeps JSON lines for collectors.
+// On the way, the demo's first streamed request shows its cold start: keep-alive comments while
+// the toy model loads, then the tokens.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -44,6 +46,20 @@ test('the demo prints readable log lines: time, level, message and data, no JSON
   const port = await closedPort();
   const demo = run(['demo'], { SLUICE_PORT: String(port) });
   await eventually(() => demo.output().includes('Press Ctrl-C to stop.'), 20_000, 'the demo banner');
+
+  // The banner's streamed request meets the cold start: kept alive with two or three comments
+  // while the toy model loads, then its tokens (the demo config's queue.keepAliveMs).
+  const streamed = await fetch(`http://127.0.0.1:${port}/api/v1/services/demo/request/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${DEV_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'demo', stream: true, messages: [{ role: 'user', content: 'Hello there' }] }),
+  });
+  assert.equal(streamed.status, 200);
+  const events = await streamed.text();
+  const comments = events.split(': waiting for a replica\n\n').length - 1;
+  assert.ok(comments >= 2 && comments <= 4, `comments while the model loads: ${comments}`);
+  assert.ok(events.endsWith('data: [DONE]\n\n'), events);
+  assert.ok(demo.output().includes("': waiting for a replica' comment every 1 s"), 'the banner says what to expect');
 
   // A request: the cold start and the request line are logged.
   const res = await fetch(`http://127.0.0.1:${port}/api/v1/services/demo/request/v1/chat/completions`, {

@@ -1,7 +1,8 @@
 // The service overview page in a real browser (Debian's chromium, driven by playwright-core):
-// it loads with no console errors, lists the services, shows a cold start live, is usable with
-// the keyboard and on a phone, and its Request dialog's examples work when run: the curl lines
-// with a real token filled in by the test (run by bash), the JavaScript ones by node.
+// it loads with no console errors, lists the services, shows a cold start live (and the token
+// latencies of the streams that waited through it), is usable with the keyboard and on a phone,
+// and its Request dialog's examples work when run: the curl lines with a real token filled in by
+// the test (run by bash), the JavaScript ones by node.
 // Screenshots go to .test-output/ (not committed).
 //
 // Without chromium (a developer machine) the test is skipped; with CI=true it must run.
@@ -166,6 +167,19 @@ test('the overview page: services live, a cold start as it happens, and a Reques
   // The queue chart has drawn the three waiting requests.
   const queueChart = await page.locator('tbody.service[data-slug="llm"] [data-chart="queued"] svg').getAttribute('aria-label');
   assert.match(queueChart ?? '', /peak 3/);
+  // The streamed answers' time to first token (the cold start's wait included) and between tokens,
+  // next to TTFB, with their charts; the service that streamed nothing shows none.
+  const QUANTILES = /^[\d.]+( ms| s)? \/ [\d.]+ (ms|s)$/;
+  await page.waitForFunction(
+    (selector) => (document.querySelector(selector)?.textContent ?? '–').startsWith('–') === false,
+    'tbody.service[data-slug="llm"] [data-field="betweenEvents"]',
+    { timeout: 20_000 },
+  );
+  assert.match(await cell(page, 'llm', 'firstEvent'), QUANTILES);
+  assert.match(await cell(page, 'llm', 'betweenEvents'), QUANTILES);
+  assert.equal(await cell(page, 'api', 'firstEvent'), '– / –');
+  const firstTokenChart = await page.locator('tbody.service[data-slug="llm"] [data-chart="firstEvent"] svg').getAttribute('aria-label');
+  assert.match(firstTokenChart ?? '', /^Time to first token over the last 5 minutes: now p50 [\d.]+ (ms|s), p99 [\d.]+ (ms|s)$/);
   await page.screenshot({ path: join(OUTPUT, 'overview-ready.png'), fullPage: true });
 
   // ── the Request dialog, with the keyboard ─────────────────────────────────────────────────

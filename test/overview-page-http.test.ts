@@ -120,7 +120,19 @@ test('/status/events: the chart history first, then a status event with a chart 
   );
   for (const slug of ['api', 'llm']) {
     const point = second.points[slug]!;
-    assert.deepEqual(Object.keys(point).sort(), ['errors', 'inflight', 'queued', 'rps', 't', 'ttfbP50', 'ttfbP99']);
+    assert.deepEqual(Object.keys(point).sort(), [
+      'betweenEventsP50',
+      'betweenEventsP99',
+      'errors',
+      'firstEventP50',
+      'firstEventP99',
+      'inflight',
+      'queued',
+      'rps',
+      't',
+      'ttfbP50',
+      'ttfbP99',
+    ]);
     assert.ok(point.t > 0);
   }
 });

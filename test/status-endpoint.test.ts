@@ -24,7 +24,7 @@ async function post(url: string, body = '{}'): Promise<{ status: number; text: s
   return { status: res.statusCode, text: await res.body.text() };
 }
 
-const KEYS = ['baseUrl', 'inflight', 'kind', 'lastMinute', 'queued', 'replicas', 'requestsPerSecond', 'slug', 'state', 'ttfbMs'];
+const KEYS = ['baseUrl', 'inflight', 'kind', 'lastMinute', 'queued', 'replicas', 'requestsPerSecond', 'slug', 'state', 'stream', 'ttfbMs'];
 
 test('/status: one entry per service with the contract fields, kinds and states, and a base URL that works', async () => {
   const f = await fixture();
@@ -55,6 +55,7 @@ test('/status: one entry per service with the contract fields, kinds and states,
     assert.equal(s.inflight, 0);
     assert.equal(s.requestsPerSecond, 0);
     assert.deepEqual(s.ttfbMs, { p50: null, p99: null });
+    assert.deepEqual(s.stream, { active: 0, eventsPerSecond: 0, firstEventMs: { p50: null, p99: null }, betweenEventsMs: { p50: null, p99: null } });
     assert.deepEqual(s.lastMinute, { requests: 0, errors: 0 });
   }
 

@@ -4,7 +4,7 @@
 // With worker threads the snapshots are the control plane's (ServiceControl) and the counters are
 // the collectors' sums over every thread's store; only this file knows where they come from.
 import type { Metrics } from '../metrics/metrics.js';
-import { LATENCY_BUCKETS } from '../metrics/request-counters.js';
+import { LATENCY_BUCKETS, STREAM_BUCKETS } from '../metrics/request-counters.js';
 
 /** What the overview needs of a service's replicas: the replica set's (or control plane's) read-only view. */
 export interface SnapshotSource {
@@ -38,27 +38,62 @@ export interface ServiceCounters {
   errors: number;
   /** Time to first byte: cumulative count per bucket upper bound (`ttfbBounds`, then +Inf). */
   ttfb: number[];
+  /** Events of streamed answers relayed. */
+  events: number;
+  /** Streamed answers being relayed at the reading (a gauge, not cumulative). */
+  streamsActive: number;
+  /** Time to first event and time between events: cumulative counts per bucket (`streamBounds`, then +Inf). */
+  firstEvent: number[];
+  betweenEvents: number[];
 }
 
 export interface StatusSource {
   /** Upper bounds (seconds) of the time-to-first-byte buckets, without +Inf. */
   readonly ttfbBounds: readonly number[];
+  /** Upper bounds (seconds) of the stream histograms' buckets, without +Inf. */
+  readonly streamBounds: readonly number[];
   now(): LiveService[];
   counters(): Promise<Map<string, ServiceCounters>>;
 }
 
 const REQUESTS = 'sluice_requests_total';
 const TTFB = 'sluice_time_to_first_byte_seconds';
+const EVENTS = 'sluice_stream_events_total';
+const ACTIVE = 'sluice_streams_active';
+const FIRST_EVENT = 'sluice_time_to_first_event_seconds';
+const BETWEEN_EVENTS = 'sluice_time_between_events_seconds';
+
+type Sample = { metricName?: string; labels: Record<string, string | number>; value: number };
 
 /** `services` in config order. */
 export function createStatusSource(services: readonly SnapshotSource[], metrics: Metrics): StatusSource {
-  const ttfbMetric = metrics.registry.getSingleMetric(TTFB);
-  const requestsMetric = metrics.registry.getSingleMetric(REQUESTS);
-  if (ttfbMetric === undefined || requestsMetric === undefined) throw new Error(`metrics ${REQUESTS} and ${TTFB} must be registered`);
+  const metric = (name: string) => {
+    const found = metrics.registry.getSingleMetric(name);
+    if (found === undefined) throw new Error(`metric ${name} must be registered`);
+    return found;
+  };
+  const ttfbMetric = metric(TTFB);
+  const requestsMetric = metric(REQUESTS);
+  const eventsMetric = metric(EVENTS);
+  const activeMetric = metric(ACTIVE);
+  const firstEventMetric = metric(FIRST_EVENT);
+  const betweenEventsMetric = metric(BETWEEN_EVENTS);
   const ttfbBounds = LATENCY_BUCKETS;
+  const streamBounds = STREAM_BUCKETS;
+
+  /** Copies the cumulative buckets of histogram `name` into `into(slug)`, service by service. */
+  const buckets = (samples: readonly Sample[], name: string, bounds: readonly number[], into: (slug: string) => number[]): void => {
+    for (const v of samples) {
+      if (v.metricName !== `${name}_bucket`) continue;
+      const le = v.labels['le'];
+      const i = le === '+Inf' ? bounds.length : bounds.indexOf(Number(le));
+      if (i >= 0) into(String(v.labels['service']))[i] = v.value;
+    }
+  };
 
   return {
     ttfbBounds,
+    streamBounds,
     now() {
       const out: LiveService[] = [];
       for (const service of services) {
@@ -78,24 +113,34 @@ export function createStatusSource(services: readonly SnapshotSource[], metrics:
       const entry = (slug: string): ServiceCounters => {
         let c = out.get(slug);
         if (c === undefined) {
-          c = { requests: 0, errors: 0, ttfb: new Array<number>(ttfbBounds.length + 1).fill(0) };
+          c = {
+            requests: 0,
+            errors: 0,
+            ttfb: new Array<number>(ttfbBounds.length + 1).fill(0),
+            events: 0,
+            streamsActive: 0,
+            firstEvent: new Array<number>(streamBounds.length + 1).fill(0),
+            betweenEvents: new Array<number>(streamBounds.length + 1).fill(0),
+          };
           out.set(slug, c);
         }
         return c;
       };
       for (const service of services) entry(service.snapshot().slug);
-      for (const v of (await requestsMetric.get()).values) {
-        const slug = String(v.labels['service']);
-        const c = entry(slug);
+      // Asked in one turn: the collectors sum the counter stores once for all of them.
+      const [requests, ttfb, firstEvent, betweenEvents, events, active] = await Promise.all(
+        [requestsMetric, ttfbMetric, firstEventMetric, betweenEventsMetric, eventsMetric, activeMetric].map(async (m) => (await m.get()).values as Sample[]),
+      );
+      for (const v of requests!) {
+        const c = entry(String(v.labels['service']));
         c.requests += v.value;
         if (Number(v.labels['status']) >= 500) c.errors += v.value;
       }
-      for (const v of (await ttfbMetric.get()).values as ReadonlyArray<{ metricName?: string; labels: Record<string, string | number>; value: number }>) {
-        if (v.metricName !== `${TTFB}_bucket`) continue;
-        const le = v.labels['le'];
-        const i = le === '+Inf' ? ttfbBounds.length : ttfbBounds.indexOf(Number(le));
-        if (i >= 0) entry(String(v.labels['service'])).ttfb[i] = v.value;
-      }
+      buckets(ttfb!, TTFB, ttfbBounds, (slug) => entry(slug).ttfb);
+      buckets(firstEvent!, FIRST_EVENT, streamBounds, (slug) => entry(slug).firstEvent);
+      buckets(betweenEvents!, BETWEEN_EVENTS, streamBounds, (slug) => entry(slug).betweenEvents);
+      for (const v of events!) entry(String(v.labels['service'])).events = v.value;
+      for (const v of active!) entry(String(v.labels['service'])).streamsActive = v.value;
       return out;
     },
   };

@@ -1,9 +1,10 @@
 // `GET /status` (contract section 9) and the figures of the service overview page.
 //
 // What is true now (state, replicas, queue, in flight) is read from the replica sets at each call.
-// What happened (requests per second, time to first byte, errors) comes from the counters the
-// relay already keeps: a sampler reads them once a second into a ring of the last five minutes,
-// and the figures are differences between samples. The hot path pays nothing for any of it.
+// What happened (requests per second, time to first byte, errors, streamed events and their
+// timing) comes from the counters the relay already keeps: a sampler reads them once a second
+// into a ring of the last five minutes, and the figures are differences between samples (for a
+// histogram, of its bucket counts). The hot path pays nothing for any of it.
 import type { Config } from '../config-types.js';
 import type { Logger } from '../log.js';
 import type { LiveService, ServiceCounters, StatusSource } from './status-source.js';
@@ -18,8 +19,8 @@ const HISTORY = 300;
 const RATE_WINDOW = 10;
 /** Time to first byte and errors cover the last minute. */
 const MINUTE_WINDOW = 60;
-/** A chart point's time-to-first-byte quantiles cover this many samples. */
-const POINT_TTFB_WINDOW = 10;
+/** A chart point's quantiles (time to first byte, to first event, between events) cover this many samples. */
+const POINT_WINDOW = 10;
 
 export interface ServiceStatus {
   slug: string;
@@ -34,6 +35,22 @@ export interface ServiceStatus {
   /** Time to first byte over the last minute, in ms; null without requests. */
   ttfbMs: { p50: number | null; p99: number | null };
   lastMinute: { requests: number; errors: number };
+  /** Streamed answers (text/event-stream): relayed now, and their events over the last minute. */
+  stream: StreamStatus;
+}
+
+export interface StreamStatus {
+  /** Streams being relayed (at the last sample, at most a second old). */
+  active: number;
+  eventsPerSecond: number;
+  /** Time to first event (token) and between events, in ms; null without events. */
+  firstEventMs: Quantiles;
+  betweenEventsMs: Quantiles;
+}
+
+interface Quantiles {
+  p50: number | null;
+  p99: number | null;
 }
 
 /** One point of a service's charts, one per sample. */
@@ -46,6 +63,11 @@ export interface ChartPoint {
   ttfbP50: number | null;
   ttfbP99: number | null;
   errors: number;
+  /** Time to first event and between events of streamed answers, over the same window as TTFB. */
+  firstEventP50: number | null;
+  firstEventP99: number | null;
+  betweenEventsP50: number | null;
+  betweenEventsP99: number | null;
 }
 
 /** The rows always present in `replicas`, even at zero, so a reader sees stable keys. */
@@ -65,14 +87,20 @@ class Ring {
   readonly errors = new Float64Array(HISTORY);
   readonly queued = new Float64Array(HISTORY);
   readonly inflight = new Float64Array(HISTORY);
-  readonly ttfb: Float64Array;
+  readonly events = new Float64Array(HISTORY);
+  readonly streamsActive = new Float64Array(HISTORY);
+  readonly ttfb: Histories;
+  readonly firstEvent: Histories;
+  readonly betweenEvents: Histories;
   /** The chart point of each sample, computed once when it is taken. */
   readonly points: ChartPoint[] = [];
   /** Samples written so far (the newest is at `(count - 1) % HISTORY`). */
   count = 0;
 
-  constructor(readonly buckets: number) {
-    this.ttfb = new Float64Array(HISTORY * buckets);
+  constructor(ttfbBounds: readonly number[], streamBounds: readonly number[]) {
+    this.ttfb = new Histories(ttfbBounds);
+    this.firstEvent = new Histories(streamBounds);
+    this.betweenEvents = new Histories(streamBounds);
   }
 
   push(t: number, c: ServiceCounters, live: LiveService | undefined): void {
@@ -82,7 +110,11 @@ class Ring {
     this.errors[i] = c.errors;
     this.queued[i] = live?.queued ?? 0;
     this.inflight[i] = live?.inflight ?? 0;
-    this.ttfb.set(c.ttfb, i * this.buckets);
+    this.events[i] = c.events;
+    this.streamsActive[i] = c.streamsActive;
+    this.ttfb.set(i, c.ttfb);
+    this.firstEvent.set(i, c.firstEvent);
+    this.betweenEvents.set(i, c.betweenEvents);
     this.count += 1;
   }
 
@@ -91,6 +123,29 @@ class Ring {
     const kept = Math.min(this.count, HISTORY);
     const b = Math.min(back, kept - 1);
     return (this.count - 1 - b) % HISTORY;
+  }
+}
+
+/** One histogram's cumulative bucket counts at each sample of a ring. */
+class Histories {
+  private readonly n: number;
+  private readonly counts: Float64Array;
+
+  constructor(readonly bounds: readonly number[]) {
+    this.n = bounds.length + 1;
+    this.counts = new Float64Array(HISTORY * this.n);
+  }
+
+  set(slot: number, cumulative: readonly number[]): void {
+    this.counts.set(cumulative, slot * this.n);
+  }
+
+  /** p50 and p99 in ms of what was observed between the samples in slots `from` and `to`. */
+  quantiles(from: number, to: number): Quantiles {
+    const n = this.n;
+    const delta = new Float64Array(n);
+    for (let b = 0; b < n; b++) delta[b] = this.counts[to * n + b]! - this.counts[from * n + b]!;
+    return { p50: ms(quantile(0.5, this.bounds, delta)), p99: ms(quantile(0.99, this.bounds, delta)) };
   }
 }
 
@@ -128,14 +183,12 @@ export interface StatusBoardOptions {
 
 export class StatusBoard {
   private readonly rings = new Map<string, Ring>();
-  private readonly bounds: readonly number[];
   private readonly timer: NodeJS.Timeout;
   private sampling = false;
   private lastError = 0;
 
   constructor(private readonly options: StatusBoardOptions) {
-    this.bounds = options.source.ttfbBounds;
-    for (const s of options.config.services) this.rings.set(s.slug, new Ring(this.bounds.length + 1));
+    for (const s of options.config.services) this.rings.set(s.slug, new Ring(options.source.ttfbBounds, options.source.streamBounds));
     this.timer = setInterval(() => void this.sample(), SAMPLE_INTERVAL_MS).unref();
     void this.sample();
   }
@@ -197,18 +250,32 @@ export class StatusBoard {
   }
 
   /** Rolling figures of one service from its samples. */
-  private figures(slug: string): Pick<ServiceStatus, 'requestsPerSecond' | 'ttfbMs' | 'lastMinute'> {
+  private figures(slug: string): Pick<ServiceStatus, 'requestsPerSecond' | 'ttfbMs' | 'lastMinute' | 'stream'> {
     const ring = this.rings.get(slug);
-    if (ring === undefined || ring.count === 0) return { requestsPerSecond: 0, ttfbMs: { p50: null, p99: null }, lastMinute: { requests: 0, errors: 0 } };
+    if (ring === undefined || ring.count === 0) {
+      const none = { p50: null, p99: null };
+      return {
+        requestsPerSecond: 0,
+        ttfbMs: none,
+        lastMinute: { requests: 0, errors: 0 },
+        stream: { active: 0, eventsPerSecond: 0, firstEventMs: none, betweenEventsMs: none },
+      };
+    }
     const now = ring.slot(0);
     const rateFrom = ring.slot(RATE_WINDOW);
     const minuteFrom = ring.slot(MINUTE_WINDOW);
     const seconds = (ring.t[now]! - ring.t[rateFrom]!) / 1000;
-    const delta = this.ttfbDelta(ring, minuteFrom, now);
+    const minute = (ring.t[now]! - ring.t[minuteFrom]!) / 1000;
     return {
       requestsPerSecond: seconds > 0 ? round((ring.requests[now]! - ring.requests[rateFrom]!) / seconds, 2) : 0,
-      ttfbMs: { p50: ms(quantile(0.5, this.bounds, delta)), p99: ms(quantile(0.99, this.bounds, delta)) },
+      ttfbMs: ring.ttfb.quantiles(minuteFrom, now),
       lastMinute: { requests: ring.requests[now]! - ring.requests[minuteFrom]!, errors: ring.errors[now]! - ring.errors[minuteFrom]! },
+      stream: {
+        active: ring.streamsActive[now]!,
+        eventsPerSecond: minute > 0 ? round((ring.events[now]! - ring.events[minuteFrom]!) / minute, 2) : 0,
+        firstEventMs: ring.firstEvent.quantiles(minuteFrom, now),
+        betweenEventsMs: ring.betweenEvents.quantiles(minuteFrom, now),
+      },
     };
   }
 
@@ -234,23 +301,23 @@ export class StatusBoard {
     const i = ring.slot(back);
     const prev = ring.slot(back + 1);
     const seconds = (ring.t[i]! - ring.t[prev]!) / 1000;
-    const delta = this.ttfbDelta(ring, ring.slot(back + POINT_TTFB_WINDOW), i);
+    const from = ring.slot(back + POINT_WINDOW);
+    const ttfb = ring.ttfb.quantiles(from, i);
+    const firstEvent = ring.firstEvent.quantiles(from, i);
+    const betweenEvents = ring.betweenEvents.quantiles(from, i);
     return {
       t: ring.t[i]!,
       rps: seconds > 0 ? round((ring.requests[i]! - ring.requests[prev]!) / seconds, 2) : 0,
       queued: ring.queued[i]!,
       inflight: ring.inflight[i]!,
-      ttfbP50: ms(quantile(0.5, this.bounds, delta)),
-      ttfbP99: ms(quantile(0.99, this.bounds, delta)),
+      ttfbP50: ttfb.p50,
+      ttfbP99: ttfb.p99,
       errors: ring.errors[i]! - ring.errors[prev]!,
+      firstEventP50: firstEvent.p50,
+      firstEventP99: firstEvent.p99,
+      betweenEventsP50: betweenEvents.p50,
+      betweenEventsP99: betweenEvents.p99,
     };
-  }
-
-  private ttfbDelta(ring: Ring, from: number, to: number): Float64Array {
-    const n = ring.buckets;
-    const out = new Float64Array(n);
-    for (let b = 0; b < n; b++) out[b] = ring.ttfb[to * n + b]! - ring.ttfb[from * n + b]!;
-    return out;
   }
 
   private relayOrigin(host: string | undefined): string {

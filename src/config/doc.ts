@@ -43,6 +43,7 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'services[].timeouts.bodyIdleMs': 'longest silence inside the replica’s body before it is cut',
   'services[].queue.maxRequests': 'requests that may wait for a replica; more get `503 queue_full`',
   'services[].queue.maxWaitMs': 'longest wait in the queue; then `503 no_replica`',
+  'services[].queue.keepAliveMs': 'a request for a streamed answer still waiting for the replica after this long gets `200 text/event-stream` and a `: waiting for a replica` comment this often (section "Streamed answers"); 0 = off',
   'services[].replicas.urls': 'replicas running elsewhere (static)',
   'services[].replicas.command': 'program and arguments Sluice starts for each replica (launched); `{port}` becomes its port',
   'services[].replicas.kubernetes': 'replicas are the pods behind a Kubernetes Service, of a Deployment Sluice scales (section "Sluice on Kubernetes")',

@@ -9,6 +9,8 @@ import { z } from 'zod';
 
 /** The longest delay `setTimeout` honours; a longer one fires at once (Node warns and uses 1 ms). */
 export const MAX_DURATION_MS = 2_147_483_647;
+/** The shortest `queue.keepAliveMs`: the keep-alive comments go out on a 100 ms tick. */
+export const MIN_KEEP_ALIVE_MS = 100;
 
 export const SLUG_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 /** RFC 9110 section 5.6.2 `token`: method names and header field names. */
@@ -62,6 +64,7 @@ export const DEFAULTS = {
   bodyIdleMs: 300_000,
   queueMaxRequests: 1000,
   queueMaxWaitMs: 600_000,
+  queueKeepAliveMs: 0,
   startTimeoutMs: 600_000,
   min: 0,
   max: 1,
@@ -100,6 +103,7 @@ export const RULE = {
   header: "must be a header field name (letters, digits and !#$%&'*+-.^_`|~)",
   maxRequestBytes: `must be an integer ≥ 1 and ≤ ${Number.MAX_SAFE_INTEGER} (bytes)`,
   queueMaxRequests: 'must be an integer ≥ 0 (0 = no queueing)',
+  keepAliveMs: `must be 0 (off) or an integer from ${MIN_KEEP_ALIVE_MS} to ${MAX_DURATION_MS} (milliseconds)`,
   replicas: 'must be an object with urls (static replicas), command (launched replicas) or kubernetes (pods of a Deployment)',
   replicasNeither: 'is required unless replicas.command or replicas.kubernetes is set: static replicas need urls, launched replicas need command, Kubernetes-run replicas need kubernetes',
   replicasBoth: 'must not be set together with replicas.$OTHER: a service has one kind of replicas (urls, command or kubernetes)',

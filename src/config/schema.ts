@@ -16,6 +16,8 @@ import {
   int,
   isRecord,
   LOG_LEVELS,
+  MAX_DURATION_MS,
+  MIN_KEEP_ALIVE_MS,
   nonEmptyString,
   NOT_FORWARDABLE,
   RULE,
@@ -132,6 +134,8 @@ const forwardHeaders = z
   .transform((list) => [...new Set(list.map((h) => h.toLowerCase()))].filter((h) => !ALWAYS_FORWARDED.has(h)))
   .describe(`${RULE.forwardHeaders}, forwarded from the caller besides Content-Type and Accept; never credentials, framing or hop-by-hop headers`);
 
+const keepAliveMs = int(0, MAX_DURATION_MS, RULE.keepAliveMs).refine((ms) => ms === 0 || ms >= MIN_KEEP_ALIVE_MS, { error: RULE.keepAliveMs });
+
 const service = strict({
   slug: z.string({ error: RULE.slug }).regex(SLUG_RE, { error: RULE.slug }).describe(`${RULE.slug}; unique`),
   tokens,
@@ -145,6 +149,7 @@ const service = strict({
   queue: strict({
     maxRequests: int(0, Number.MAX_SAFE_INTEGER, RULE.queueMaxRequests).prefault(DEFAULTS.queueMaxRequests),
     maxWaitMs: duration().prefault(DEFAULTS.queueMaxWaitMs),
+    keepAliveMs: keepAliveMs.prefault(DEFAULTS.queueKeepAliveMs),
   }).prefault({}),
   replicas,
 }).superRefine((s, ctx) => {

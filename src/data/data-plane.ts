@@ -35,6 +35,8 @@ export class DataPlane implements FrontEndOwner {
   readonly frontEnd: FrontEnd;
   port = 0;
   inflight = 0;
+  /** The app is being closed: responses cut now were cut by the gateway (RelayObserver). */
+  closing = false;
   private localDraining = false;
   private listenSocket: us_listen_socket | undefined;
   private idleWaiter: (() => void) | undefined;
@@ -50,7 +52,7 @@ export class DataPlane implements FrontEndOwner {
     this.counter = options.counter;
     this.ops = options.ops;
     const services = new Map<string, ServiceEntry>();
-    config.services.forEach((service, i) => services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i)));
+    config.services.forEach((service, i) => services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i))));
     this.frontEnd = new FrontEnd(config.basePath, services, this, this.logger, new SharedAuthLimiter(options.authFailures));
     this.app = createApp(config.listen.tls);
     if (options.ops !== undefined) {
@@ -81,7 +83,7 @@ export class DataPlane implements FrontEndOwner {
     this.inflight -= 1;
     const now = performance.now();
     const d = r.downstream;
-    const status = r.outcome === 'client_closed' ? 499 : d.headersSent ? d.statusCode : (r.error?.status ?? 500);
+    const status = r.outcome === 'client_closed' ? 499 : d.answered ? d.statusCode : (r.error?.status ?? 500);
     const ttfbMs = d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1;
     const ms = now - r.startedAt;
     this.counter.finished(r.slug, status, r.outcome, r.body.received, d.bytesOut, ttfbMs / 1000, ms / 1000);
@@ -111,9 +113,13 @@ export class DataPlane implements FrontEndOwner {
     this.idleWaiter = undefined;
   }
 
-  /** Closes the listener and every connection (what is still streaming ends as client_closed). */
-  close(): void {
+  /**
+   * Closes the listener and every connection. What is still in flight ends as `draining` when the
+   * gateway shuts down, and as before (`client_closed`) when this thread fails (`failed`).
+   */
+  close(failed = false): void {
     this.stopAccepting();
+    this.closing = !failed;
     this.app.close();
   }
 
@@ -135,6 +141,7 @@ export class DataPlane implements FrontEndOwner {
 
 /** The access-log line of a finished request. */
 function accessLine(r: RelayRequest, status: number, ttfbMs: number, ms: number): AccessLine {
+  const stream = r.stream;
   return {
     reqId: r.requestId,
     service: r.slug,
@@ -149,6 +156,10 @@ function accessLine(r: RelayRequest, status: number, ttfbMs: number, ms: number)
     ms: round(ms),
     queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,
     retried: r.retried || undefined,
+    keptAlive: r.downstream.keptAlive || undefined,
+    events: stream?.events,
+    firstEventMs: stream === undefined || stream.events === 0 ? undefined : round(stream.firstEventMs),
+    maxGapMs: stream === undefined || stream.events < 2 ? undefined : round(stream.maxGapMs),
     err: r.error?.cause === undefined ? undefined : describeUpstreamError(r.error.cause),
   };
 }

@@ -11,6 +11,7 @@ import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { ServiceConfig } from '../config-types.js';
 import { RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
+import type { StreamCounters } from '../metrics/request-counters.js';
 import { authenticate, type TokenEntry, tokenEntries } from '../relay/auth.js';
 import { writeError } from '../relay/downstream.js';
 import { readCallerHeaders } from '../relay/headers.js';
@@ -31,6 +32,7 @@ export class ServiceEntry implements ServiceRuntime {
     readonly replicas: ReplicaSet,
     /** The service's index in the config (metrics). */
     readonly index: number,
+    readonly streams: StreamCounters,
   ) {
     this.tokens = tokenEntries(config.tokens);
     this.forward = new Set(config.forwardHeaders.filter((name) => name !== 'content-type' && name !== 'accept'));

@@ -85,7 +85,7 @@ let exiting = false;
 function exit(code: number): void {
   if (exiting) return;
   exiting = true;
-  plane.close();
+  plane.close(code !== 0);
   void Promise.all(views.map((view) => view.close())).finally(() => {
     destination.flush();
     setImmediate(() => process.exit(code));

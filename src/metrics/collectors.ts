@@ -5,7 +5,15 @@
 // returning `{ name, help, type, values, aggregator }` (what its own Counter and Histogram
 // return); these objects are that, over the typed arrays.
 import type { Metric, Registry } from 'prom-client';
-import { type CounterLayout, type CounterTotals, LATENCY_BUCKETS, type RequestCounters, sumCounters } from './request-counters.js';
+import {
+  type CounterLayout,
+  type CounterTotals,
+  INTERRUPTIONS,
+  LATENCY_BUCKETS,
+  type RequestCounters,
+  STREAM_BUCKETS,
+  sumCounters,
+} from './request-counters.js';
 
 interface Sample {
   value: number;
@@ -36,19 +44,18 @@ class Collector {
   reset(): void {}
 }
 
-const BUCKET_LABELS = [...LATENCY_BUCKETS.map(String), '+Inf'];
-
-function histogramSamples(which: 'ttfb' | 'duration') {
+function histogramSamples(which: 'ttfb' | 'duration' | 'firstEvent' | 'betweenEvents') {
+  const labels = [...(which === 'ttfb' || which === 'duration' ? LATENCY_BUCKETS : STREAM_BUCKETS).map(String), '+Inf'];
   return (totals: CounterTotals, name: string): Sample[] => {
     const samples: Sample[] = [];
     for (const service of totals.services) {
       const slots = service[which];
       let cumulative = 0;
-      for (let i = 0; i < BUCKET_LABELS.length; i++) {
+      for (let i = 0; i < labels.length; i++) {
         cumulative += slots[i]!;
-        samples.push({ metricName: `${name}_bucket`, labels: { le: BUCKET_LABELS[i]!, service: service.slug }, value: cumulative });
+        samples.push({ metricName: `${name}_bucket`, labels: { le: labels[i]!, service: service.slug }, value: cumulative });
       }
-      samples.push({ metricName: `${name}_sum`, labels: { service: service.slug }, value: slots[BUCKET_LABELS.length]! });
+      samples.push({ metricName: `${name}_sum`, labels: { service: service.slug }, value: slots[labels.length]! });
       samples.push({ metricName: `${name}_count`, labels: { service: service.slug }, value: cumulative });
     }
     return samples;
@@ -103,6 +110,33 @@ export function registerRequestCollectors(registry: Registry, layout: CounterLay
       ]),
     ),
     new Collector('sluice_inflight_requests', 'Relay requests being served (queued or streaming).', 'gauge', totals, (t) => [{ labels: {}, value: t.inflight }]),
+    new Collector('sluice_stream_events_total', 'Server-sent events relayed to callers (events with data; comments are not counted).', 'counter', totals, (t) =>
+      t.services.map((service) => ({ labels: { service: service.slug }, value: service.streamEvents })),
+    ),
+    new Collector(
+      'sluice_time_to_first_event_seconds',
+      'From the request arriving to the first complete event of its streamed answer written to the caller: time to first token.',
+      'histogram',
+      totals,
+      histogramSamples('firstEvent'),
+    ),
+    new Collector(
+      'sluice_time_between_events_seconds',
+      'The gap before each event of a streamed answer after its first (0 for events written together): inter-token latency.',
+      'histogram',
+      totals,
+      histogramSamples('betweenEvents'),
+    ),
+    new Collector('sluice_streams_active', 'Streamed answers (text/event-stream) being relayed now.', 'gauge', totals, (t) =>
+      t.services.map((service) => ({ labels: { service: service.slug }, value: service.streamsActive })),
+    ),
+    new Collector(
+      'sluice_stream_interruptions_total',
+      'Streamed answers cut after their status line: the replica reset or closed it, went silent past bodyIdleMs, or the gateway stopped.',
+      'counter',
+      totals,
+      (t) => t.services.flatMap((service) => INTERRUPTIONS.map((reason, i) => ({ labels: { service: service.slug, reason }, value: service.interruptions[i]! }))),
+    ),
   ];
   for (const collector of collectors) registry.registerMetric(collector as unknown as Metric);
 }

@@ -1,5 +1,7 @@
 // Per-request counters in plain typed arrays: what the hot path pays for metrics (a few array
 // additions), read and summed by the prom-client collectors only when /metrics is scraped.
+// Requests are counted when they finish; streamed answers also as their events pass
+// (StreamCounters), so a scrape during a long stream sees its events.
 //
 // A store lives in one ArrayBuffer or SharedArrayBuffer with a fixed layout: the services are
 // known at start, the outcomes and histogram buckets are fixed. With worker threads, each thread
@@ -20,6 +22,16 @@ import type { ErrorCode } from '../errors.js';
 
 /** Bucket bounds (seconds) of the time-to-first-byte and duration histograms. */
 export const LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
+
+/**
+ * Bucket bounds (seconds) of the stream histograms (time to first event, time between events):
+ * 1 ms to 60 s, closer together where token latencies usually are (10 to 100 ms).
+ */
+export const STREAM_BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** Why a streamed answer failed after its status line: the `reason` of its interruption. */
+export const INTERRUPTIONS = ['upstream_reset', 'upstream_idle', 'draining'] as const;
+export type Interruption = (typeof INTERRUPTIONS)[number];
 
 /** Every outcome a request can end with (`ok` or one of Sluice's error codes), plus `other`. */
 const OUTCOME_SET: Record<'ok' | ErrorCode | 'other', true> = {
@@ -52,21 +64,35 @@ if (OUTCOMES.length > 32) throw new Error('too many outcomes for the counter lay
 /** (status, outcome) pairs kept with their exact status, per service and store. A power of two. */
 export const PAIR_SLOTS = 64;
 
-const BUCKETS = LATENCY_BUCKETS.length;
-/** Float64 slots of one histogram: a count per bucket, the +Inf bucket, the sum. */
-const HISTOGRAM_SLOTS = BUCKETS + 2;
+/** Float64 slots of a histogram: a count per bucket, the +Inf bucket, the sum. */
+const LATENCY_SLOTS = LATENCY_BUCKETS.length + 2;
+const STREAM_SLOTS = STREAM_BUCKETS.length + 2;
 
 // Float64 offsets inside one service's block.
 const PAIRS = 0;
 const OVERFLOW = PAIRS + PAIR_SLOTS;
 const TTFB = OVERFLOW + OUTCOMES.length;
-const DURATION = TTFB + HISTOGRAM_SLOTS;
-const BYTES_IN = DURATION + HISTOGRAM_SLOTS;
+const DURATION = TTFB + LATENCY_SLOTS;
+const BYTES_IN = DURATION + LATENCY_SLOTS;
 const BYTES_OUT = BYTES_IN + 1;
-const SERVICE_F64 = BYTES_OUT + 1;
+// Streamed answers (text/event-stream), counted as their events pass (StreamCounters).
+const STREAM_EVENTS = BYTES_OUT + 1;
+/** A gauge: streams opened minus streams closed by this store's thread. */
+const STREAMS_ACTIVE = STREAM_EVENTS + 1;
+const STREAM_INTERRUPTIONS = STREAMS_ACTIVE + 1;
+const FIRST_EVENT = STREAM_INTERRUPTIONS + INTERRUPTIONS.length;
+const BETWEEN_EVENTS = FIRST_EVENT + STREAM_SLOTS;
+const SERVICE_F64 = BETWEEN_EVENTS + STREAM_SLOTS;
 
 /** Which histogram of a service. */
-export type HistogramName = 'ttfb' | 'duration';
+export type HistogramName = 'ttfb' | 'duration' | 'firstEvent' | 'betweenEvents';
+
+const HISTOGRAMS: Record<HistogramName, { at: number; bounds: readonly number[] }> = {
+  ttfb: { at: TTFB, bounds: LATENCY_BUCKETS },
+  duration: { at: DURATION, bounds: LATENCY_BUCKETS },
+  firstEvent: { at: FIRST_EVENT, bounds: STREAM_BUCKETS },
+  betweenEvents: { at: BETWEEN_EVENTS, bounds: STREAM_BUCKETS },
+};
 
 /** The fixed shape of a store: the services, in order. Every store of a gateway shares one. */
 export class CounterLayout {
@@ -138,8 +164,8 @@ export class RequestCounters {
     if (service < 0) return;
     const base = service * SERVICE_F64;
     this.countPair(service, base, status, OUTCOME_INDEX.get(outcome) ?? OTHER_OUTCOME);
-    if (ttfbSeconds >= 0) observe(f64, base + TTFB, ttfbSeconds);
-    observe(f64, base + DURATION, durationSeconds);
+    if (ttfbSeconds >= 0) observe(f64, base + TTFB, ttfbSeconds, LATENCY_BUCKETS);
+    observe(f64, base + DURATION, durationSeconds, LATENCY_BUCKETS);
     if (bytesIn > 0) f64[base + BYTES_IN]! += bytesIn;
     if (bytesOut > 0) f64[base + BYTES_OUT]! += bytesOut;
   }
@@ -168,9 +194,15 @@ export class RequestCounters {
     this.f64[base + OVERFLOW + outcome]! += 1;
   }
 
-  /** Its writing thread died (worker threads): what it had in flight is gone with it. */
+  /** The stream counters of the service at `service` (its index in the layout), for this thread's relay. */
+  streams(service: number): StreamCounters {
+    return new StreamCounters(this.f64, service * SERVICE_F64);
+  }
+
+  /** Its writing thread died (worker threads): what it had in flight, streams too, is gone with it. */
   forgetInflight(): void {
     this.f64[this.inflightAt] = 0;
+    for (let service = 0; service < this.layout.slugs.length; service++) this.f64[service * SERVICE_F64 + STREAMS_ACTIVE] = 0;
   }
 
   // ── reading (at a scrape) ──────────────────────────────────────────────────────────────────
@@ -196,25 +228,79 @@ export class RequestCounters {
 
   /** Adds the service's histogram into `into`: per-bucket counts (not cumulative), +Inf, then the sum. */
   addHistogram(service: number, name: HistogramName, into: Float64Array): void {
-    const at = service * SERVICE_F64 + (name === 'ttfb' ? TTFB : DURATION);
-    for (let i = 0; i < HISTOGRAM_SLOTS; i++) into[i]! += this.f64[at + i]!;
+    const { at, bounds } = HISTOGRAMS[name];
+    const from = service * SERVICE_F64 + at;
+    for (let i = 0; i < bounds.length + 2; i++) into[i]! += this.f64[from + i]!;
   }
 
   bytes(service: number, direction: 'in' | 'out'): number {
     return this.f64[service * SERVICE_F64 + (direction === 'in' ? BYTES_IN : BYTES_OUT)]!;
   }
+
+  streamEvents(service: number): number {
+    return this.f64[service * SERVICE_F64 + STREAM_EVENTS]!;
+  }
+
+  streamsActive(service: number): number {
+    return this.f64[service * SERVICE_F64 + STREAMS_ACTIVE]!;
+  }
+
+  /** Interruptions of the service's streams, in the order of INTERRUPTIONS. */
+  interruptions(service: number, reason: number): number {
+    return this.f64[service * SERVICE_F64 + STREAM_INTERRUPTIONS + reason]!;
+  }
+}
+
+/**
+ * What the relay counts about one service's streamed answers, in its thread's store: array
+ * additions as events pass. Events written to the caller together (in one read from the replica)
+ * share one arrival time, so after the first of them each has a gap of 0: the histogram of gaps
+ * gets one observation per event after the answer's first, and its sum over an answer is the
+ * time from its first event to its last.
+ */
+export class StreamCounters {
+  constructor(
+    private readonly f64: Float64Array,
+    private readonly base: number,
+  ) {}
+
+  opened(): void {
+    this.f64[this.base + STREAMS_ACTIVE]! += 1;
+  }
+
+  closed(interruption: Interruption | undefined): void {
+    this.f64[this.base + STREAMS_ACTIVE]! -= 1;
+    if (interruption !== undefined) this.f64[this.base + STREAM_INTERRUPTIONS + INTERRUPTIONS.indexOf(interruption)]! += 1;
+  }
+
+  /** The answer's first `count` events, written `seconds` after the request arrived. */
+  firstEvents(count: number, seconds: number): void {
+    const f64 = this.f64;
+    f64[this.base + STREAM_EVENTS]! += count;
+    observe(f64, this.base + FIRST_EVENT, seconds, STREAM_BUCKETS);
+    if (count > 1) f64[this.base + BETWEEN_EVENTS]! += count - 1;
+  }
+
+  /** `count` more events, written `gapSeconds` after the answer's previous ones. */
+  laterEvents(count: number, gapSeconds: number): void {
+    const f64 = this.f64;
+    f64[this.base + STREAM_EVENTS]! += count;
+    observe(f64, this.base + BETWEEN_EVENTS, gapSeconds, STREAM_BUCKETS);
+    if (count > 1) f64[this.base + BETWEEN_EVENTS]! += count - 1;
+  }
 }
 
 /** A histogram's slots as `addHistogram` fills them. */
-export function histogramSlots(): Float64Array {
-  return new Float64Array(HISTOGRAM_SLOTS);
+export function histogramSlots(name: HistogramName): Float64Array {
+  return new Float64Array(HISTOGRAMS[name].bounds.length + 2);
 }
 
-function observe(f64: Float64Array, at: number, value: number): void {
+function observe(f64: Float64Array, at: number, value: number, bounds: readonly number[]): void {
+  const n = bounds.length;
   let bucket = 0;
-  while (bucket < BUCKETS && value > LATENCY_BUCKETS[bucket]!) bucket++;
+  while (bucket < n && value > bounds[bucket]!) bucket++;
   f64[at + bucket]! += 1;
-  f64[at + BUCKETS + 1]! += value;
+  f64[at + n + 1]! += value;
 }
 
 /** Every service's totals over several stores (one per thread), as the collectors render them. */
@@ -226,6 +312,12 @@ export interface ServiceTotals {
   duration: Float64Array;
   bytesIn: number;
   bytesOut: number;
+  streamEvents: number;
+  streamsActive: number;
+  /** In the order of INTERRUPTIONS. */
+  interruptions: number[];
+  firstEvent: Float64Array;
+  betweenEvents: Float64Array;
 }
 
 export interface CounterTotals {
@@ -243,10 +335,15 @@ export function sumCounters(layout: CounterLayout, stores: readonly RequestCount
   const services = layout.slugs.map((slug): ServiceTotals => ({
     slug,
     requests: new Map(),
-    ttfb: histogramSlots(),
-    duration: histogramSlots(),
+    ttfb: histogramSlots('ttfb'),
+    duration: histogramSlots('duration'),
     bytesIn: 0,
     bytesOut: 0,
+    streamEvents: 0,
+    streamsActive: 0,
+    interruptions: INTERRUPTIONS.map(() => 0),
+    firstEvent: histogramSlots('firstEvent'),
+    betweenEvents: histogramSlots('betweenEvents'),
   }));
   let inflight = 0;
   for (const store of stores) {
@@ -262,6 +359,11 @@ export function sumCounters(layout: CounterLayout, stores: readonly RequestCount
       store.addHistogram(service, 'duration', totals.duration);
       totals.bytesIn += store.bytes(service, 'in');
       totals.bytesOut += store.bytes(service, 'out');
+      totals.streamEvents += store.streamEvents(service);
+      totals.streamsActive += store.streamsActive(service);
+      for (let reason = 0; reason < INTERRUPTIONS.length; reason++) totals.interruptions[reason]! += store.interruptions(service, reason);
+      store.addHistogram(service, 'firstEvent', totals.firstEvent);
+      store.addHistogram(service, 'betweenEvents', totals.betweenEvents);
     });
   }
   return { services, inflight };

@@ -23,6 +23,8 @@ const HOLD_HIGH_WATER = 64 * 1024;
  */
 export const DRAIN_MAX_BYTES = 128 * 1024;
 
+const EMPTY = Buffer.alloc(0);
+
 export interface CallerBodyListener {
   /** The first bytes (or the whole body) are here: the request can be dispatched. */
   onBodyStart(): void;
@@ -147,6 +149,17 @@ export class CallerBody {
   /** The first onData call has come. */
   get hasStarted(): boolean {
     return this.started;
+  }
+
+  /**
+   * What this request holds of its body now (nothing is kept for this): the whole body, or what
+   * waits for a connection. `final`: no more will be held (the body is complete, the caller is
+   * paused at the high-water mark, or what arrived was already sent on).
+   */
+  held(): { bytes: Buffer; final: boolean } {
+    if (this.whole !== undefined) return { bytes: this.whole, final: true };
+    if (this.sent || this.stopped) return { bytes: EMPTY, final: true };
+    return { bytes: this.queue.length === 1 ? this.queue[0]! : Buffer.concat(this.queue), final: this.complete || this.paused };
   }
 
   /** The request waits for a replica: keep at most HOLD_HIGH_WATER bytes, then pause the caller. */

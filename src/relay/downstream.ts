@@ -2,9 +2,15 @@
 // here: the relayed status, the two allowed headers and each chunk (corked together, ARCHITECTURE
 // facts 4–6), Sluice's own JSON errors, and the unclean close that marks a truncated answer.
 // After the caller went away or the response ended, every call is a no-op (fact 1).
+//
+// A request kept alive while it waits (keep-alive.ts) gets `200 text/event-stream` and comments
+// from here before its replica answers. From then on the caller has a status line: the replica's
+// event stream continues the response, and anything else (Sluice's error, or a replica's answer
+// that cannot follow) ends it with one `event: error`, never a second status line.
 import type { HttpResponse } from 'uWebSockets.js';
 import type { RelayError } from '../errors.js';
 import { statusLine } from '../status-line.js';
+import { errorEvent, WAITING_COMMENT } from './keep-alive.js';
 
 export interface DownstreamListener {
   /** A caller that was slow can take more bytes (the upstream may resume). */
@@ -22,8 +28,11 @@ export class Downstream {
   headersSent = false;
   /** Body bytes handed to uWS. */
   bytesOut = 0;
-  /** `performance.now()` when the status line and first bytes were written; 0 before. */
+  /** `performance.now()` when the answer's status line and first bytes were written (for a kept-alive
+   *  request, when the replica's answer or the error event followed the comments); 0 before. */
   firstByteAt = 0;
+  /** Sluice sent `200 text/event-stream` while the request waited for its replica. */
+  keptAlive = false;
 
   private status = 200;
   private contentType: string | undefined = undefined;
@@ -41,6 +50,10 @@ export class Downstream {
   /** The chunk for `corkedWrite`: a field instead of a closure per chunk. */
   private chunk: Buffer = EMPTY;
   private readonly corkedWrite = (): void => this.writeNow(this.chunk);
+  /** A kept-alive request: the replica's event stream continues the response. */
+  private continued = false;
+  /** A kept-alive request: ended with an error event. */
+  private errorEventSent = false;
 
   constructor(
     private readonly res: HttpResponse,
@@ -54,6 +67,13 @@ export class Downstream {
    */
   begin(status: number, contentType: string | undefined, contentLength: number, bodyless: boolean, closeAfter: boolean): void {
     this.status = status;
+    if (this.keptAlive) {
+      // The replica's 2xx event stream (keep-alive.ts: continuesStream) after the comments: its
+      // bytes follow in the chunked response already open.
+      this.continued = true;
+      this.firstByteAt = performance.now();
+      return;
+    }
     this.contentType = contentType;
     this.total = contentLength;
     this.bodyless = bodyless;
@@ -81,6 +101,63 @@ export class Downstream {
   }
 
   /**
+   * The request still waits for its replica: the first call sends `200 text/event-stream` (with
+   * `Connection: close` if `closeAfter`), each call a comment. A comment the caller has not read
+   * yet is not followed by another.
+   */
+  keepAlive(closeAfter: boolean): void {
+    if (this.closed || (this.headersSent && !this.keptAlive) || this.continued || !this.writable) return;
+    this.closeAfter = closeAfter;
+    this.res.cork(this.corkedKeepAlive);
+  }
+
+  private readonly corkedKeepAlive = (): void => {
+    const res = this.res;
+    if (!this.keptAlive) {
+      this.keptAlive = true;
+      this.headersSent = true;
+      this.total = -1;
+      res.writeStatus('200 OK');
+      res.writeHeader('content-type', 'text/event-stream');
+      res.writeHeader('x-request-id', this.requestId);
+      if (this.closeAfter) res.writeHeader('connection', 'close');
+    }
+    this.writable = res.write(WAITING_COMMENT);
+    if (!this.writable) this.hookWritable();
+  };
+
+  /**
+   * Bytes of the replica's answer may have reached the caller: a failure now can only cut the
+   * answer short (`truncate`).
+   */
+  get relaying(): boolean {
+    return this.keptAlive ? this.continued : this.headersSent;
+  }
+
+  /**
+   * The caller was told the answer's status (`statusCode`): by its status line, or after
+   * keep-alive comments by the replica's stream or an error event.
+   */
+  get answered(): boolean {
+    return this.keptAlive ? this.continued || this.errorEventSent : this.headersSent;
+  }
+
+  /**
+   * Ends a kept-alive response with one `error` event (`json`: an error body) and a clean end;
+   * `status` is the answer's real status, for the access line and the metrics.
+   */
+  endWithErrorEvent(status: number, json: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.errorEventSent = true;
+    this.status = status;
+    this.firstByteAt = performance.now();
+    this.listener.onResponseEnding();
+    const text = errorEvent(json);
+    this.res.cork(() => this.res.end(text));
+  }
+
+  /**
    * The answer cannot be completed: close the connection without a clean end, so the caller sees
    * a short Content-Length body or a chunked body with no final chunk (contract section 4).
    */
@@ -91,15 +168,21 @@ export class Downstream {
   }
 
   /**
-   * Sends one of Sluice's own errors (no body for HEAD), or truncates if the relayed status was
-   * sent. The connection is not closed here: with `closeLater` (the caller is still sending a body
-   * Sluice stopped reading: CallerBody.endUpload) the error says `Connection: close` and uWS's idle
-   * timer closes the connection; closing at once with the caller's bytes unread would make the
-   * kernel reset the connection, and a reset can destroy the error in the caller's receive buffer
-   * before the caller reads it (RFC 9112 section 9.6).
+   * Sends one of Sluice's own errors (no body for HEAD; an error event after keep-alive comments),
+   * or truncates if the relayed status was sent. The connection is not closed here: with
+   * `closeLater` (the caller is still sending a body Sluice stopped reading: CallerBody.endUpload)
+   * the error says `Connection: close` and uWS's idle timer closes the connection; closing at once
+   * with the caller's bytes unread would make the kernel reset the connection, and a reset can
+   * destroy the error in the caller's receive buffer before the caller reads it (RFC 9112 section
+   * 9.6). After keep-alive comments no header can be added: the socket stays paused as well, and
+   * the idle timer closes it.
    */
   error(err: RelayError, head: boolean, closeLater: boolean): void {
     if (this.closed) return;
+    if (this.keptAlive && !this.continued) {
+      this.endWithErrorEvent(err.status, err.body());
+      return;
+    }
     if (this.headersSent) {
       this.truncate();
       return;

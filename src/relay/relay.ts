@@ -6,25 +6,34 @@
 //   dispatch         — ask the replica's connection pool for a connection, with this object as
 //                      handler; once it is ready, write the request head and body to it
 //   upstreamResponse — status and the two allowed headers → downstream, then each chunk, with
-//                      backpressure both ways
+//                      backpressure both ways; the events of an event stream are timed as they
+//                      pass (stream-timing.ts)
 //   finish           — release the replica, count, log
+// Meanwhile, for a service with `queue.keepAliveMs`, a request for a stream that is still waiting
+// for the replica's answer gets `200` and comments (keep-alive.ts).
 //
 // One object per request plays every role (replica waiter, upstream handler, body and writer
-// listener), so the hot path allocates no closures beyond the two uWS callbacks.
+// listener, keep-alive tick), so the hot path allocates no closures beyond the two uWS callbacks.
 import type { HttpResponse } from 'uWebSockets.js';
 import type { ServiceConfig } from '../config-types.js';
 import { RelayError } from '../errors.js';
+import type { Interruption, StreamCounters } from '../metrics/request-counters.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamConnection, UpstreamHandler } from '../upstream/connection.js';
 import { requestHead } from '../upstream/request-head.js';
 import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
 import type { CallerHeaders } from './headers.js';
+import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting } from './keep-alive.js';
+import { isEventStream } from './sse-events.js';
+import { interruptionOf, StreamTiming } from './stream-timing.js';
 
 /** What a relayed request needs to know about its service (rebuilt on token reload). */
 export interface ServiceRuntime {
   readonly config: ServiceConfig;
   readonly replicas: ReplicaSet;
+  /** This thread's counters of the service's streamed answers. */
+  readonly streams: StreamCounters;
 }
 
 /** How a request ended, for logs and metrics. */
@@ -42,6 +51,8 @@ export type Outcome =
 
 /** Told once per request, when it is over. */
 export interface RelayObserver {
+  /** The gateway is closing its connections: a response cut now was cut by it, not by its caller. */
+  readonly closing: boolean;
   onRelayFinished(request: RelayRequest): void;
 }
 
@@ -55,7 +66,7 @@ export interface RelayObserver {
  */
 type Phase = 'waiting' | 'queued' | 'sending' | 'receiving' | 'done';
 
-export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener {
+export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive {
   readonly startedAt = performance.now();
   readonly downstream: Downstream;
   readonly body: CallerBody;
@@ -70,6 +81,14 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   error: RelayError | undefined = undefined;
   /** The request was sent again after the first replica could not be reached. */
   retried = false;
+  /** The events of an answer with Content-Type text/event-stream, as they are relayed. */
+  stream: StreamTiming | undefined = undefined;
+  /** Why that answer was cut after its status line, if it was. */
+  private interruption: Interruption | undefined = undefined;
+  /** Kept alive while waiting (`queue.keepAliveMs`): when the next tick sends `200` or a comment. */
+  private keepAliveAt = 0;
+  /** After keep-alive comments, a replica's answer that cannot follow them: it becomes an error event. */
+  private asError: AnswerAsError | undefined = undefined;
 
   /** The connection carrying the exchange, once it is ready. */
   private connection: UpstreamConnection | undefined = undefined;
@@ -111,7 +130,25 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   /** Runs inside the uWS handler, after `onAborted` and `onData` were attached. */
   start(): void {
+    const keepAliveMs = this.service.config.queue.keepAliveMs;
+    if (keepAliveMs > 0 && this.method !== 'HEAD') {
+      this.keepAliveAt = this.startedAt + keepAliveMs;
+      keepAliveWhileWaiting(this);
+    }
     this.acquire(undefined);
+  }
+
+  /** The keep-alive clock's tick: false once the replica's answer (or the end) came. */
+  keepAliveTick(now: number): boolean {
+    if (this.phase === 'receiving' || this.phase === 'done') return false;
+    if (now < this.keepAliveAt) return true;
+    if (!this.downstream.keptAlive) {
+      const asks = asksForStreamedAnswer(this.headers.accept, this.body);
+      if (asks !== true) return asks === undefined; // undecided: look again at the next tick
+    }
+    this.downstream.keepAlive(this.body.closesAfterAnswer);
+    this.keepAliveAt = now + this.service.config.queue.keepAliveMs;
+    return true;
   }
 
   /** Asks for a replica (another than `exclude`, for the retry); marks the request queued if it waits. */
@@ -188,16 +225,38 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void {
     this.phase = 'receiving';
     const bodyless = this.method === 'HEAD' || status === 204 || status === 304;
+    if (this.downstream.keptAlive && !continuesStream(status, contentType, bodyless)) {
+      this.asError = new AnswerAsError(status);
+      return;
+    }
     this.downstream.begin(status, contentType, contentLength, bodyless, this.body.closesAfterAnswer);
+    // The one look at the answer's type: only a stream of events pays for finding them.
+    if (!bodyless && isEventStream(contentType)) this.stream = new StreamTiming(this.service.streams, this.startedAt);
   }
 
   onUpstreamData(chunk: Buffer): boolean {
+    if (this.asError !== undefined) {
+      // Enough of it for the message: the rest is not wanted (`finish` aborts the exchange).
+      if (this.asError.add(chunk)) this.endAsError();
+      return true;
+    }
+    if (this.stream !== undefined && !this.downstream.closed) this.stream.written(chunk);
     return this.downstream.write(chunk);
   }
 
   onUpstreamEnd(): void {
     this.connection = undefined;
+    if (this.asError !== undefined) {
+      this.endAsError();
+      return;
+    }
     this.downstream.end();
+    this.finish('ok', undefined, 'ok');
+  }
+
+  /** The error event that replaces a replica's answer after keep-alive comments; the request is over. */
+  private endAsError(): void {
+    this.downstream.endWithErrorEvent(this.asError!.status, this.asError!.json());
     this.finish('ok', undefined, 'ok');
   }
 
@@ -223,8 +282,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
       this.finish('client_closed', undefined, 'ok');
       return;
     }
-    if (this.phase === 'receiving' && this.downstream.headersSent) {
+    if (this.phase === 'receiving' && this.downstream.relaying) {
       // The status line was relayed: the caller must be able to tell the answer is incomplete.
+      if (this.stream !== undefined) this.interruption = interruptionOf(error);
       this.body.stop();
       this.downstream.truncate();
       const tooLarge = error.code === 'payload_too_large';
@@ -270,22 +330,17 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.callerGone = true;
     this.downstream.aborted();
     this.body.stop();
-    switch (this.phase) {
-      case 'queued':
-      case 'waiting':
-        this.finish('client_closed', undefined, 'ok');
-        return;
-      case 'sending':
-      case 'receiving':
-        // Without a connection or a pending one, the exchange is already over and whoever ended
-        // it (a truncation closes the caller's connection from inside `upstreamFailed`) finishes.
-        if (this.connection === undefined && !this.inPool) return;
-        this.abortUpstream();
-        this.finish('client_closed', undefined, 'ok');
-        return;
-      case 'done':
-        return;
+    if (this.phase === 'done') return;
+    // Without a connection or a pending one, an exchange under way is already over and whoever
+    // ended it (a truncation closes the caller's connection from inside `upstreamFailed`) finishes.
+    if ((this.phase === 'sending' || this.phase === 'receiving') && this.connection === undefined && !this.inPool) return;
+    if (this.observer.closing) {
+      // The gateway closed the connection (its drain ran out of time, or it was closed): the caller did not leave.
+      if (this.stream !== undefined) this.interruption = 'draining';
+      this.finish('draining', new RelayError('draining'), 'ok');
+      return;
     }
+    this.finish('client_closed', undefined, 'ok');
   }
 
   /** Answers with one of Sluice's errors (or truncates, if the relayed status was sent). */
@@ -311,6 +366,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.phase = 'done';
     this.outcome = outcome;
     this.error = error;
+    this.stream?.closed(this.interruption);
     const replica = this.replica;
     if (replica !== undefined) {
       this.replica = undefined;

@@ -22,6 +22,12 @@ export interface ServiceStatusJson {
   requestsPerSecond: number;
   ttfbMs: { p50: number | null; p99: number | null };
   lastMinute: { requests: number; errors: number };
+  stream: {
+    active: number;
+    eventsPerSecond: number;
+    firstEventMs: { p50: number | null; p99: number | null };
+    betweenEventsMs: { p50: number | null; p99: number | null };
+  };
 }
 
 export interface StatusJson {

@@ -105,7 +105,9 @@ function render(item, status) {
   flashIfChanged(f.queued, String(status.queued));
   set(f.inflight, String(status.inflight));
   set(f.rps, formatRate(status.requestsPerSecond));
-  set(f.ttfb, `${formatMs(status.ttfbMs.p50)} / ${formatMs(status.ttfbMs.p99)}`);
+  set(f.ttfb, formatQuantiles(status.ttfbMs));
+  set(f.firstEvent, formatQuantiles(status.stream.firstEventMs));
+  set(f.betweenEvents, formatQuantiles(status.stream.betweenEventsMs));
   set(f.errors, status.lastMinute.errors === 0 ? `0 of ${status.lastMinute.requests}` : `${status.lastMinute.errors} of ${status.lastMinute.requests}`);
   f.errors.classList.toggle('has-errors', status.lastMinute.errors > 0);
   drawCharts(item);
@@ -142,6 +144,15 @@ function formatRate(rps) {
   return rps < 10 ? rps.toFixed(1) : String(Math.round(rps));
 }
 
+/** p50 and p99 as `38 / 50 ms` (one unit when they share it) or `375 ms / 1.20 s`. */
+function formatQuantiles({ p50, p99 }) {
+  const a = formatMs(p50);
+  const b = formatMs(p99);
+  const unit = (text) => text.slice(text.lastIndexOf(' '));
+  if (p50 !== null && p99 !== null && unit(a) === unit(b)) return `${a.slice(0, a.lastIndexOf(' '))} / ${b}`;
+  return `${a} / ${b}`;
+}
+
 function formatMs(ms) {
   if (ms === null || ms === undefined) return '–';
   if (ms < 1) return `${ms.toFixed(2)} ms`;
@@ -161,15 +172,21 @@ function drawCharts(item) {
   const start = end - HISTORY_POINTS * intervalMs;
   const x = (t) => ((t - start) / (end - start)) * W;
 
-  const p50 = points.map((p) => p.ttfbP50);
-  const p99 = points.map((p) => p.ttfbP99);
-  const ttfbMax = niceMax(Math.max(0, ...p99.filter((v) => v !== null), ...p50.filter((v) => v !== null)));
-  charts.ttfb.paths[0].setAttribute('d', linePath(points, p99, x, ttfbMax));
-  charts.ttfb.paths[1].setAttribute('d', linePath(points, p50, x, ttfbMax));
-  set(charts.ttfb.max, `max ${formatMs(ttfbMax === 1 && p99.every((v) => v === null) ? null : ttfbMax)}`);
-  const lastP50 = lastValue(p50);
-  const lastP99 = lastValue(p99);
-  charts.ttfb.svg.setAttribute('aria-label', `Time to first byte over the last 5 minutes: now p50 ${formatMs(lastP50)}, p99 ${formatMs(lastP99)}`);
+  // Quantile charts: the points carry `<name>P50` and `<name>P99`, in ms (null: nothing observed).
+  for (const [name, label] of [
+    ['ttfb', 'Time to first byte'],
+    ['firstEvent', 'Time to first token'],
+    ['betweenEvents', 'Time between tokens'],
+  ]) {
+    const p50 = points.map((p) => p[`${name}P50`] ?? null);
+    const p99 = points.map((p) => p[`${name}P99`] ?? null);
+    const max = niceMax(Math.max(0, ...p99.filter((v) => v !== null), ...p50.filter((v) => v !== null)));
+    const chart = charts[name];
+    chart.paths[0].setAttribute('d', linePath(points, p99, x, max));
+    chart.paths[1].setAttribute('d', linePath(points, p50, x, max));
+    set(chart.max, `max ${formatMs(max === 1 && p99.every((v) => v === null) ? null : max)}`);
+    chart.svg.setAttribute('aria-label', `${label} over the last 5 minutes: now p50 ${formatMs(lastValue(p50))}, p99 ${formatMs(lastValue(p99))}`);
+  }
 
   for (const [name, pick, label, format] of [
     ['queued', (p) => p.queued, 'Queue depth', String],

@@ -1,0 +1,98 @@
+// Keeping a request for a streamed answer alive while it waits for its replica (`queue.keepAliveMs`):
+// a cold start can take minutes, and load balancers in front of the gateway cut a connection that
+// stays silent for about a minute. Such a request, still without the replica's answer after
+// `keepAliveMs`, gets `200 text/event-stream` at once and a comment every `keepAliveMs`; then the
+// replica's event stream follows, or anything else becomes one `event: error` and a clean end.
+//
+// - One clock for every waiting request of the thread: the upstream deadlines' tick (ticker.ts),
+//   running only while some request is watched. A request is watched from its arrival (a Set
+//   insertion, for services that keep requests alive) and dropped at the first tick after it has
+//   its answer, so the hot path pays no removal and no timer.
+// - Whether the request asked for a stream is looked at only when its `keepAliveMs` has passed
+//   (stream-request.ts): a request answered before then costs nothing more, and is relayed exactly
+//   as without the option.
+// - The comments go to the caller only: the replica's deadlines (response head, body idle) are its
+//   connection's and do not see them, so a replica that stalls is still cut off in time.
+import { type Ticking, unwatch, watch } from '../upstream/ticker.js';
+import type { CallerBody } from './caller-body.js';
+import { isEventStream } from './sse-events.js';
+import { acceptsEventStream, asksForStream } from './stream-request.js';
+
+/** A request the clock ticks while it waits. */
+export interface KeptAlive {
+  /** One tick (`now`: performance.now()); false when the request no longer waits (it is dropped). */
+  keepAliveTick(now: number): boolean;
+}
+
+/** What the caller receives every `keepAliveMs` while its request waits (a comment ends with a blank line). */
+export const WAITING_COMMENT = ': waiting for a replica\n\n';
+
+/** The most of a replica's answer that goes into the error event's message. */
+export const ANSWER_MESSAGE_MAX = 4096;
+
+const waiting = new Set<KeptAlive>();
+const clock: Ticking = {
+  onTick() {
+    const now = performance.now();
+    for (const request of waiting) if (!request.keepAliveTick(now)) waiting.delete(request);
+    if (waiting.size === 0) unwatch(clock);
+  },
+};
+
+/** Ticks `request` until it says it no longer waits. */
+export function keepAliveWhileWaiting(request: KeptAlive): void {
+  if (waiting.size === 0) watch(clock);
+  waiting.add(request);
+}
+
+/** The request asked for a streamed answer; undefined while the part of its body that would tell is still arriving. */
+export function asksForStreamedAnswer(accept: string | undefined, body: CallerBody): boolean | undefined {
+  if (acceptsEventStream(accept)) return true;
+  const held = body.held();
+  return asksForStream(held.bytes, held.final);
+}
+
+/** The replica's answer can follow the comments: a 2xx event stream. */
+export function continuesStream(status: number, contentType: string | undefined, bodyless: boolean): boolean {
+  return status >= 200 && status < 300 && !bodyless && isEventStream(contentType);
+}
+
+/** One `error` event, with an error's JSON (one line: JSON.stringify escapes line breaks). */
+export function errorEvent(json: string): string {
+  return `event: error\ndata: ${json}\n\n`;
+}
+
+/**
+ * A replica's answer that cannot follow the comments (an error, or not an event stream), kept up
+ * to ANSWER_MESSAGE_MAX bytes for the error event that replaces it.
+ */
+export class AnswerAsError {
+  private kept: Buffer | undefined = undefined;
+  private length = 0;
+
+  constructor(readonly status: number) {}
+
+  /** Keeps what fits of `chunk` (valid only during the call); true once no more fits. */
+  add(chunk: Buffer): boolean {
+    const kept = (this.kept ??= Buffer.allocUnsafe(ANSWER_MESSAGE_MAX));
+    this.length += chunk.copy(kept, this.length, 0, Math.min(chunk.length, ANSWER_MESSAGE_MAX - this.length));
+    return this.length === ANSWER_MESSAGE_MAX;
+  }
+
+  /** `{"error":{"code":"upstream_status","status":…,"message":…}}`: the message is the answer's text. */
+  json(): string {
+    const text = this.kept === undefined ? '' : this.kept.toString('utf8', 0, utf8End(this.kept, this.length));
+    return JSON.stringify({ error: { code: 'upstream_status', status: this.status, message: text } });
+  }
+}
+
+/** `length`, or less so that a UTF-8 character cut at the end is left out rather than mangled. */
+function utf8End(b: Buffer, length: number): number {
+  // Back over at most three continuation bytes to the lead byte of the last character.
+  let start = length - 1;
+  while (start >= 0 && start > length - 4 && (b[start]! & 0xc0) === 0x80) start--;
+  if (start < 0) return length;
+  const lead = b[start]!;
+  const size = lead < 0x80 ? 1 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+  return start + size > length ? start : length;
+}

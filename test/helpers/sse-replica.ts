@@ -1,0 +1,64 @@
+// A replica whose answer the test scripts in the request body: when and whether the head is sent,
+// the status and content type, pieces written one by one (each after its delay, on a socket
+// without Nagle, so pieces reach the gateway in reads of their own), and how the answer ends.
+// Other fields of the body (`"stream": true`, …) are the request's own.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { readBody, startReplica, type TestReplica } from './replica.js';
+
+export interface StreamScript {
+  /** Wait this long before the head. */
+  headDelayMs?: number;
+  /** `send` (default); `hang`: never answer; `reset`: reset the connection instead of answering. */
+  head?: 'send' | 'hang' | 'reset';
+  status?: number;
+  /** Default text/event-stream. */
+  contentType?: string;
+  /** Send Content-Length (the pieces' total) instead of chunked framing. */
+  withLength?: boolean;
+  /** `[delayMs, text]`: wait, then write the text. */
+  pieces: [number, string][];
+  /** `end` (default): a clean end; `reset`: the connection is reset; `hang`: nothing more is sent. */
+  end?: 'end' | 'reset' | 'hang';
+}
+
+export interface SseReplica extends TestReplica {
+  /** Requests whose connection closed before the replica ended its answer. */
+  abandoned: number;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The replica. Every request's body is its script. */
+export async function startSseReplica(): Promise<SseReplica> {
+  const replica = (await startReplica(async (req: IncomingMessage, res: ServerResponse) => {
+    const script = JSON.parse((await readBody(req)).toString()) as StreamScript;
+    req.socket.setNoDelay(true);
+    res.on('close', () => {
+      if (!res.writableFinished) replica.abandoned++;
+    });
+    if (script.headDelayMs !== undefined) await sleep(script.headDelayMs);
+    if (script.head === 'hang') return;
+    if (script.head === 'reset') {
+      res.socket?.resetAndDestroy();
+      return;
+    }
+    const headers: Record<string, string | number> = { 'content-type': script.contentType ?? 'text/event-stream' };
+    if (script.withLength) headers['content-length'] = script.pieces.reduce((n, [, text]) => n + Buffer.byteLength(text), 0);
+    res.writeHead(script.status ?? 200, headers);
+    res.flushHeaders();
+    for (const [delayMs, text] of script.pieces) {
+      if (delayMs > 0) await sleep(delayMs);
+      if (res.destroyed) return;
+      res.write(text);
+    }
+    const end = script.end ?? 'end';
+    if (end === 'end') res.end();
+    else if (end === 'reset') {
+      // After the gateway has read what was written: a reset drops what the receiver has not read yet.
+      await sleep(50);
+      res.socket?.resetAndDestroy();
+    }
+  })) as SseReplica;
+  replica.abandoned = 0;
+  return replica;
+}
