@@ -67,7 +67,7 @@ after(async () => {
 
 async function queued(slug: string): Promise<number> {
   const text = await (await request(`http://127.0.0.1:${gw.adminPort}/metrics`)).body.text();
-  const line = text.split('\n').find((l) => l.startsWith(`sluice_queue_depth{service="${slug}"} `));
+  const line = text.split('\n').find((l) => l.startsWith(`sluice_queue_depth{service="${slug}",priority="0"} `));
   return line === undefined ? 0 : Number(line.split(' ')[1]);
 }
 

@@ -24,7 +24,7 @@ async function post(url: string, body = '{}'): Promise<{ status: number; text: s
   return { status: res.statusCode, text: await res.body.text() };
 }
 
-const KEYS = ['baseUrl', 'inflight', 'kind', 'lastMinute', 'queued', 'replicas', 'requestsPerSecond', 'slug', 'state', 'ttfbMs'];
+const KEYS = ['baseUrl', 'inflight', 'kind', 'lastMinute', 'loads', 'queued', 'replicas', 'requestsPerSecond', 'routing', 'slug', 'state', 'ttfbMs'];
 
 test('/status: one entry per service with the contract fields, kinds and states, and a base URL that works', async () => {
   const f = await fixture();
@@ -56,6 +56,8 @@ test('/status: one entry per service with the contract fields, kinds and states,
     assert.equal(s.requestsPerSecond, 0);
     assert.deepEqual(s.ttfbMs, { p50: null, p99: null });
     assert.deepEqual(s.lastMinute, { requests: 0, errors: 0 });
+    assert.deepEqual(s.routing, { policy: 'fewest-in-flight', affinityHeader: null });
+    assert.deepEqual(s.loads, []);
   }
 
   // The base URL is the one callers use: {baseUrl}/request{path}.

@@ -116,7 +116,10 @@ export class WorkerPool {
     const services = this.options.services;
     switch (m.t) {
       case 'enq':
-        services[m.s]!.enqueue(h.thread, m.id, m.at);
+        services[m.s]!.enqueue(h.thread, m.id, m.at, m.p, m.w, m.h);
+        break;
+      case 'wake':
+        services[m.s]!.wake();
         break;
       case 'cancel':
         services[m.s]!.cancel(h.thread, m.id);

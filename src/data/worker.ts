@@ -31,7 +31,8 @@ const flags = new Int32Array(init.flags);
 /** One service's demand, as messages to the main thread. */
 function demandLink(s: number): DemandLink {
   return {
-    enqueue: (_thread, id, at) => post({ t: 'enq', s, id, at }),
+    enqueue: (_thread, id, at, p, w, h) => post({ t: 'enq', s, id, at, p, w, h }),
+    wake: () => post({ t: 'wake', s }),
     cancel: (_thread, id) => post({ t: 'cancel', s, id }),
     released: () => post({ t: 'released', s }),
     unreachable: (slot, gen) => post({ t: 'unreachable', s, slot, gen }),

@@ -22,6 +22,8 @@ export interface ServiceStatusJson {
   requestsPerSecond: number;
   ttfbMs: { p50: number | null; p99: number | null };
   lastMinute: { requests: number; errors: number };
+  routing: { policy: string; affinityHeader: string | null };
+  loads: { replica: string; waiting: number | null; cacheUsage: number | null; ageMs: number | null; used: boolean; problem: string | null }[];
 }
 
 export interface StatusJson {

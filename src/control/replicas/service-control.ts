@@ -1,14 +1,24 @@
 // One service's replicas on the control plane (main thread): the state machine, the queue, idle
-// stops, drain and close, for every kind of replicas (static, launched, Kubernetes). Contract
-// sections 6, 10 and 11. The data planes choose replicas by reading
-// the shared slot table this class writes (src/replicas/slots.ts); they reach it only for the
-// queue (demand.ts) and for what they learned (a refused connection).
+// stops, load readings, drain and close, for every kind of replicas (static, launched, Kubernetes).
+// The data planes choose replicas by reading the shared slot table this class writes
+// (src/replicas/slots.ts); they reach it only for the queue (demand.ts), for what they learned (a
+// refused connection) and to wake a cold service.
 //
-// Decisions (documented here because the contract is silent on them):
+// Decisions:
 //
-// - Choice (in the data plane): least outstanding requests among ready replicas under
-//   `concurrency` (0 = unlimited); ties go to the earlier slot, so spare replicas go idle.
-// - FIFO: while anyone is queued anywhere in the process, a new request queues behind them.
+// - Choice (in the data plane): fewest requests in flight among ready replicas under
+//   `concurrency` (0 = unlimited), equal ones in turn; with `replicas.load`, the model servers'
+//   own queues first (load-reader.ts); with `routing.affinityHeader`, the session's replica on a
+//   hash ring within a load bound (affinity-ring.ts).
+// - The queue's order rules: while anyone is queued anywhere in the process, a new request queues
+//   too, whatever its priority. A worker cannot know the priorities of requests whose enqueue
+//   messages are still on their way, so letting a higher arrival take a free slot directly could
+//   put it ahead of a higher one in flight; through the queue it costs one message each way, and
+//   the control plane hands the slot to the request that should go next.
+// - A request that will not wait (`X-Sluice-Max-Wait-Ms: 0`) and finds a launched or Kubernetes
+//   service cold gets `503 no_replica` at once, and its thread says so (`wake`): the service
+//   scales as for one queued request, for up to `queue.maxWaitMs` or until a replica is ready, so
+//   a retry finds it warm.
 // - Scaling: launched replicas in launches.ts; Kubernetes replicas are the endpoints the source
 //   lists (endpoint-replicas.ts), and the source raises the Deployment from the reported demand.
 // - A failed start: every queued request gets `503 no_replica` (Retry-After = the backoff) at
@@ -30,6 +40,7 @@
 import { type ReplicaKind, replicaKind, type ServiceConfig } from '../../config-types.js';
 import { RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
+import { AffinityRing } from '../../replicas/affinity-ring.js';
 import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
@@ -42,6 +53,7 @@ import type { ReplicaEvents } from './events.js';
 import { Health } from './health.js';
 import { IdleStops } from './idle.js';
 import { Launches } from './launches.js';
+import { LoadReader } from './load-reader.js';
 import { ManagedReplica, canTransition, type ReplicaStateName } from './replica.js';
 import { DEFAULT_TUNING, StartBackoff, type ReplicaSetTuning } from './tuning.js';
 
@@ -82,6 +94,12 @@ export class ServiceControl {
   private readonly launches: Launches | undefined;
   /** Kubernetes replicas: the source's endpoints. */
   private readonly endpoints: EndpointReplicas | undefined;
+  /** `replicas.load`: the model servers' own queues. */
+  private readonly loads: LoadReader | undefined;
+  /** `routing.affinityHeader`: the ring the queue's grants walk (each worker has its own). */
+  private readonly ring: AffinityRing | undefined;
+  /** Until when (performance.now()) a request that would not wait still asks for a replica. */
+  private wakeUntil = 0;
 
   constructor(service: ServiceConfig, deps: ServiceControlDeps) {
     this.slug = service.slug;
@@ -91,10 +109,13 @@ export class ServiceControl {
     this.tuning = { ...DEFAULT_TUNING, ...deps.tuning };
     this.views = deps.views;
     this.kind = replicaKind(service.replicas);
-    const { concurrency } = service.replicas;
-    this.slots = SlotTable.create(slotCapacity(service, this.kind), deps.threads, concurrency);
+    const { concurrency, load } = service.replicas;
+    this.slots = SlotTable.create(slotCapacity(service, this.kind), deps.threads, concurrency, load !== undefined);
     this.known = new Int32Array(this.slots.slots).fill(-1);
-    this.demand = new Demand(service, this.slots, this.known, this.kind === 'static', (t) => this.views.get(t), this.log, this.events);
+    this.ring = service.routing.affinityHeader === undefined ? undefined : new AffinityRing();
+    const affinity = this.ring === undefined ? undefined : { ring: this.ring, maxLoad: service.routing.affinityMaxLoad };
+    this.demand = new Demand(service, this.slots, this.known, this.kind === 'static', (t) => this.views.get(t), this.log, this.events, affinity);
+    this.loads = load === undefined ? undefined : new LoadReader(service, load, this.slots, () => this.all, this.log, this.events);
     this.health = new Health(service, this.tuning, this.log, this);
     this.backoff = new StartBackoff(this.tuning);
     this.idle = new IdleStops(service, this.slots, this);
@@ -136,6 +157,11 @@ export class ServiceControl {
     return this.demand.size;
   }
 
+  /** What scaling serves: the queued requests, plus one while a request that would not wait wants a replica. */
+  get demanded(): number {
+    return this.demand.size + (this.wakeUntil > performance.now() && this.readyCount === 0 ? 1 : 0);
+  }
+
   get readyReplicas(): number {
     return this.readyCount;
   }
@@ -147,13 +173,19 @@ export class ServiceControl {
 
   // ── from the data planes (DemandLink) ──────────────────────────────────────────────────────
 
-  enqueue(thread: number, id: number, arrivedAt: number): void {
+  enqueue(thread: number, id: number, arrivedAt: number, priority = 0, maxWaitMs = -1, affinity = -1): void {
     if (!this.acceptingRequests) {
       this.slots.addQueued(-1);
       this.views.get(thread)?.fail(id, errorSpec(this.drainingError));
       return;
     }
-    if (this.demand.push(thread, id, arrivedAt)) this.scale();
+    if (this.demand.push(thread, id, arrivedAt, priority, maxWaitMs, affinity)) this.scale();
+  }
+
+  wake(): void {
+    if (!this.acceptingRequests || this.kind === 'static' || this.readyCount > 0) return;
+    this.wakeUntil = performance.now() + this.service.queue.maxWaitMs;
+    this.scale();
   }
 
   cancel(thread: number, id: number): void {
@@ -219,15 +251,18 @@ export class ServiceControl {
     await this.launches?.settled();
     await this.endpoints?.close();
     this.health.close();
+    this.loads?.close();
     this.log.info({ service: this.slug }, 'replica set closed');
   }
 
   snapshot(): ServiceSnapshot {
     const replicas: ReplicaSnapshot[] = [];
     for (const r of this.all) {
-      replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid });
+      const load = this.loads?.snapshot(r);
+      replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid, ...(load === undefined ? {} : { load }) });
     }
-    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, replicas };
+    const routing = { policy: this.loads === undefined ? 'fewest-in-flight' : 'queue-aware', affinityHeader: this.service.routing.affinityHeader ?? null } as const;
+    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing, replicas };
   }
 
   // ── the state machine ──────────────────────────────────────────────────────────────────────
@@ -253,6 +288,7 @@ export class ServiceControl {
     r.probeHost = endpoint.probeHost;
     r.probePort = endpoint.probePort;
     this.known[r.slot] = r.gen;
+    this.ring?.set(r.slot, r.origin);
     const info = this.info(r);
     for (const view of this.views.all()) view.announce(info);
   }
@@ -278,8 +314,14 @@ export class ServiceControl {
     r.since = now;
     r.clearTimers();
     if (from === 'starting') this.starting--;
-    if (from === 'ready') this.readyCount--;
-    if (to === 'ready') this.readyCount++;
+    if (from === 'ready') {
+      this.readyCount--;
+      this.loads?.left(r);
+    }
+    if (to === 'ready') {
+      this.readyCount++;
+      this.wakeUntil = 0;
+    }
     if (isLive(from)) this.live--;
     if (isLive(to)) this.live++;
     this.slots.setState(r.slot, SHARED_STATE[to]);
@@ -326,6 +368,7 @@ export class ServiceControl {
     const backoffMs = this.backoff.failed(now);
     if (from === 'starting' && this.readyCount === 0 && this.starting === 0) {
       // Nothing else can serve the queue: every waiter learns it now, not at maxWaitMs.
+      this.wakeUntil = 0; // the next request tries again
       const retryAfter = String(Math.max(1, Math.ceil(backoffMs / 1000)));
       this.demand.failAll(new RelayError('no_replica', { message: 'The service replica failed to start.', headers: { 'retry-after': retryAfter } }), 'failed');
     }
@@ -337,6 +380,7 @@ export class ServiceControl {
   forget(r: ManagedReplica): void {
     if (!this.all.delete(r)) return;
     this.known[r.slot] = -1;
+    this.ring?.delete(r.slot);
     this.slots.setState(r.slot, EMPTY);
     if (r.origin !== '') for (const view of this.views.all()) view.gone(r.slot, r.gen);
     this.scale();
@@ -359,7 +403,7 @@ export class ServiceControl {
 
   /** For Launches. */
   counts(): { places: number; starting: number; live: number; queued: number } {
-    return { places: this.all.size, starting: this.starting, live: this.live, queued: this.demand.size };
+    return { places: this.all.size, starting: this.starting, live: this.live, queued: this.demanded };
   }
 
   backoffWaitMs(): number {
