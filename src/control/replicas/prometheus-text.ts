@@ -2,7 +2,7 @@
 // that model servers may answer with): the samples of exactly one metric name, summed and maxed
 // over their series. Only what the load reader needs, strictly, and nothing else:
 //
-//   sample   = name [ "{" labels "}" ] value [ timestamp ] [ " # " exemplar ]
+//   sample   = name [ blanks ] [ "{" labels "}" ] blanks value [ blanks timestamp ] [ " # " exemplar ]
 //   labels   = label "=" '"' escaped value '"' { "," label "=" ... } [ "," ]
 //   value    = a Go float: decimal, exponent, NaN, +Inf, -Inf (any case)
 //
@@ -45,8 +45,8 @@ export function readMetric(text: string, name: string): MetricSamples | undefine
     if (!atLineStart(text, at)) continue;
     const after = at + name.length;
     const c = text.charCodeAt(after);
-    // `{`, a blank, or the end: this name; anything else is a longer name that starts with it.
-    if (c !== 0x7b && c !== 0x20 && c !== 0x09 && !Number.isNaN(c)) continue;
+    // `{`, a blank, or the end of the line: this name; anything else is a longer name.
+    if (c !== 0x7b && c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d && !Number.isNaN(c)) continue;
     const value = sampleValue(text, after);
     if (value === undefined || !Number.isFinite(value)) {
       out.ignored++;
@@ -77,11 +77,13 @@ function sampleValue(text: string, from: number): number | undefined {
   let end = text.indexOf('\n', from);
   if (end < 0) end = text.length;
   if (end > from && text.charCodeAt(end - 1) === 0x0d) end--;
-  let i = from;
+  let i = skipBlanks(text, from, end);
   if (text.charCodeAt(i) === 0x7b) {
     const close = labelsEnd(text, i + 1, end);
     if (close < 0) return undefined;
     i = close + 1;
+  } else {
+    i = from;
   }
   const rest = text.slice(i, end);
   const tokens = rest.split(/[ \t]+/);
