@@ -134,10 +134,10 @@ test('failing and hanging endpoints fall back to in-flight counts without delayi
 });
 
 test('a reading gone stale stops counting: the replica is weighed by its requests in flight again', async () => {
-  const [a, b] = await replicas(['a', 0], ['b', 3]);
+  const [a, b] = await replicas(['a', 0], ['b', 4]);
   const tg = await gateway([a!, b!], { preset: 'vllm', intervalMs: 100 });
-  await readings(tg, { 'svc-1': 0, 'svc-2': 3 });
-  // Five long requests on a, one per reading: with its queue of 0 it wins over b's 3 each time
+  await readings(tg, { 'svc-1': 0, 'svc-2': 4 });
+  // Five long requests on a, one per reading: with its queue of 0 it wins over b's 4 each time
   // (what was sent before a reading is the server's to report, not counted on top).
   const held = [];
   for (let i = 1; i <= 5; i++) {
@@ -147,7 +147,8 @@ test('a reading gone stale stops counting: the replica is weighed by its request
     await eventually(() => a!.scrapes >= scrapes + 2, 10_000, 'a new reading');
   }
   assert.deepEqual(count(await served(tg, 3)), { a: 3 });
-  // a's endpoint stops answering: its reading goes stale and it weighs 5 in flight, above b's 3.
+  // a's endpoint stops answering: its reading goes stale and it weighs 5 in flight, above b's 4
+  // (kept, its reading would weigh 0 + the 3 sent since it, below b's 4).
   a!.metrics = 'hang';
   await readings(tg, { 'svc-1': null });
   assert.deepEqual(count(await served(tg, 3)), { b: 3 });
