@@ -8,6 +8,16 @@
 // A full queue: an arrival whose priority is higher than the last waiter's (the most recent
 // arrival among the lowest priority) takes its place, and that waiter gets `503 queue_full`;
 // otherwise the arrival gets it.
+//
+// The queue's order rules across workers: while anyone is queued anywhere in the process, a new
+// request queues too (the slot table's `queued`), whatever its priority. A worker cannot know the
+// priorities of requests whose enqueue messages are still on their way, so letting a higher
+// arrival take a free slot directly could put it ahead of a higher one in flight; through the
+// queue it costs one message each way, and the slot goes to the request that should go next.
+//
+// A request that will not wait (`X-Sluice-Max-Wait-Ms: 0`) never queues; when it found the
+// service cold its thread says so, and the service is `wanted` as if one request were queued, for
+// up to `queue.maxWaitMs` or until a replica is ready, so a retry finds it warm.
 import type { ServiceConfig } from '../../config-types.js';
 import { RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
@@ -46,6 +56,8 @@ export class Demand {
   /** Affinity hashes of queued requests that have one. */
   private readonly affinityOf = new Map<number, number>();
   private dispatching = false;
+  /** Until when (performance.now()) a request that would not wait wants a replica. */
+  private wakeUntil = 0;
 
   constructor(
     private readonly service: ServiceConfig,
@@ -73,6 +85,21 @@ export class Demand {
 
   get size(): number {
     return this.queue.size;
+  }
+
+  /** What scaling serves: the queued requests, plus one while a wake holds and no replica is ready. */
+  wanted(readyReplicas: number): number {
+    return this.queue.size + (readyReplicas === 0 && this.wakeUntil > performance.now() ? 1 : 0);
+  }
+
+  /** A request that would not wait found the service cold. */
+  wake(): void {
+    this.wakeUntil = performance.now() + this.service.queue.maxWaitMs;
+  }
+
+  /** A start failed with nothing else coming: the wake is over (the next request tries again). */
+  cancelWake(): void {
+    this.wakeUntil = 0;
   }
 
   /**

@@ -1,24 +1,13 @@
 // One service's replicas on the control plane (main thread): the state machine, the queue, idle
-// stops, load readings, drain and close, for every kind of replicas (static, launched, Kubernetes).
-// The data planes choose replicas by reading the shared slot table this class writes
-// (src/replicas/slots.ts); they reach it only for the queue (demand.ts), for what they learned (a
-// refused connection) and to wake a cold service.
+// stops, drain and close, for every kind of replicas (static, launched, Kubernetes). The data
+// planes choose replicas by reading the shared slot table this class writes
+// (src/replicas/slots.ts; how they choose: choice.ts); they reach it only for the queue
+// (demand.ts), for what they learned (a refused connection) and to wake a cold service.
 //
 // Decisions:
 //
-// - Choice (in the data plane): fewest requests in flight among ready replicas under
-//   `concurrency` (0 = unlimited), equal ones in turn; with `replicas.load`, the model servers'
-//   own queues first (load-reader.ts); with `routing.affinityHeader`, the session's replica on a
-//   hash ring within a load bound (affinity-ring.ts).
-// - The queue's order rules: while anyone is queued anywhere in the process, a new request queues
-//   too, whatever its priority. A worker cannot know the priorities of requests whose enqueue
-//   messages are still on their way, so letting a higher arrival take a free slot directly could
-//   put it ahead of a higher one in flight; through the queue it costs one message each way, and
-//   the control plane hands the slot to the request that should go next.
-// - A request that will not wait (`X-Sluice-Max-Wait-Ms: 0`) and finds a launched or Kubernetes
-//   service cold gets `503 no_replica` at once, and its thread says so (`wake`): the service
-//   scales as for one queued request, for up to `queue.maxWaitMs` or until a replica is ready, so
-//   a retry finds it warm.
+// - The queue's order rules (demand.ts); a request that will not wait wakes a cold service
+//   (`wake`: it scales as for one queued request, see demand.ts and replica-view.ts).
 // - Scaling: launched replicas in launches.ts; Kubernetes replicas are the endpoints the source
 //   lists (endpoint-replicas.ts), and the source raises the Deployment from the reported demand.
 // - A failed start: every queued request gets `503 no_replica` (Retry-After = the backoff) at
@@ -40,20 +29,19 @@
 import { type ReplicaKind, replicaKind, type ServiceConfig } from '../../config-types.js';
 import { RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
-import { AffinityRing } from '../../replicas/affinity-ring.js';
 import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
 import { ProcessSource } from '../sources/process.js';
 import type { Endpoint } from '../sources/source.js';
 import { staticEndpoints } from '../sources/static.js';
+import { ReplicaChoice } from './choice.js';
 import { Demand } from './demand.js';
 import { EndpointReplicas } from './endpoint-replicas.js';
 import type { ReplicaEvents } from './events.js';
 import { Health } from './health.js';
 import { IdleStops } from './idle.js';
 import { Launches } from './launches.js';
-import { LoadReader } from './load-reader.js';
 import { ManagedReplica, canTransition, type ReplicaStateName } from './replica.js';
 import { DEFAULT_TUNING, StartBackoff, type ReplicaSetTuning } from './tuning.js';
 
@@ -94,12 +82,8 @@ export class ServiceControl {
   private readonly launches: Launches | undefined;
   /** Kubernetes replicas: the source's endpoints. */
   private readonly endpoints: EndpointReplicas | undefined;
-  /** `replicas.load`: the model servers' own queues. */
-  private readonly loads: LoadReader | undefined;
-  /** `routing.affinityHeader`: the ring the queue's grants walk (each worker has its own). */
-  private readonly ring: AffinityRing | undefined;
-  /** Until when (performance.now()) a request that would not wait still asks for a replica. */
-  private wakeUntil = 0;
+  /** Load readings and the affinity ring. */
+  private readonly choice: ReplicaChoice;
 
   constructor(service: ServiceConfig, deps: ServiceControlDeps) {
     this.slug = service.slug;
@@ -112,10 +96,8 @@ export class ServiceControl {
     const { concurrency, load } = service.replicas;
     this.slots = SlotTable.create(slotCapacity(service, this.kind), deps.threads, concurrency, load !== undefined);
     this.known = new Int32Array(this.slots.slots).fill(-1);
-    this.ring = service.routing.affinityHeader === undefined ? undefined : new AffinityRing();
-    const affinity = this.ring === undefined ? undefined : { ring: this.ring, maxLoad: service.routing.affinityMaxLoad };
-    this.demand = new Demand(service, this.slots, this.known, this.kind === 'static', (t) => this.views.get(t), this.log, this.events, affinity);
-    this.loads = load === undefined ? undefined : new LoadReader(service, load, this.slots, () => this.all, this.log, this.events);
+    this.choice = new ReplicaChoice(service, this.slots, () => this.all, this.log, this.events);
+    this.demand = new Demand(service, this.slots, this.known, this.kind === 'static', (t) => this.views.get(t), this.log, this.events, this.choice.affinity);
     this.health = new Health(service, this.tuning, this.log, this);
     this.backoff = new StartBackoff(this.tuning);
     this.idle = new IdleStops(service, this.slots, this);
@@ -157,9 +139,9 @@ export class ServiceControl {
     return this.demand.size;
   }
 
-  /** What scaling serves: the queued requests, plus one while a request that would not wait wants a replica. */
+  /** What scaling serves (Kubernetes reports it): see Demand.wanted. */
   get demanded(): number {
-    return this.demand.size + (this.wakeUntil > performance.now() && this.readyCount === 0 ? 1 : 0);
+    return this.demand.wanted(this.readyCount);
   }
 
   get readyReplicas(): number {
@@ -184,7 +166,7 @@ export class ServiceControl {
 
   wake(): void {
     if (!this.acceptingRequests || this.kind === 'static' || this.readyCount > 0) return;
-    this.wakeUntil = performance.now() + this.service.queue.maxWaitMs;
+    this.demand.wake();
     this.scale();
   }
 
@@ -251,18 +233,17 @@ export class ServiceControl {
     await this.launches?.settled();
     await this.endpoints?.close();
     this.health.close();
-    this.loads?.close();
+    this.choice.close();
     this.log.info({ service: this.slug }, 'replica set closed');
   }
 
   snapshot(): ServiceSnapshot {
     const replicas: ReplicaSnapshot[] = [];
     for (const r of this.all) {
-      const load = this.loads?.snapshot(r);
+      const load = this.choice.load(r);
       replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid, ...(load === undefined ? {} : { load }) });
     }
-    const routing = { policy: this.loads === undefined ? 'fewest-in-flight' : 'queue-aware', affinityHeader: this.service.routing.affinityHeader ?? null } as const;
-    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing, replicas };
+    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.choice.routing, replicas };
   }
 
   // ── the state machine ──────────────────────────────────────────────────────────────────────
@@ -288,7 +269,7 @@ export class ServiceControl {
     r.probeHost = endpoint.probeHost;
     r.probePort = endpoint.probePort;
     this.known[r.slot] = r.gen;
-    this.ring?.set(r.slot, r.origin);
+    this.choice.placed(r);
     const info = this.info(r);
     for (const view of this.views.all()) view.announce(info);
   }
@@ -316,12 +297,9 @@ export class ServiceControl {
     if (from === 'starting') this.starting--;
     if (from === 'ready') {
       this.readyCount--;
-      this.loads?.left(r);
+      this.choice.leftRotation(r);
     }
-    if (to === 'ready') {
-      this.readyCount++;
-      this.wakeUntil = 0;
-    }
+    if (to === 'ready') this.readyCount++;
     if (isLive(from)) this.live--;
     if (isLive(to)) this.live++;
     this.slots.setState(r.slot, SHARED_STATE[to]);
@@ -368,7 +346,7 @@ export class ServiceControl {
     const backoffMs = this.backoff.failed(now);
     if (from === 'starting' && this.readyCount === 0 && this.starting === 0) {
       // Nothing else can serve the queue: every waiter learns it now, not at maxWaitMs.
-      this.wakeUntil = 0; // the next request tries again
+      this.demand.cancelWake(); // the next request tries again
       const retryAfter = String(Math.max(1, Math.ceil(backoffMs / 1000)));
       this.demand.failAll(new RelayError('no_replica', { message: 'The service replica failed to start.', headers: { 'retry-after': retryAfter } }), 'failed');
     }
@@ -380,7 +358,7 @@ export class ServiceControl {
   forget(r: ManagedReplica): void {
     if (!this.all.delete(r)) return;
     this.known[r.slot] = -1;
-    this.ring?.delete(r.slot);
+    this.choice.forgotten(r);
     this.slots.setState(r.slot, EMPTY);
     if (r.origin !== '') for (const view of this.views.all()) view.gone(r.slot, r.gen);
     this.scale();
@@ -403,7 +381,7 @@ export class ServiceControl {
 
   /** For Launches. */
   counts(): { places: number; starting: number; live: number; queued: number } {
-    return { places: this.all.size, starting: this.starting, live: this.live, queued: this.demanded };
+    return { places: this.all.size, starting: this.starting, live: this.live, queued: this.demand.wanted(this.readyCount) };
   }
 
   backoffWaitMs(): number {
