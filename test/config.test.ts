@@ -1,4 +1,4 @@
-// Config loading and validation (contract section 7): defaults, normalization, every rule
+// Config loading and validation: defaults, normalization, every rule
 // named by key, every problem listed at once, unknown keys, env overrides, YAML and JSON.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -49,7 +49,7 @@ function withTempDir(fn: (dir: string) => void): void {
   }
 }
 
-test('a minimal config gets every default from the contract', () => {
+test('a minimal config gets every default', () => {
   const config = parseConfig(minimal());
   const expected: Config = {
     listen: { host: '127.0.0.1', port: 8080 },

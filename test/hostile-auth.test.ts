@@ -1,4 +1,4 @@
-// Hostile authentication (contract section 2): duplicate Authorization headers, tokens of every
+// Hostile authentication: duplicate Authorization headers, tokens of every
 // length and shape (never a 500), no token in any log line, no replica started and no body read
 // for an unauthenticated request to a cold service, and 429 with Retry-After for an address that
 // keeps failing while other addresses are served.

@@ -1,4 +1,4 @@
-// Shutdown (contract section 8): SIGTERM while streams are in flight and requests are queued —
+// Shutdown: SIGTERM while streams are in flight and requests are queued —
 // both behind a busy replica and behind one that is still starting. The listener closes and
 // /readyz turns 503; queued requests get `503 draining`; a stream that ends within
 // drainTimeoutMs finishes whole, one that does not is cut (truncated, never ended cleanly) when

@@ -1,4 +1,4 @@
-// GET /status on the admin listener (contract section 9): its shape, the kinds and states of
+// GET /status on the admin listener: its shape, the kinds and states of
 // services, a cold start seen as cold → starting → ready, the figures it derives from the
 // counters, never on the relay listener, and no token (nor its digest) anywhere in it.
 import assert from 'node:assert/strict';
@@ -26,7 +26,7 @@ async function post(url: string, body = '{}'): Promise<{ status: number; text: s
 
 const KEYS = ['baseUrl', 'inflight', 'kind', 'lastMinute', 'loads', 'queued', 'replicas', 'requestsPerSecond', 'routing', 'slug', 'state', 'ttfbMs'];
 
-test('/status: one entry per service with the contract fields, kinds and states, and a base URL that works', async () => {
+test('/status: one entry per service with its fields, kinds and states, and a base URL that works', async () => {
   const f = await fixture();
   const res = await fetch(`${f.admin}/status`);
   assert.equal(res.status, 200);

@@ -1,4 +1,4 @@
-// The service overview on the admin listener (contract section 9): `GET /` (the page, from the
+// The service overview on the admin listener: `GET /` (the page, from the
 // files in src/admin/ui, read once at start), `GET /status` (JSON) and `GET /status/events`
 // (server-sent events: the chart history once, then the status and a chart point every second).
 // Never registered on the relay listener: it names services and their state.

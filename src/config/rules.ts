@@ -29,7 +29,7 @@ export const DNS_SUBDOMAIN_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-/** Always forwarded to the replica (contract section 3); listing them in forwardHeaders is redundant. */
+/** Always forwarded to the replica; listing them in forwardHeaders is redundant. */
 export const ALWAYS_FORWARDED = new Set(['content-type', 'accept']);
 
 /** Headers a service may not forward from the caller, and why. */

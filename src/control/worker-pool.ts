@@ -1,5 +1,5 @@
 // The data plane threads, supervised by the main thread: start, carry messages, replace a worker
-// that dies (contract section 10: logged and replaced; requests on other workers are untouched).
+// that dies (logged and replaced; requests on other workers are untouched).
 // A dead worker's in-flight requests are lost with it (their callers see a closed connection);
 // the replica slots it held and the requests it had queued are given back at once.
 import { Worker } from 'node:worker_threads';

@@ -1,4 +1,4 @@
-// A data plane thread (contract section 10): its own uWS app on the shared port, its own view of
+// A data plane thread: its own uWS app on the shared port, its own view of
 // every service's replicas over the shared slot tables, its own upstream pools and request
 // counters. Everything else (replicas, the queue, metrics text, signals) is the main thread's;
 // the two talk through the messages in src/control/messages.ts.

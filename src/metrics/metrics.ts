@@ -1,4 +1,4 @@
-// Prometheus metrics (contract section 9): requests by service and status, time to first byte,
+// Prometheus metrics: requests by service and status, time to first byte,
 // queue depth and wait, replica states and cold-start durations, bytes relayed.
 // Per request: counts in typed arrays (request-counters.ts), rendered by collectors at a scrape
 // (collectors.ts). Replica events (a few per replica start, not per request) stay prom-client

@@ -239,7 +239,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     }
     // Nothing of the answer reached the caller yet (at most the replica's status, not written).
     if (error.retryable && !this.retried && this.body.resendable && this.replica !== undefined) {
-      // Nothing reached the replica: once, another ready replica (contract section 5).
+      // Nothing reached the replica: once, another ready replica.
       const unreachable = this.replica;
       this.replica = undefined;
       this.retried = true;
