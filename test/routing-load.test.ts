@@ -116,6 +116,10 @@ test('failing and hanging endpoints fall back to in-flight counts without delayi
   assert.equal(problems['svc-3'], 'no vllm:num_requests_waiting sample');
   assert.match(problems['svc-4']!, /ECONNRESET|closed|socket hang up/);
   assert.ok(hang!.scrapes >= 2 && fail!.scrapes >= 3, 'readings were retried, logged once');
+  // At most one reading per replica at a time: a hanging one is read again only after its 500 ms.
+  const elapsed = performance.now() - started;
+  assert.ok(hang!.scrapes <= Math.ceil(elapsed / 500) + 2, `${hang!.scrapes} readings of the hanging endpoint in ${Math.round(elapsed)} ms`);
+  assert.ok(hang!.scrapes < fail!.scrapes, 'the failing endpoint (answering at once) was read more often');
   for (const r of ['svc-1', 'svc-2', 'svc-3', 'svc-4']) assert.equal(await metric(tg, `sluice_replica_waiting{service="svc",replica="${r}"}`), undefined);
 
   // Recovery is logged once; a new failure is a new episode.
