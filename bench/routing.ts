@@ -32,11 +32,15 @@ import { BENCH_SLUG, BENCH_TOKEN, BENCH_TOKEN_SHA256 } from './lib/workload.js';
 export const POLICIES = ['fewest-in-flight', 'queue-aware', 'queue-aware+affinity'] as const;
 export type Policy = (typeof POLICIES)[number];
 
-/** Uneven replicas: two fast ones (one a little slower), one at half speed with half the batch and cache. */
+/**
+ * Uneven replicas, as a mixed fleet would be: a fast one, a slightly slower one, and one at half
+ * speed with less than half the KV cache. As on real servers the KV cache, not the batch size,
+ * limits how many sequences run: a conversation's turn holds 1,000 to 3,000 tokens of it.
+ */
 export const REPLICAS: readonly EngineSpec[] = [
-  { name: 'fast', batch: 8, decodeMs: 10, batchSlowdown: 0.06, prefillMsPer1k: 60, kvTokens: 16_000, prefixCacheTokens: 60_000 },
-  { name: 'medium', batch: 8, decodeMs: 13, batchSlowdown: 0.06, prefillMsPer1k: 80, kvTokens: 16_000, prefixCacheTokens: 60_000 },
-  { name: 'slow', batch: 4, decodeMs: 20, batchSlowdown: 0.06, prefillMsPer1k: 120, kvTokens: 8_000, prefixCacheTokens: 30_000 },
+  { name: 'fast', batch: 32, decodeMs: 10, batchSlowdown: 0.03, prefillMsPer1k: 60, kvTokens: 24_000, prefixCacheTokens: 60_000 },
+  { name: 'medium', batch: 32, decodeMs: 13, batchSlowdown: 0.03, prefillMsPer1k: 80, kvTokens: 24_000, prefixCacheTokens: 60_000 },
+  { name: 'slow', batch: 32, decodeMs: 20, batchSlowdown: 0.03, prefillMsPer1k: 120, kvTokens: 10_000, prefixCacheTokens: 30_000 },
 ];
 
 export interface RoutingSettings {
@@ -49,8 +53,8 @@ export interface RoutingSettings {
 }
 
 /**
- * 2.6 sessions per second keep about 15 requests in flight against 20 batch places in all: the fast
- * replicas have room while a third of the requests would overflow the slow one's batch of 4.
+ * 2.6 sessions per second keep about 15 requests in flight, which the three caches hold together
+ * (about 12 + 12 + 5 turns); a third of them would overflow the slow replica's.
  */
 const SIZES: Record<Mode, { durationS: number; sessionsPerS: number; rounds: number }> = {
   full: { durationS: 60, sessionsPerS: 2.6, rounds: 2 },
