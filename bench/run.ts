@@ -1,5 +1,7 @@
 // `npm run bench` (full, a few minutes), `npm run bench -- --quick` (about a minute),
 // `npm run bench -- --smoke` (seconds: proves every process starts, gets measured and stops).
+// `npm run bench -- routing` (with `--quick` or `--smoke` too) runs the routing simulation instead
+// (bench/routing.ts): replica-choice policies on simulated batching model servers.
 //
 // A fast replica (bench/replica.ts) and, in front of it, each its own process: Sluice at info and
 // at warn (workers: 1), Sluice info with workers: 2, nginx (one process), HAProxy (one thread),
@@ -17,7 +19,7 @@
 // warm-up; 4–6 once. Output: BENCHMARKS.md, results/latest.json (every per-round value) and
 // results/ttfb.svg — under bench/ for a full run, under .bench-results/<mode>/ otherwise, or
 // under --out DIR. Settings: bench/README.md.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -29,6 +31,7 @@ import { type Mode, type PeerId, type ScenarioId, type Settings, settingsFor } f
 import { LABEL, order, type Peer, type SystemBinaries, startPeer } from './lib/peers.js';
 import { markdown } from './lib/report.js';
 import { derive, emptyScenarios, type PeerRecord, type Record } from './lib/results.js';
+import { keepRoutingSection, runRouting } from './routing.js';
 import { ttfbSvg } from './lib/svg.js';
 import { ensureSystemPeer, type SystemPeerId } from './lib/system-peers.js';
 import { INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './lib/workload.js';
@@ -41,22 +44,26 @@ function log(message: string): void {
 interface Args {
   mode: Mode;
   out: string;
+  /** `routing`: the routing simulation instead of the relay benchmark. */
+  routing: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
   let mode: Mode = 'full';
   let out: string | undefined;
+  let routing = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--quick') mode = 'quick';
+    if (a === 'routing') routing = true;
+    else if (a === '--quick') mode = 'quick';
     else if (a === '--smoke') mode = 'smoke';
     else if (a === '--full') mode = 'full';
     else if (a === '--out' && argv[i + 1] !== undefined) out = argv[++i]!;
     else if (a.startsWith('--out=')) out = a.slice('--out='.length);
-    else throw new Error(`unknown argument "${a}": use --quick, --smoke, --full, --out DIR`);
+    else throw new Error(`unknown argument "${a}": use routing, --quick, --smoke, --full, --out DIR`);
   }
   const benchDir = fileURLToPath(new URL('../../bench/', import.meta.url));
-  return { mode, out: resolve(out ?? (mode === 'full' ? benchDir : join('.bench-results', mode))) };
+  return { mode, routing, out: resolve(out ?? (mode === 'full' ? benchDir : join('.bench-results', mode))) };
 }
 
 /** Every peer must answer exactly what the replica answers before anything is measured. */
@@ -189,14 +196,21 @@ async function runOnce(s: Settings, peers: Peer[], replica: Child, binaries: Sys
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
-  const s = settingsFor(args.mode);
   installCleanup();
   const started = Date.now();
   const flags = process.argv.slice(2).join(' ');
+  const command = process.env['npm_lifecycle_event'] === 'bench' ? `npm run bench${flags === '' ? '' : ` -- ${flags}`}` : `node dist/bench/run.js${flags === '' ? '' : ` ${flags}`}`;
+  if (args.routing) {
+    log(`routing simulation, ${args.mode} mode; output in ${args.out}`);
+    await runRouting(args.mode, args.out, command, log);
+    log(`${Math.round((Date.now() - started) / 1000)} s; ${join(args.out, 'BENCHMARKS.md')}, results/routing.json, results/routing.svg`);
+    return;
+  }
+  const s = settingsFor(args.mode);
   const rec: Record = {
     schema: 2,
     mode: s.mode,
-    command: process.env['npm_lifecycle_event'] === 'bench' ? `npm run bench${flags === '' ? '' : ` -- ${flags}`}` : `node dist/bench/run.js${flags === '' ? '' : ` ${flags}`}`,
+    command,
     startedAt: new Date(started).toISOString(),
     wallSeconds: 0,
     machine: { cpuModel: cpus()[0]?.model ?? 'unknown', cpus: cpus().length, kernel: release(), memTotalMiB: Math.round(totalmem() / 1048576), loadavgAtStart: loadavg(), loadavgAtEnd: [] },
@@ -231,7 +245,9 @@ async function main(): Promise<void> {
   const ran = rec.peers.filter((p) => p.skipped === undefined);
   writeFileSync(join(args.out, 'results', 'ttfb.svg'), ttfbSvg(chartTitle, ran.map((p) => ({ label: p.label, ttfb: rec.derived!.ttfb[p.id] }))));
   const text = markdown(rec, s.scenarios.includes('ttfb') ? 'results/ttfb.svg' : undefined);
-  writeFileSync(join(args.out, 'BENCHMARKS.md'), text);
+  // The routing simulation's section (a run of its own) stays.
+  const previous = join(args.out, 'BENCHMARKS.md');
+  writeFileSync(previous, keepRoutingSection(text, existsSync(previous) ? readFileSync(previous, 'utf8') : undefined));
   writeFileSync(join(args.out, 'results', 'latest.json'), `${JSON.stringify(rec, null, 2)}\n`);
   process.stdout.write(`\n${text}\n`);
   log(`${rec.wallSeconds} s; ${join(args.out, 'BENCHMARKS.md')}, results/latest.json, results/ttfb.svg`);

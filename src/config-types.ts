@@ -1,4 +1,4 @@
-// The validated configuration, as the rest of Sluice sees it (contract section 7).
+// The validated configuration, as the rest of Sluice sees it.
 // Every field is filled in: defaults are applied by the loader in config.ts, once, at start.
 
 export interface TokenConfig {
@@ -6,6 +6,33 @@ export interface TokenConfig {
   name: string;
   /** Lowercase SHA-256 hex digest of the token (64 hex digits). */
   sha256: string;
+  /** Its requests' place in the queue: higher goes first (default 0). */
+  priority: number;
+}
+
+/** The model servers whose load metrics `replicas.load.preset` names. */
+export type LoadPreset = 'vllm' | 'sglang' | 'tgi' | 'llamacpp';
+
+/** `replicas.load`: read each ready replica's Prometheus endpoint to choose by its own queue. */
+export interface LoadConfig {
+  preset?: LoadPreset | undefined;
+  /** Path of the Prometheus endpoint, from `/`. */
+  path: string;
+  intervalMs: number;
+  /** Metric names of the server's waiting requests; the first one the server exports counts. */
+  waiting: string[];
+  /** Metric names of its cache usage (0 to 1); the first exported counts; empty: not read. */
+  cacheUsage: string[];
+  /** A replica whose cache usage is at or above this is chosen only when every other is too. */
+  cacheUsageHigh: number;
+}
+
+/** `routing`: how a request chooses among the ready replicas. */
+export interface RoutingConfig {
+  /** Lower-case name of the header whose value keeps a session on one replica. */
+  affinityHeader?: string | undefined;
+  /** A session leaves its replica while that one's load exceeds this times the mean. */
+  affinityMaxLoad: number;
 }
 
 export interface ReplicasConfig {
@@ -13,7 +40,7 @@ export interface ReplicasConfig {
   urls?: string[];
   /** Launched replicas: argv; `{port}` in an argument is replaced by the chosen port. */
   command?: string[];
-  /** Replicas run by Kubernetes: the pods behind a Service, of a Deployment (contract section 11). */
+  /** Replicas run by Kubernetes: the pods behind a Service, of a Deployment. */
   kubernetes?: KubernetesTarget;
   env: Record<string, string>;
   /** Readiness path probed with GET; must begin with `/`. */
@@ -24,9 +51,11 @@ export interface ReplicasConfig {
   idleTimeoutMs: number;
   /** Requests in flight per replica; 0 = unlimited. */
   concurrency: number;
+  /** Read the replicas' own load (not set: choose by requests in flight). */
+  load?: LoadConfig | undefined;
 }
 
-/** `replicas.kubernetes` (contract sections 7 and 11). */
+/** `replicas.kubernetes`. */
 export interface KubernetesTarget {
   /** Default: the pod's own namespace, else the kubeconfig context's, else `default`. */
   namespace?: string | undefined;
@@ -57,6 +86,7 @@ export interface ServiceConfig {
   timeouts: { responseHeadersMs: number; bodyIdleMs: number };
   /** `keepAliveMs`: a waiting request for a streamed answer gets `200` and comments this often (0: off). */
   queue: { maxRequests: number; maxWaitMs: number; keepAliveMs: number };
+  routing: RoutingConfig;
   replicas: ReplicasConfig;
 }
 

@@ -29,7 +29,7 @@ test('over queue.maxRequests: 503 queue_full with Retry-After; the queued ones a
   const tg = await gatewayFor({ env: { START_DELAY_MS: '1000' } }, { maxRequests: 2 });
   const first = post(tg, '/echo', 'one');
   const second = post(tg, '/echo', 'two');
-  await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="svc"}')) === 2, 5000, 'two queued requests');
+  await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="svc",priority="0"}')) === 2, 5000, 'two queued requests');
   const third = await post(tg, '/echo', 'three');
   assert.equal(third.status, 503);
   assert.equal(JSON.parse(third.text).error.code, 'queue_full');

@@ -35,7 +35,8 @@ test('each default in the table is the value the loader fills in', () => {
   const digest = 'ab'.repeat(32);
   const config = parseConfig({
     admin: { port: 9091 },
-    services: [{ slug: 's', tokens: [{ name: 't', sha256: digest }], replicas: { command: ['node', 'x.js'] } }],
+    // `replicas.load` is an optional section: set (by its preset alone) so its defaults are filled in.
+    services: [{ slug: 's', tokens: [{ name: 't', sha256: digest }], replicas: { command: ['node', 'x.js'], load: { preset: 'vllm' } } }],
   }) as unknown as Record<string, unknown>;
   let checked = 0;
   for (const doc of configKeys()) {

@@ -1,4 +1,4 @@
-// Config loading and validation (contract section 7): defaults, normalization, every rule
+// Config loading and validation: defaults, normalization, every rule
 // named by key, every problem listed at once, unknown keys, env overrides, YAML and JSON.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -49,7 +49,7 @@ function withTempDir(fn: (dir: string) => void): void {
   }
 }
 
-test('a minimal config gets every default from the contract', () => {
+test('a minimal config gets every default', () => {
   const config = parseConfig(minimal());
   const expected: Config = {
     listen: { host: '127.0.0.1', port: 8080 },
@@ -60,12 +60,13 @@ test('a minimal config gets every default from the contract', () => {
     services: [
       {
         slug: 'demo',
-        tokens: [{ name: 'laptop', sha256: DIGEST }],
+        tokens: [{ name: 'laptop', sha256: DIGEST, priority: 0 }],
         methods: ['POST'],
         forwardHeaders: [],
         maxRequestBytes: 104857600,
         timeouts: { responseHeadersMs: 1200000, bodyIdleMs: 300000 },
         queue: { maxRequests: 1000, maxWaitMs: 600000, keepAliveMs: 0 },
+        routing: { affinityMaxLoad: 1.25 },
         replicas: {
           urls: ['http://127.0.0.1:9000'],
           env: {},
@@ -96,12 +97,13 @@ test('a full config keeps every value it sets', (t) => {
     services: [
       {
         slug: 'launched-1',
-        tokens: [{ name: 'a', sha256: DIGEST }, { name: 'b', sha256: DIGEST2 }],
+        tokens: [{ name: 'a', sha256: DIGEST, priority: 10 }, { name: 'b', sha256: DIGEST2, priority: -3 }],
         methods: ['POST', 'PUT'],
         forwardHeaders: ['x-tenant'],
         maxRequestBytes: 1,
         timeouts: { responseHeadersMs: 5, bodyIdleMs: 6 },
         queue: { maxRequests: 0, maxWaitMs: 7, keepAliveMs: 15000 },
+        routing: { affinityHeader: 'x-session-id', affinityMaxLoad: 2 },
         replicas: {
           command: ['node', 'server.js', '--port', '{port}'],
           env: { MODEL: 'tiny', THREADS: '4' },
@@ -115,12 +117,13 @@ test('a full config keeps every value it sets', (t) => {
       },
       {
         slug: 'on-kubernetes',
-        tokens: [{ name: 'a', sha256: DIGEST }],
+        tokens: [{ name: 'a', sha256: DIGEST, priority: 0 }],
         methods: ['POST'],
         forwardHeaders: [],
         maxRequestBytes: 10,
         timeouts: { responseHeadersMs: 5, bodyIdleMs: 6 },
         queue: { maxRequests: 10, maxWaitMs: 7, keepAliveMs: 100 },
+        routing: { affinityMaxLoad: 1.25 },
         replicas: {
           kubernetes: { namespace: 'models', deployment: 'llama.v2', service: 'llama', port: 8000, kubeconfig: '/etc/sluice/kubeconfig' },
           env: {},

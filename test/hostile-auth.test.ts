@@ -1,4 +1,4 @@
-// Hostile authentication (contract section 2): duplicate Authorization headers, tokens of every
+// Hostile authentication: duplicate Authorization headers, tokens of every
 // length and shape (never a 500), no token in any log line, no replica started and no body read
 // for an unauthenticated request to a cold service, and 429 with Retry-After for an address that
 // keeps failing while other addresses are served.
@@ -159,7 +159,7 @@ describe('hostile authentication', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.ok(!tg.logs.some((l) => l.msg === 'replica process spawned'), 'no replica process was started');
     assert.deepEqual(recorded(record), []);
-    assert.ok(((await metric(tg, 'sluice_queue_depth{service="cold"}')) ?? 0) === 0, 'nothing queued');
+    assert.ok(((await metric(tg, 'sluice_queue_depth{service="cold",priority="0"}')) ?? 0) === 0, 'nothing queued');
   });
 
   test('repeated failures from one address: 429 with Retry-After for it, other addresses still served', async () => {

@@ -138,6 +138,7 @@ test('the overview page: services live, a cold start as it happens, and a Reques
   assert.equal(await cell(page, 'llm', 'kind'), 'launched');
   assert.equal(await cell(page, 'llm', 'state'), 'cold');
   assert.equal(await cell(page, 'llm', 'replicas'), 'none');
+  assert.equal(await cell(page, 'api', 'routing'), 'fewest in flight');
   await waitForCell(page, 'llm', 'state', 'cold');
   assert.equal(await page.locator('#connection').getAttribute('data-state'), 'live');
   await page.screenshot({ path: join(OUTPUT, 'overview-cold.png'), fullPage: true });

@@ -68,6 +68,7 @@ describe('authenticate over several tokens', () => {
     ['alpha-token', 'beta-token', 'gamma/token+=='].map((token, i) => ({
       name: `t${i}`,
       sha256: createHash('sha256').update(token, 'utf8').digest('hex'),
+      priority: 0,
     })),
   );
 

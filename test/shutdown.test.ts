@@ -1,4 +1,4 @@
-// Shutdown (contract section 8): SIGTERM while streams are in flight and requests are queued —
+// Shutdown: SIGTERM while streams are in flight and requests are queued —
 // both behind a busy replica and behind one that is still starting. The listener closes and
 // /readyz turns 503; queued requests get `503 draining`; a stream that ends within
 // drainTimeoutMs finishes whole, one that does not is cut (truncated, never ended cleanly) when
@@ -67,7 +67,7 @@ after(async () => {
 
 async function queued(slug: string): Promise<number> {
   const text = await (await request(`http://127.0.0.1:${gw.adminPort}/metrics`)).body.text();
-  const line = text.split('\n').find((l) => l.startsWith(`sluice_queue_depth{service="${slug}"} `));
+  const line = text.split('\n').find((l) => l.startsWith(`sluice_queue_depth{service="${slug}",priority="0"} `));
   return line === undefined ? 0 : Number(line.split(' ')[1]);
 }
 

@@ -1,4 +1,4 @@
-// GET /status on the admin listener (contract section 9): its shape, the kinds and states of
+// GET /status on the admin listener: its shape, the kinds and states of
 // services, a cold start seen as cold → starting → ready, the figures it derives from the
 // counters, never on the relay listener, and no token (nor its digest) anywhere in it.
 import assert from 'node:assert/strict';
@@ -24,9 +24,9 @@ async function post(url: string, body = '{}'): Promise<{ status: number; text: s
   return { status: res.statusCode, text: await res.body.text() };
 }
 
-const KEYS = ['baseUrl', 'inflight', 'kind', 'lastMinute', 'queued', 'replicas', 'requestsPerSecond', 'slug', 'state', 'stream', 'ttfbMs'];
+const KEYS = ['baseUrl', 'inflight', 'kind', 'lastMinute', 'loads', 'queued', 'replicas', 'requestsPerSecond', 'routing', 'slug', 'state', 'stream', 'ttfbMs'];
 
-test('/status: one entry per service with the contract fields, kinds and states, and a base URL that works', async () => {
+test('/status: one entry per service with its fields, kinds and states, and a base URL that works', async () => {
   const f = await fixture();
   const res = await fetch(`${f.admin}/status`);
   assert.equal(res.status, 200);
@@ -57,6 +57,8 @@ test('/status: one entry per service with the contract fields, kinds and states,
     assert.deepEqual(s.ttfbMs, { p50: null, p99: null });
     assert.deepEqual(s.stream, { active: 0, eventsPerSecond: 0, firstEventMs: { p50: null, p99: null }, betweenEventsMs: { p50: null, p99: null } });
     assert.deepEqual(s.lastMinute, { requests: 0, errors: 0 });
+    assert.deepEqual(s.routing, { policy: 'fewest-in-flight', affinityHeader: null });
+    assert.deepEqual(s.loads, []);
   }
 
   // The base URL is the one callers use: {baseUrl}/request{path}.

@@ -111,7 +111,7 @@ test('regression: a request whose caller leaves while it waits in the queue logs
   await eventually(() => held.length === 1, 10_000, 'the first request to reach the replica');
   const second = await rawCaller(tg.port);
   second.socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\n\r\n`);
-  await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="svc"}')) === 1, 10_000, 'the second request to be queued');
+  await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="svc",priority="0"}')) === 1, 10_000, 'the second request to be queued');
   await sleep(200);
   second.socket.destroy();
   await eventually(() => tg.logs.some((l) => l.msg === 'request' && l.outcome === 'client_closed'), 10_000, 'the access log line');

@@ -43,9 +43,9 @@ test('workers: 2 — concurrency 1 holds gateway-wide and the queue is one FIFO 
       }),
     );
     // Sent one by one: each is in the queue before the next leaves the test.
-    await eventually(async () => (await metric(tg!, 'sluice_queue_depth{service="svc"}')) === i + 1, 10_000, `waiter ${i} queued`);
+    await eventually(async () => (await metric(tg!, 'sluice_queue_depth{service="svc",priority="0"}')) === i + 1, 10_000, `waiter ${i} queued`);
   }
-  assert.equal(await metric(tg, 'sluice_queue_depth{service="svc"}'), 6, 'six wait, through both workers');
+  assert.equal(await metric(tg, 'sluice_queue_depth{service="svc",priority="0"}'), 6, 'six wait, through both workers');
   assert.equal((await stats()).inflight, 1, 'the replica has one request while six wait');
 
   await request(`http://127.0.0.1:${replicaPort}/open`).then((res) => res.body.dump());

@@ -59,7 +59,7 @@ test('workers: 2 — a worker that dies is replaced, its slot is given back, the
   const waiting = held(w1![0]!);
   await eventually(async () => {
     const res = await w1![1]!.client.request({ path: '/metrics', method: 'GET' });
-    return /^sluice_queue_depth\{service="svc"\} 1$/m.test(await res.body.text());
+    return /^sluice_queue_depth\{service="svc",priority="0"\} 1$/m.test(await res.body.text());
   }, 10_000, 'the second request to queue');
 
   const crash = await w0![1]!.client.request({ path: '/__sluice_test/crash-worker', method: 'POST', body: '' });

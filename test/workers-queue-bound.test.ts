@@ -34,7 +34,7 @@ test('workers: 2 — the queue bound holds across workers', async () => {
     }));
 
   const queued = [send(w0![0]!), send(w1![0]!), send(w0![1]!), send(w1![1]!)];
-  await eventually(async () => (await metric(tg!, 'sluice_queue_depth{service="svc"}')) === 4, 10_000, 'four queued');
+  await eventually(async () => (await metric(tg!, 'sluice_queue_depth{service="svc",priority="0"}')) === 4, 10_000, 'four queued');
 
   const refused = await Promise.all([send(w0![2]!), send(w1![2]!), send(w0![3]!), send(w1![3]!)]);
   for (const answer of refused) {
@@ -42,7 +42,7 @@ test('workers: 2 — the queue bound holds across workers', async () => {
     assert.equal(answer.code, 'queue_full');
     assert.equal(answer.retryAfter, '1');
   }
-  assert.equal(await metric(tg, 'sluice_queue_depth{service="svc"}'), 4, 'still four queued, no more');
+  assert.equal(await metric(tg, 'sluice_queue_depth{service="svc",priority="0"}'), 4, 'still four queued, no more');
 
   writeFileSync(gate, 'ready');
   for (const answer of await Promise.all(queued)) assert.equal(answer.status, 200);

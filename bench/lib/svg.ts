@@ -1,6 +1,7 @@
-// The TTFB chart: for each peer, horizontal bars for p50, p90 and p99 (µs, medians across rounds),
-// on one logarithmic scale (p99 on a busy machine is tens of times p50; a linear scale would hide
-// the p50s). Plain SVG, no fonts or scripts fetched; deterministic for the same figures.
+// Charts: grouped horizontal bars on one logarithmic scale (`barsSvg`; p99 on a busy machine is
+// tens of times p50, and a linear scale would hide the p50s). The TTFB chart: for each peer, bars
+// for p50, p90 and p99 (µs, medians across rounds). Plain SVG, no fonts or scripts fetched;
+// deterministic for the same figures.
 import type { Derived } from './results.js';
 
 const BAR = 12;
@@ -20,12 +21,22 @@ const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;'
 
 
 export function ttfbSvg(title: string, peers: { label: string; ttfb: Derived['ttfb'][keyof Derived['ttfb']] }[]): string {
-  const rows = peers.filter((p) => p.ttfb !== undefined);
-  const values = rows.flatMap((p) => SERIES.map((s) => p.ttfb![s.key].median ?? 0)).filter((v) => v > 0);
+  const rows = peers
+    .filter((p) => p.ttfb !== undefined)
+    .map((p) => ({ label: p.label, values: Object.fromEntries(SERIES.map((s) => [s.key, p.ttfb![s.key].median ?? 0])) }));
+  return barsSvg(title, 'µs', SERIES.map((s) => ({ key: s.key, label: s.key, color: s.color })), rows);
+}
+
+/**
+ * Grouped horizontal bars on one logarithmic scale: for each row, one bar per series. Plain SVG,
+ * deterministic for the same figures.
+ */
+export function barsSvg(title: string, unit: string, series: readonly { key: string; label: string; color: string }[], rows: readonly { label: string; values: Record<string, number> }[]): string {
+  const values = rows.flatMap((r) => series.map((s) => r.values[s.key] ?? 0)).filter((v) => v > 0);
   const lo = 10 ** Math.floor(Math.log10(Math.max(1, Math.min(...values, 1e9))));
   const hi = 10 ** Math.ceil(Math.log10(Math.max(lo * 10, ...values)));
   const plotW = WIDTH - LEFT - RIGHT;
-  const groupH = SERIES.length * (BAR + GAP) - GAP;
+  const groupH = series.length * (BAR + GAP) - GAP;
   const height = TOP + rows.length * (groupH + GROUP_GAP) + 30;
   const x = (v: number): number => LEFT + ((Math.log10(Math.max(v, lo)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo))) * plotW;
   const out: string[] = [];
@@ -34,10 +45,11 @@ export function ttfbSvg(title: string, peers: { label: string; ttfb: Derived['tt
     `<rect width="${WIDTH}" height="${height}" fill="#ffffff"/>`,
     `<text x="${LEFT}" y="18" font-size="14" font-weight="bold">${esc(title)}</text>`,
   );
-  SERIES.forEach((s, i) => {
-    const lx = LEFT + i * 70;
-    out.push(`<rect x="${lx}" y="26" width="10" height="10" fill="${s.color}"/>`, `<text x="${lx + 14}" y="35">${s.key}</text>`);
-  });
+  let lx = LEFT;
+  for (const s of series) {
+    out.push(`<rect x="${lx}" y="26" width="10" height="10" fill="${s.color}"/>`, `<text x="${lx + 14}" y="35">${esc(s.label)}</text>`);
+    lx += 22 + 7 * s.label.length;
+  }
   const axisY = height - 26;
   for (let decade = lo; decade <= hi; decade *= 10) {
     for (const m of [1, 2, 5]) {
@@ -48,12 +60,12 @@ export function ttfbSvg(title: string, peers: { label: string; ttfb: Derived['tt
       if (m === 1 || hi / lo <= 1000) out.push(`<text x="${gx}" y="${axisY + 14}" text-anchor="middle" fill="#555">${v.toLocaleString('en-US')}</text>`);
     }
   }
-  out.push(`<text x="${LEFT - 8}" y="${axisY + 14}" text-anchor="end" fill="#555">µs, log scale</text>`);
-  rows.forEach((p, i) => {
+  out.push(`<text x="${LEFT - 8}" y="${axisY + 14}" text-anchor="end" fill="#555">${esc(unit)}, log scale</text>`);
+  rows.forEach((r, i) => {
     const gy = TOP + i * (groupH + GROUP_GAP);
-    out.push(`<text x="${LEFT - 8}" y="${(gy + groupH / 2 + 4).toFixed(1)}" text-anchor="end">${esc(p.label)}</text>`);
-    SERIES.forEach((s, j) => {
-      const v = p.ttfb![s.key].median ?? 0;
+    out.push(`<text x="${LEFT - 8}" y="${(gy + groupH / 2 + 4).toFixed(1)}" text-anchor="end">${esc(r.label)}</text>`);
+    series.forEach((s, j) => {
+      const v = r.values[s.key] ?? 0;
       const y = gy + j * (BAR + GAP);
       out.push(
         `<rect x="${LEFT}" y="${y}" width="${Math.max(0.5, x(v) - LEFT).toFixed(1)}" height="${BAR}" fill="${s.color}"/>`,

@@ -1,4 +1,4 @@
-// The service overview on the admin listener (contract section 9): `GET /` (the page, from the
+// The service overview on the admin listener: `GET /` (the page, from the
 // files in src/admin/ui, read once at start), `GET /status` (JSON) and `GET /status/events`
 // (server-sent events: the chart history once, then the status and a chart point every second).
 // Never registered on the relay listener: it names services and their state.
@@ -19,6 +19,7 @@ const ASSETS: ReadonlyArray<{ route: string; file: string; type: string }> = [
   { route: '/', file: 'index.html', type: 'text/html; charset=utf-8' },
   { route: '/ui/app.js', file: 'app.js', type: 'text/javascript; charset=utf-8' },
   { route: '/ui/snippets.js', file: 'snippets.js', type: 'text/javascript; charset=utf-8' },
+  { route: '/ui/routing.js', file: 'routing.js', type: 'text/javascript; charset=utf-8' },
   { route: '/ui/style.css', file: 'style.css', type: 'text/css; charset=utf-8' },
   { route: '/ui/favicon.svg', file: 'favicon.svg', type: 'image/svg+xml' },
 ];

@@ -13,8 +13,26 @@ export interface SnapshotSource {
     kind: 'static' | 'launched' | 'kubernetes';
     accepting: boolean;
     queued: number;
-    replicas: ReadonlyArray<{ state: string; inflight: number }>;
+    routing: RoutingStatus;
+    replicas: ReadonlyArray<{ id: string; state: string; inflight: number; load?: Omit<ReplicaLoadStatus, 'replica'> }>;
   };
+}
+
+/** How a service chooses among its ready replicas. */
+export interface RoutingStatus {
+  policy: 'fewest-in-flight' | 'queue-aware';
+  affinityHeader: string | null;
+}
+
+/** A ready replica's last load reading (`replicas.load`). */
+export interface ReplicaLoadStatus {
+  replica: string;
+  waiting: number | null;
+  cacheUsage: number | null;
+  ageMs: number | null;
+  /** True while the reading weighs in the choice; false: the replica is weighed by in flight. */
+  used: boolean;
+  problem: string | null;
 }
 
 /** What is true of a service now. */
@@ -28,6 +46,9 @@ export interface LiveService {
   queued: number;
   /** Requests handed to a replica and not yet finished. */
   inflight: number;
+  routing: RoutingStatus;
+  /** The load reading of each replica that has one, in the order of the replicas. */
+  loads: ReplicaLoadStatus[];
 }
 
 /** Cumulative counts since the gateway started; the board takes differences. */
@@ -99,12 +120,14 @@ export function createStatusSource(services: readonly SnapshotSource[], metrics:
       for (const service of services) {
         const snap = service.snapshot();
         const byState: Record<string, number> = {};
+        const loads: ReplicaLoadStatus[] = [];
         let inflight = 0;
         for (const r of snap.replicas) {
           byState[r.state] = (byState[r.state] ?? 0) + 1;
           inflight += r.inflight;
+          if (r.load !== undefined) loads.push({ replica: r.id, ...r.load });
         }
-        out.push({ slug: snap.slug, kind: snap.kind, accepting: snap.accepting, replicas: byState, queued: snap.queued, inflight });
+        out.push({ slug: snap.slug, kind: snap.kind, accepting: snap.accepting, replicas: byState, queued: snap.queued, inflight, routing: snap.routing, loads });
       }
       return out;
     },

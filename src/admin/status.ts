@@ -1,4 +1,4 @@
-// `GET /status` (contract section 9) and the figures of the service overview page.
+// `GET /status` and the figures of the service overview page.
 //
 // What is true now (state, replicas, queue, in flight) is read from the replica sets at each call.
 // What happened (requests per second, time to first byte, errors, streamed events and their
@@ -7,9 +7,9 @@
 // histogram, of its bucket counts). The hot path pays nothing for any of it.
 import type { Config } from '../config-types.js';
 import type { Logger } from '../log.js';
-import type { LiveService, ServiceCounters, StatusSource } from './status-source.js';
+import type { LiveService, ReplicaLoadStatus, RoutingStatus, ServiceCounters, StatusSource } from './status-source.js';
 
-/** The one state of a service that the page and `/status` show (contract section 9). */
+/** The one state of a service that the page and `/status` show. */
 export type ServiceState = 'cold' | 'starting' | 'ready' | 'draining';
 
 export const SAMPLE_INTERVAL_MS = 1000;
@@ -30,6 +30,10 @@ export interface ServiceStatus {
   replicas: Record<string, number>;
   queued: number;
   inflight: number;
+  /** The choice policy, and the affinity header if any. */
+  routing: RoutingStatus;
+  /** Each ready replica's last load reading (empty unless the service reads loads). */
+  loads: ReplicaLoadStatus[];
   /** Requests per second over the last 10 s. */
   requestsPerSecond: number;
   /** Time to first byte over the last minute, in ms; null without requests. */
@@ -243,6 +247,8 @@ export class StatusBoard {
         replicas,
         queued: live.queued,
         inflight: live.inflight,
+        routing: live.routing,
+        loads: live.loads,
         ...this.figures(live.slug),
       });
     }

@@ -1,6 +1,7 @@
-// The `replicas` section of a service (contract sections 6, 7 and 11): exactly one kind of
+// The `replicas` section of a service: exactly one kind of
 // replicas (static `urls`, launched `command`, or `kubernetes`) and the settings that apply to it.
 import { z } from 'zod';
+import { load } from './routing-schema.js';
 import {
   ALWAYS,
   DEFAULTS,
@@ -103,6 +104,7 @@ export const replicas = strict(
     max: int(1, Number.MAX_SAFE_INTEGER, RULE.max).prefault(DEFAULTS.max),
     idleTimeoutMs: duration().prefault(DEFAULTS.idleTimeoutMs),
     concurrency: int(0, Number.MAX_SAFE_INTEGER, RULE.concurrency).prefault(DEFAULTS.concurrency),
+    load: load.optional(),
   },
   RULE.replicas,
 ).superRefine((r, ctx) => {

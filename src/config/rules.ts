@@ -1,4 +1,4 @@
-// The config's vocabulary (contract section 7): limits, defaults, each rule in words, and the
+// The config's vocabulary: limits, defaults, each rule in words, and the
 // building blocks of the schema (schema.ts, replicas-schema.ts). Every check of a leaf carries the
 // same rule text, so whatever is wrong (type, range, format) the problem names the one rule the
 // value must follow.
@@ -25,11 +25,13 @@ export const READY_PATH_RE = /^\/[\x21\x22\x24-\x7e]*$/;
  *  an RFC 1123 subdomain (Deployments; 253 at most). */
 export const DNS_LABEL_RE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 export const DNS_1035_LABEL_RE = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;
+/** A classic Prometheus metric name (what `replicas.load` looks for). */
+export const METRIC_NAME_RE = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 export const DNS_SUBDOMAIN_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-/** Always forwarded to the replica (contract section 3); listing them in forwardHeaders is redundant. */
+/** Always forwarded to the replica; listing them in forwardHeaders is redundant. */
 export const ALWAYS_FORWARDED = new Set(['content-type', 'accept']);
 
 /** Headers a service may not forward from the caller, and why. */
@@ -49,9 +51,27 @@ export const NOT_FORWARDABLE: ReadonlyMap<string, string> = new Map([
   ['te', 'a hop-by-hop header'],
   ['trailer', 'a hop-by-hop header'],
   ['upgrade', 'a hop-by-hop header'],
+  ['x-sluice-priority', 'read by Sluice (the request\'s place in the queue), never forwarded'],
+  ['x-sluice-max-wait-ms', 'read by Sluice (the request\'s wait in the queue), never forwarded'],
 ]);
 
-// Defaults (contract section 7).
+/** Headers Sluice reads itself, which cannot be the affinity header. */
+export const READ_BY_SLUICE: ReadonlySet<string> = new Set([
+  'authorization',
+  'content-type',
+  'accept',
+  'host',
+  'content-length',
+  'transfer-encoding',
+  'x-sluice-priority',
+  'x-sluice-max-wait-ms',
+]);
+
+/** Token priorities, and what `X-Sluice-Priority` may lower a request to. */
+export const MIN_PRIORITY = -1000;
+export const MAX_PRIORITY = 1000;
+
+// Defaults.
 export const DEFAULTS = {
   host: '127.0.0.1',
   port: 8080,
@@ -70,6 +90,11 @@ export const DEFAULTS = {
   max: 1,
   idleTimeoutMs: 300_000,
   concurrency: 0,
+  priority: 0,
+  affinityMaxLoad: 1.25,
+  loadPath: '/metrics',
+  loadIntervalMs: 250,
+  cacheUsageHigh: 0.9,
 } as const;
 
 // ---------------------------------------------------------------------------------------------
@@ -90,7 +115,7 @@ export const RULE = {
   services: 'must be a non-empty list of services',
   slug: "must be 1 to 63 lower-case letters, digits or '-', starting and ending with a letter or digit",
   slugUnique: 'must be unique',
-  tokens: 'must be a non-empty list of { name, sha256 }',
+  tokens: 'must be a non-empty list of { name, sha256, priority }',
   tokenName: 'must be a non-empty string',
   tokenNameUnique: 'must be unique within the service',
   sha256: 'must be the SHA-256 digest of the token: 64 hex digits (`sluice token` prints one)',
@@ -130,6 +155,20 @@ export const RULE = {
   queueNeededCold: 'must be ≥ 1 when replicas.min is 0: with no queue, a request to a cold service is refused before it can start a replica, so none ever starts (or set replicas.min ≥ 1)',
   kubeconfig: 'must be a non-empty file path (a kubeconfig file)',
   unknownKey: 'unknown key',
+  priority: `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY} (higher goes first in the queue)`,
+  routing: 'must be { affinityHeader, affinityMaxLoad }',
+  affinityHeader: "must be a header field name (letters, digits and !#$%&'*+-.^_`|~)",
+  affinityHeaderRead: 'must not be a header Sluice reads itself',
+  affinityMaxLoad: 'must be a number from 1 to 100 (1.25 = a replica may take 25 % more than the mean load)',
+  affinityMaxLoadAlone: 'applies only with routing.affinityHeader; set it or remove this key',
+  load: 'must be { preset } or { waiting } with optional path, intervalMs, cacheUsage and cacheUsageHigh',
+  loadPreset: 'must be one of vllm, sglang, tgi, llamacpp',
+  loadPath: "must be a path beginning with '/' (visible ASCII, no '#')",
+  loadIntervalMs: 'must be an integer from 50 to 60000 (milliseconds)',
+  metricName: "must be a Prometheus metric name (letters, digits, '_' and ':', not starting with a digit)",
+  loadWaitingNeeded: 'is required unless replicas.load.preset is set: the metric of the server\'s waiting requests',
+  cacheUsageHigh: 'must be a number above 0 and at most 1 (a share of the cache)',
+  cacheUsageHighAlone: 'applies only with a cache usage metric (replicas.load.cacheUsage, or a preset that has one); set it or remove this key',
 } as const;
 
 // ---------------------------------------------------------------------------------------------

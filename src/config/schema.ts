@@ -1,4 +1,4 @@
-// The config schema (contract section 7): every key, its default and its rule. The schema fills
+// The config schema: every key, its default and its rule. The schema fills
 // every default, normalizes values (lower-case digests and header names, upper-case methods, URL
 // origins, no trailing `/` on basePath) and rejects unknown keys. Each key carries its rule in
 // words (`.describe`), which is also what `config/doc.ts` prints for the README's table.
@@ -6,6 +6,7 @@ import { isIPv6 } from 'node:net';
 import { z } from 'zod';
 import type { Config } from '../config-types.js';
 import { replicas } from './replicas-schema.js';
+import { routing } from './routing-schema.js';
 import {
   ALWAYS,
   ALWAYS_FORWARDED,
@@ -18,6 +19,8 @@ import {
   LOG_LEVELS,
   MAX_DURATION_MS,
   MIN_KEEP_ALIVE_MS,
+  MAX_PRIORITY,
+  MIN_PRIORITY,
   nonEmptyString,
   NOT_FORWARDABLE,
   RULE,
@@ -85,6 +88,7 @@ const token = strict({
     else ctx.addIssue({ code: 'custom', message: RULE.sha256, input: s });
     return z.NEVER;
   }).describe(RULE.sha256),
+  priority: int(MIN_PRIORITY, MAX_PRIORITY, RULE.priority).prefault(DEFAULTS.priority),
 });
 
 const tokens = z
@@ -151,6 +155,7 @@ const service = strict({
     maxWaitMs: duration().prefault(DEFAULTS.queueMaxWaitMs),
     keepAliveMs: keepAliveMs.prefault(DEFAULTS.queueKeepAliveMs),
   }).prefault({}),
+  routing: routing.prefault({}),
   replicas,
 }).superRefine((s, ctx) => {
   // Launched and Kubernetes replicas start on a queued request: a service that can neither queue

@@ -37,7 +37,8 @@ export type ToWorker =
 export type FromWorker =
   | { t: 'listening'; port: number }
   | { t: 'listen-failed'; reason: string }
-  | { t: 'enq'; s: number; id: number; at: number }
+  | { t: 'enq'; s: number; id: number; at: number; p: number; w: number; h: number }
+  | { t: 'wake'; s: number }
   | { t: 'cancel'; s: number; id: number }
   | { t: 'released'; s: number }
   | { t: 'unreachable'; s: number; slot: number; gen: number }

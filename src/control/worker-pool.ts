@@ -1,5 +1,5 @@
 // The data plane threads, supervised by the main thread: start, carry messages, replace a worker
-// that dies (contract section 10: logged and replaced; requests on other workers are untouched).
+// that dies (logged and replaced; requests on other workers are untouched).
 // A dead worker's in-flight requests are lost with it (their callers see a closed connection);
 // the replica slots it held and the requests it had queued are given back at once.
 import { Worker } from 'node:worker_threads';
@@ -116,7 +116,10 @@ export class WorkerPool {
     const services = this.options.services;
     switch (m.t) {
       case 'enq':
-        services[m.s]!.enqueue(h.thread, m.id, m.at);
+        services[m.s]!.enqueue(h.thread, m.id, m.at, m.p, m.w, m.h);
+        break;
+      case 'wake':
+        services[m.s]!.wake();
         break;
       case 'cancel':
         services[m.s]!.cancel(h.thread, m.id);

@@ -1,9 +1,10 @@
 // The uWebSockets.js front end of one data plane thread: the relay route's requestFilter.
 //
 // requestFilter runs synchronously inside the uWS handler, cheapest check first, and nothing
-// costly happens before authentication (contract section 2):
+// costly happens before authentication:
 //   request head (framing, header syntax, method token, raw target: relay/request-head.ts, whatever
-//   the route) → route → service → method → draining → auth rate limit → token → path → size
+//   the route) → route → service → method → draining → auth rate limit → token → path → size →
+//   the queue terms (`X-Sluice-Priority`, `X-Sluice-Max-Wait-Ms`) and the affinity hash
 // Every refusal is answered on the next turn of the event loop (see `refuse`), but a 413 from
 // a valid Content-Length, answered at once; then a RelayRequest (src/relay/relay.ts) takes over.
 import { randomBytes } from 'node:crypto';
@@ -14,7 +15,9 @@ import type { Logger } from '../log.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
 import { authenticate, type TokenEntry, tokenEntries } from '../relay/auth.js';
 import { writeError } from '../relay/downstream.js';
-import { readCallerHeaders } from '../relay/headers.js';
+import { MIN_PRIORITY } from '../config/rules.js';
+import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
+import { readCallerHeaders, requestMaxWait, requestPriority } from '../relay/headers.js';
 import { pathProblem, queryProblem } from '../relay/path.js';
 import { checkRequestHead } from '../relay/request-head.js';
 import { type RelayObserver, RelayRequest, type ServiceRuntime } from '../relay/relay.js';
@@ -26,6 +29,8 @@ export class ServiceEntry implements ServiceRuntime {
   readonly forward: ReadonlySet<string>;
   readonly methods: ReadonlySet<string>;
   readonly allow: string;
+  /** `routing.affinityHeader`, or '' for none. */
+  readonly affinity: string;
 
   constructor(
     readonly config: ServiceConfig,
@@ -38,6 +43,7 @@ export class ServiceEntry implements ServiceRuntime {
     this.forward = new Set(config.forwardHeaders.filter((name) => name !== 'content-type' && name !== 'accept'));
     this.methods = new Set(config.methods);
     this.allow = config.methods.join(', ');
+    this.affinity = config.routing.affinityHeader ?? '';
   }
 }
 
@@ -90,7 +96,7 @@ export class FrontEnd {
     const service = routed ? this.services.get(url.slice(prefix.length, slash)) : undefined;
     // Framing and header syntax come first, whatever the route: an answer that leaves the
     // connection open must know where this request ends, or the bytes after it run as a request.
-    const headers = readCallerHeaders(req, service?.forward ?? NO_FORWARD);
+    const headers = readCallerHeaders(req, service?.forward ?? NO_FORWARD, service?.affinity ?? '');
     const query = req.getQuery();
     const framing = checkRequestHead(headers, method, url, query);
     if (typeof framing !== 'number') {
@@ -155,8 +161,16 @@ export class FrontEnd {
       this.logRefusal(id, error, service);
       return;
     }
+    const priority = requestPriority(headers, auth.priority, MIN_PRIORITY);
+    const maxWaitMs = requestMaxWait(headers, service.config.queue.maxWaitMs);
+    if (typeof priority === 'string' || typeof maxWaitMs === 'string') {
+      const problem = typeof priority === 'string' ? priority : (maxWaitMs as string);
+      this.refuse(res, new RelayError('bad_request', { message: `${problem}.` }), hasBody, service, head);
+      return;
+    }
+    const affinity = headers.affinity === undefined ? NO_AFFINITY : hashKey(headers.affinity);
     const target = query === undefined ? path : `${path}?${query}`;
-    const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.nextId(), auth.name);
+    const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.nextId(), auth.name, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
     this.owner.onRelayStarted();

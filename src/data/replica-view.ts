@@ -1,26 +1,35 @@
-// A data plane's view of one service's replicas: the `ReplicaSet` the relay uses. Contract
-// section 10: choosing a ready replica with room costs no message between threads.
+// A data plane's view of one service's replicas: the `ReplicaSet` the relay uses. Choosing a
+// ready replica with room costs no message between threads.
 //
 // - Fast path (`acquire`): nobody is queued anywhere and a ready replica has room: one scan of
-//   the shared slot table and one atomic increment (slots.ts), then the waiter gets this thread's
-//   connection pool to that replica. No promise, closure, timer or message.
+//   the shared slot table and one atomic increment (slots.ts; a walk of this thread's hash ring
+//   first for a request with an affinity value), then the waiter gets this thread's connection
+//   pool to that replica. No promise, closure, timer or message.
 // - Slow path: the request waits in the control plane's process-wide queue. It is counted in the
 //   table's `queued` first (so every other thread queues behind it), then one message carries it
-//   to the control plane, which answers with a grant (a slot already counted for this thread) or
-//   a failure.
+//   to the control plane, with its priority, its own wait and its affinity hash; the control plane
+//   answers with a grant (a slot already counted for this thread) or a failure.
+// - A request that will not wait (`maxWaitMs` 0) never queues: `503 no_replica` at once, and when
+//   the service is cold (no replica in rotation) one message wakes it (at most one per 100 ms per
+//   thread), so a retry finds it warm.
 // - `release` is an atomic decrement; a message follows only when requests are queued (a slot
-//   for the oldest waiter) or the replica refused the connection (out of rotation).
+//   for the next waiter) or the replica refused the connection (out of rotation).
 // - Each thread has its own connection pools, created in one place (`announce`) with
-//   `createPool(origin, service)` and closed when the control plane says the replica is gone.
+//   `createPool(origin, service)` and closed when the control plane says the replica is gone, and
+//   its own affinity ring, rebuilt at the same two moments.
 import type { ServiceConfig } from '../config-types.js';
 import { RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../replicas/link.js';
+import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
 import { sharedClock } from '../replicas/queue.js';
 import type { SlotTable } from '../replicas/slots.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamPool } from '../upstream/pool.js';
 import { createPool } from '../upstream/pools.js';
+
+/** Wake messages of one thread for a cold service: at most one per this many ms. */
+const WAKE_EVERY_MS = 100;
 
 /** One replica as this thread uses it. */
 class LocalReplica implements Replica {
@@ -55,6 +64,15 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     message: 'The service replica could not be reached and no other replica is ready.',
     retryable: false,
   });
+  private readonly noWaitError = new RelayError('no_replica', {
+    message: 'No replica of the service could take the request at once, and it asked not to wait (X-Sluice-Max-Wait-Ms: 0).',
+    headers: { 'retry-after': '1' },
+  });
+  /** `routing.affinityHeader`: this thread's ring over the replicas it knows. */
+  private readonly ring: AffinityRing | undefined;
+  private readonly maxLoad: number;
+  /** performance.now() of the last wake message. */
+  private wokeAt = -Infinity;
 
   constructor(
     private readonly service: ServiceConfig,
@@ -71,6 +89,8 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     this.slug = service.slug;
     this.known = new Int32Array(slots.slots).fill(-1);
     this.bySlot = new Array<LocalReplica | undefined>(slots.slots).fill(undefined);
+    this.ring = service.routing.affinityHeader === undefined ? undefined : new AffinityRing();
+    this.maxLoad = service.routing.affinityMaxLoad;
   }
 
   // ── ReplicaSet: the relay's side ───────────────────────────────────────────────────────────
@@ -87,18 +107,37 @@ export class ReplicaView implements ReplicaSet, ViewLink {
       // answers 502 at once.
       const slot = slots.take(this.thread, this.known, (exclude as LocalReplica).slot, false);
       if (slot >= 0) waiter.onReplica(this.bySlot[slot]!);
-      else if (this.launched) this.enqueue(waiter);
+      else if (this.launched && waiter.maxWaitMs !== 0) this.enqueue(waiter);
       else waiter.onNoReplica(this.noOtherReplicaError);
       return;
     }
     if (slots.queued === 0) {
-      const slot = slots.take(this.thread, this.known, -1, !this.launched);
+      const slot =
+        this.ring === undefined || waiter.affinity === NO_AFFINITY
+          ? slots.take(this.thread, this.known, -1, !this.launched)
+          : slots.takeNear(this.thread, this.known, this.ring, waiter.affinity, this.maxLoad, !this.launched);
       if (slot >= 0) {
         waiter.onReplica(this.bySlot[slot]!);
         return;
       }
     }
+    if (waiter.maxWaitMs === 0) {
+      this.refuseWait(waiter);
+      return;
+    }
     this.enqueue(waiter);
+  }
+
+  /** A request that will not wait and found no replica with room: 503 now, and wake a cold service. */
+  private refuseWait(waiter: ReplicaWaiter): void {
+    if (this.launched && !this.slots.hasReady()) {
+      const now = performance.now();
+      if (now - this.wokeAt >= WAKE_EVERY_MS) {
+        this.wokeAt = now;
+        this.link.wake();
+      }
+    }
+    waiter.onNoReplica(this.noWaitError);
   }
 
   cancel(waiter: ReplicaWaiter): boolean {
@@ -134,7 +173,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     this.waiting.set(id, waiter);
     this.ids.set(waiter, id);
     this.slots.addQueued(1);
-    this.link.enqueue(this.thread, id, sharedClock());
+    this.link.enqueue(this.thread, id, sharedClock(), waiter.priority, waiter.maxWaitMs, this.ring === undefined ? NO_AFFINITY : waiter.affinity);
   }
 
   // ── ViewLink: the control plane's side ─────────────────────────────────────────────────────
@@ -146,6 +185,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     const pool = createPool(info.origin, this.service);
     this.bySlot[info.slot] = new LocalReplica(info.id, info.origin, info.host, pool, info.slot, info.gen, this.slots);
     this.known[info.slot] = info.gen;
+    this.ring?.set(info.slot, info.origin);
   }
 
   gone(slot: number, gen: number): void {
@@ -153,6 +193,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     if (r === undefined || r.gen !== gen) return;
     this.bySlot[slot] = undefined;
     this.known[slot] = -1;
+    this.ring?.delete(slot);
     const closing = closePool(r.pool, this.poolCloseMs);
     this.closing.add(closing);
     void closing.finally(() => this.closing.delete(closing));

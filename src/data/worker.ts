@@ -1,4 +1,4 @@
-// A data plane thread (contract section 10): its own uWS app on the shared port, its own view of
+// A data plane thread: its own uWS app on the shared port, its own view of
 // every service's replicas over the shared slot tables, its own upstream pools and request
 // counters. Everything else (replicas, the queue, metrics text, signals) is the main thread's;
 // the two talk through the messages in src/control/messages.ts.
@@ -31,7 +31,8 @@ const flags = new Int32Array(init.flags);
 /** One service's demand, as messages to the main thread. */
 function demandLink(s: number): DemandLink {
   return {
-    enqueue: (_thread, id, at) => post({ t: 'enq', s, id, at }),
+    enqueue: (_thread, id, at, p, w, h) => post({ t: 'enq', s, id, at, p, w, h }),
+    wake: () => post({ t: 'wake', s }),
     cancel: (_thread, id) => post({ t: 'cancel', s, id }),
     released: () => post({ t: 'released', s }),
     unreachable: (slot, gen) => post({ t: 'unreachable', s, slot, gen }),

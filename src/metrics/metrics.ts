@@ -1,4 +1,4 @@
-// Prometheus metrics (contract section 9): requests by service and status, time to first byte,
+// Prometheus metrics: requests by service and status, time to first byte,
 // queue depth and wait, replica states and cold-start durations, bytes relayed.
 // Per request: counts in typed arrays (request-counters.ts), rendered by collectors at a scrape
 // (collectors.ts). Replica events (a few per replica start, not per request) stay prom-client
@@ -17,13 +17,15 @@ export class Metrics implements ReplicaEvents {
   readonly counters: RequestCounters;
   /** Every store the scrape sums: this thread's, then those added with `addCounters`. */
   private readonly stores: RequestCounters[];
-  private readonly queueDepthGauge: Gauge<'service'>;
+  private readonly queueDepthGauge: Gauge<'service' | 'priority'>;
+  private readonly replicaWaitingGauge: Gauge<'service' | 'replica'>;
+  private readonly replicaCacheGauge: Gauge<'service' | 'replica'>;
   private readonly queueWaitHistogram: Histogram<'service' | 'outcome'>;
   private readonly replicaStates: Gauge<'service' | 'state'>;
   private readonly coldStartHistogram: Histogram<'service' | 'result'>;
   /** The labelled children of the queue metrics, looked up once: a cold start hands hundreds of
    *  queued requests to a replica in one loop, and prom-client's `labels()` costs a few µs each. */
-  private readonly queueDepthChildren = new Map<string, ReturnType<Gauge<'service'>['labels']>>();
+  private readonly queueDepthChildren = new Map<string, ReturnType<Gauge<'service' | 'priority'>['labels']>>();
   private readonly queueWaitChildren = new Map<string, ReturnType<Histogram<'service' | 'outcome'>['labels']>>();
 
   /**
@@ -39,8 +41,20 @@ export class Metrics implements ReplicaEvents {
     registerRequestCollectors(this.registry, this.layout, () => this.stores);
     this.queueDepthGauge = new Gauge({
       name: 'sluice_queue_depth',
-      help: 'Requests waiting for a replica.',
-      labelNames: ['service'],
+      help: 'Requests waiting for a replica, by priority.',
+      labelNames: ['service', 'priority'],
+      registers,
+    });
+    this.replicaWaitingGauge = new Gauge({
+      name: 'sluice_replica_waiting',
+      help: "Requests waiting in the replica's own queue at its last load reading (replicas.load).",
+      labelNames: ['service', 'replica'],
+      registers,
+    });
+    this.replicaCacheGauge = new Gauge({
+      name: 'sluice_replica_cache_usage',
+      help: "The replica's cache usage (0 to 1) at its last load reading (replicas.load).",
+      labelNames: ['service', 'replica'],
       registers,
     });
     this.queueWaitHistogram = new Histogram({
@@ -85,13 +99,30 @@ export class Metrics implements ReplicaEvents {
 
   // ── ReplicaEvents: the replica sets report here ───────────────────────────────────────────
 
-  queueDepth(service: string, depth: number): void {
-    let child = this.queueDepthChildren.get(service);
-    if (child === undefined) {
-      child = this.queueDepthGauge.labels(service);
-      this.queueDepthChildren.set(service, child);
+  queueDepth(service: string, _depth: number, priority: number, atPriority: number, keep: boolean): void {
+    const key = `${priority} ${service}`;
+    if (atPriority === 0 && !keep) {
+      // A priority no token has (a caller lowered its own): its series goes once none waits.
+      if (this.queueDepthChildren.delete(key)) this.queueDepthGauge.remove(service, String(priority));
+      return;
     }
-    child.set(depth);
+    let child = this.queueDepthChildren.get(key);
+    if (child === undefined) {
+      child = this.queueDepthGauge.labels(service, String(priority));
+      this.queueDepthChildren.set(key, child);
+    }
+    child.set(atPriority);
+  }
+
+  replicaLoad(service: string, replica: string, reading: { waiting: number; cacheUsage: number | null } | null): void {
+    if (reading === null) {
+      this.replicaWaitingGauge.remove(service, replica);
+      this.replicaCacheGauge.remove(service, replica);
+      return;
+    }
+    this.replicaWaitingGauge.labels(service, replica).set(reading.waiting);
+    if (reading.cacheUsage === null) this.replicaCacheGauge.remove(service, replica);
+    else this.replicaCacheGauge.labels(service, replica).set(reading.cacheUsage);
   }
 
   queueWait(service: string, ms: number, outcome: QueueOutcome): void {

@@ -1,8 +1,11 @@
 // Header policy, as pure functions: what Sluice reads from the caller and how its request is
-// framed. What the replica receives (contract section 3) is written by src/upstream/request-head.ts;
-// what the caller receives of the replica's headers (contract section 4: Content-Type and
-// Content-Length only) is picked by the response parser (src/upstream/response-parser.ts).
-// The caller's headers are read once, in the uWS handler, into a CallerHeaders record.
+// framed. What the replica receives is written by src/upstream/request-head.ts; what the caller
+// receives of the replica's headers (Content-Type and Content-Length only) is picked by the
+// response parser (src/upstream/response-parser.ts). The caller's headers are read once, in the
+// uWS handler, into a CallerHeaders record: the ones Sluice acts on (framing, Host,
+// Authorization, `X-Sluice-Priority`, `X-Sluice-Max-Wait-Ms`, the service's affinity header) and
+// the ones it forwards. `X-Sluice-*` are never forwarded; the affinity header only when it is in
+// `forwardHeaders`.
 import type { HttpRequest } from 'uWebSockets.js';
 
 /** What Sluice needs from the caller's headers, copied out of the uWS request. */
@@ -24,12 +27,21 @@ export interface CallerHeaders {
   controlInValue: boolean;
   /** Name/value pairs of the service's `forwardHeaders`, in arrival order. */
   forwarded: string[] | undefined;
+  /** `X-Sluice-Priority` (the last one) and how many times it came. */
+  priority: string | undefined;
+  priorityCount: number;
+  /** `X-Sluice-Max-Wait-Ms` (the last one) and how many times it came. */
+  maxWait: string | undefined;
+  maxWaitCount: number;
+  /** The service's affinity header (the first one), if it has one and the caller sent it. */
+  affinity: string | undefined;
 }
 
 // req.forEach calls back once per header; one module-level visitor (the handler is synchronous)
 // avoids a closure per request.
 let target: CallerHeaders;
 let forwardNames: ReadonlySet<string>;
+let affinityName: string;
 
 function visit(name: string, value: string): void {
   if (value.indexOf('\x7f') >= 0) target.controlInValue = true;
@@ -59,7 +71,16 @@ function visit(name: string, value: string): void {
       target.transferEncoding = value;
       target.transferEncodingCount += 1;
       return;
+    case 'x-sluice-priority':
+      target.priority = value;
+      target.priorityCount += 1;
+      return;
+    case 'x-sluice-max-wait-ms':
+      target.maxWait = value;
+      target.maxWaitCount += 1;
+      return;
     default:
+      if (name === affinityName && target.affinity === undefined) target.affinity = value;
       if (forwardNames.size !== 0 && forwardNames.has(name)) {
         (target.forwarded ??= []).push(name, value);
         if (!forwardable(value)) target.controlInValue = true;
@@ -81,8 +102,11 @@ function forwardable(value: string): boolean {
   return true;
 }
 
-/** Reads the caller's headers (uWS gives names in lower case). Call inside the uWS handler. */
-export function readCallerHeaders(req: HttpRequest, forward: ReadonlySet<string>): CallerHeaders {
+/**
+ * Reads the caller's headers (uWS gives names in lower case). `affinity` is the service's affinity
+ * header ('' for none). Call inside the uWS handler.
+ */
+export function readCallerHeaders(req: HttpRequest, forward: ReadonlySet<string>, affinity = ''): CallerHeaders {
   target = {
     authorization: undefined,
     authorizationCount: 0,
@@ -96,8 +120,14 @@ export function readCallerHeaders(req: HttpRequest, forward: ReadonlySet<string>
     hostCount: 0,
     controlInValue: false,
     forwarded: undefined,
+    priority: undefined,
+    priorityCount: 0,
+    maxWait: undefined,
+    maxWaitCount: 0,
+    affinity: undefined,
   };
   forwardNames = forward;
+  affinityName = affinity;
   req.forEach(visit);
   return target;
 }
@@ -137,4 +167,35 @@ export function headerProblem(h: CallerHeaders): string | undefined {
   if (h.host !== undefined && !HOST.test(h.host)) return 'invalid Host';
   if (h.controlInValue) return 'a control character in a header value, or a forwarded value that is not visible ASCII';
   return undefined;
+}
+
+/** A signed decimal integer, as `X-Sluice-Priority` takes it. */
+const SIGNED = /^[+-]?[0-9]+$/;
+const UNSIGNED = /^[0-9]+$/;
+
+/**
+ * The request's priority: the token's, or lower as `X-Sluice-Priority` asks (a value above the
+ * token's counts as the token's, one below `min` as `min`); a string naming the problem when the
+ * header is not one integer.
+ */
+export function requestPriority(h: CallerHeaders, tokenPriority: number, min: number): number | string {
+  if (h.priorityCount === 0) return tokenPriority;
+  if (h.priorityCount > 1) return 'X-Sluice-Priority appears more than once';
+  const value = h.priority!.trim();
+  if (!SIGNED.test(value)) return 'X-Sluice-Priority must be an integer';
+  const asked = Number(value);
+  return asked >= tokenPriority ? tokenPriority : Math.max(min, asked);
+}
+
+/**
+ * The request's own wait from `X-Sluice-Max-Wait-Ms` (ms, never above `max`), -1 without the
+ * header; a string naming the problem when the header is not one integer ≥ 0.
+ */
+export function requestMaxWait(h: CallerHeaders, max: number): number | string {
+  if (h.maxWaitCount === 0) return -1;
+  if (h.maxWaitCount > 1) return 'X-Sluice-Max-Wait-Ms appears more than once';
+  const value = h.maxWait!.trim();
+  if (!UNSIGNED.test(value)) return 'X-Sluice-Max-Wait-Ms must be an integer ≥ 0 (milliseconds)';
+  const asked = Number(value);
+  return asked >= max ? -1 : asked;
 }

@@ -117,6 +117,12 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     readonly requestId: string,
     /** The name of the token that authenticated the request. */
     readonly tokenName: string,
+    /** Its place in the queue (the token's priority, or lower as the caller asked). */
+    readonly priority: number,
+    /** Its own wait for a replica (`X-Sluice-Max-Wait-Ms`), or -1: the service's. */
+    readonly maxWaitMs: number,
+    /** The hash of its affinity header's value, or -1. */
+    readonly affinity: number,
   ) {
     this.downstream = new Downstream(res, requestId, this);
     this.body = new CallerBody(res, service.config.maxRequestBytes, bodyLength, this);
@@ -293,7 +299,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     }
     // Nothing of the answer reached the caller yet (at most the replica's status, not written).
     if (error.retryable && !this.retried && this.body.resendable && this.replica !== undefined) {
-      // Nothing reached the replica: once, another ready replica (contract section 5).
+      // Nothing reached the replica: once, another ready replica.
       const unreachable = this.replica;
       this.replica = undefined;
       this.retried = true;

@@ -36,10 +36,13 @@ export function errorFromSpec(spec: ErrorSpec): RelayError {
 /** Data plane → control plane, for one service: demand and what the data plane learned. */
 export interface DemandLink {
   /**
-   * Request `id` of thread `thread` waits for a replica (arrived at `arrivedAt`, `sharedClock`).
-   * The caller has already counted it in the slot table's `queued`.
+   * Request `id` of thread `thread` waits for a replica (arrived at `arrivedAt`, `sharedClock`),
+   * with its `priority`, its own wait (`maxWaitMs`, -1: the service's) and its affinity hash
+   * (-1: none). The caller has already counted it in the slot table's `queued`.
    */
-  enqueue(thread: number, id: number, arrivedAt: number): void;
+  enqueue(thread: number, id: number, arrivedAt: number, priority: number, maxWaitMs: number, affinity: number): void;
+  /** A request that would not wait found the service cold: start a replica as a queued one would. */
+  wake(): void;
   /** Request `id` left (its caller went away); if it is still queued it is dropped. */
   cancel(thread: number, id: number): void;
   /** A request finished while requests were queued: a slot may be free for the oldest waiter. */

@@ -1,28 +1,50 @@
 // The shared replica table of one service: what every thread reads to choose a replica, with no
-// message between threads (contract section 10, ARCHITECTURE fact 14).
+// message between threads (fact 14).
 //
 // One Int32Array over a SharedArrayBuffer, written with `Atomics` where two threads may race:
 //
 //   [0] accepting      1 while the service takes requests, 0 once the gateway drains
 //   [1] queued         requests in the control plane's queue, plus enqueue messages on their way
-//                      there; while > 0 a new request queues too (FIFO across workers)
+//                      there; while > 0 a new request queues too (the queue's order rules)
 //   [2] fallback       static sets with nothing in rotation: the slot to try anyway, or -1
 //   then per slot s (a replica's place in the table; reused once the replica is gone and idle):
-//   [H + 4s + 0] state   EMPTY | READY | OUT (unreachable) | BUSY (starting, draining, failed)
-//   [H + 4s + 1] inflight requests handed out on the replica, by every thread together
-//   [H + 4s + 2] gen     bumped each time the slot gets a new replica, so a thread that has not
-//                        heard of the new replica yet (its message is on the way) skips it
-//   then per thread w and slot s: [H + 4S + wS + s] the requests thread w holds on slot s, so the
+//   [H + 7s + 0] state     EMPTY | READY | OUT (unreachable) | BUSY (starting, draining, failed)
+//   [H + 7s + 1] inflight  requests handed out on the replica, by every thread together
+//   [H + 7s + 2] gen       bumped each time the slot gets a new replica, so a thread that has not
+//                          heard of the new replica yet (its message is on the way) skips it
+//   [H + 7s + 3] waiting   the model server's own queue at its last valid load reading, or -1
+//                          (no reading, or a stale or failed one: in flight counts instead)
+//   [H + 7s + 4] taken     requests handed out on the replica so far (a wrapping counter; kept
+//                          only when the service reads loads)
+//   [H + 7s + 5] takenAt   `taken` when the last valid reading began: `taken - takenAt` is what
+//                          this gateway sent the replica since then
+//   [H + 7s + 6] full      1 when that reading's cache usage was at or above `cacheUsageHigh`
+//   then per thread w and slot s: [H + 7S + wS + s] the requests thread w holds on slot s, so the
 //   control plane can give back what a dead worker held.
 //
 // One Float64Array beside it holds, per slot, `Date.now()` when its inflight last dropped to 0:
 // the idle clock of launched replicas.
 //
-// Taking a slot: read the states and inflight counts, choose the least loaded ready replica under
-// `concurrency`, and compare-exchange its inflight (or add, when unlimited). The control plane
-// moves a replica out of READY with a store, then re-reads inflight; a taker re-reads the state
-// after its increment. With sequentially consistent atomics one of the two sees the other, so a
-// replica being stopped for idleness never gets a request it would drop.
+// Choosing (`take`): among the ready replicas this thread knows, with room under `concurrency`,
+// the one with the lowest key: requests in flight; or, when the service reads loads
+// (`replicas.load`), first whether its cache is full (such a replica is chosen only when every
+// other is too), then its score (`waiting` plus what this gateway sent it since the reading and
+// still has in flight; in flight for a replica without a valid reading), then in flight. Equal
+// keys rotate: the scan starts where this thread's last choice left off, so equal replicas share
+// light traffic. The load fields are written by the control plane (load-reader.ts), which also
+// decides staleness: a thread reads no clock per request.
+//
+// Taking: a compare-exchange of the chosen replica's inflight (or an add, when unlimited), plus
+// `taken` when loads are read. The control plane moves a replica out of READY with a store, then
+// re-reads inflight; a taker re-reads the state after its increment. With sequentially consistent
+// atomics one of the two sees the other, so a replica being stopped for idleness never gets a
+// request it would drop.
+//
+// Session affinity (`takeNear`): the ring of affinity-ring.ts walked from the session's point,
+// taking the first ready replica with room whose load (the score, or in flight) is below
+// ceil(affinityMaxLoad × (total load + 1) / ready replicas): consistent hashing with bounded
+// loads. When none is (every one full, or at `concurrency`), the plain choice above.
+import type { AffinityRing } from './affinity-ring.js';
 
 export const EMPTY = 0;
 export const READY = 1;
@@ -33,7 +55,19 @@ const ACCEPTING = 0;
 const QUEUED = 1;
 const FALLBACK = 2;
 const HEADER = 4;
-const STRIDE = 4;
+
+// Offsets in a slot; the state is at 0.
+const INFLIGHT = 1;
+const GEN = 2;
+const WAITING = 3;
+const TAKEN = 4;
+const TAKEN_AT = 5;
+const FULL = 6;
+const STRIDE = 7;
+
+/** Scores and in-flight counts above this compare as equal (the key packs three numbers in one double). */
+const KEY_MAX = 2 ** 21 - 1;
+const KEY_SCALE = 2 ** 21;
 
 /** What a thread needs to rebuild the table over the same memory. */
 export interface SlotTableInit {
@@ -43,22 +77,31 @@ export interface SlotTableInit {
   threads: number;
   /** Requests per replica; 0 = unlimited. */
   concurrency: number;
+  /** The service reads its replicas' loads (`replicas.load`): choices use the scores. */
+  scored: boolean;
 }
 
 export class SlotTable {
   readonly slots: number;
   readonly threads: number;
   readonly concurrency: number;
+  readonly scored: boolean;
   private readonly i32: Int32Array;
   private readonly idleAt: Float64Array;
   private readonly holdsBase: number;
+  /** This thread's next scan start: equal candidates are taken in turn. */
+  private cursor = 0;
+  /** The slots a ring walk has looked at (`seen[s] === stamp`), so each is weighed once. */
+  private readonly seen: Int32Array;
+  private stamp = 0;
 
-  static create(slots: number, threads: number, concurrency: number): SlotTable {
+  static create(slots: number, threads: number, concurrency: number, scored = false): SlotTable {
     const ints = new SharedArrayBuffer(4 * (HEADER + STRIDE * slots + threads * slots));
     const idle = new SharedArrayBuffer(8 * slots);
-    const table = new SlotTable({ ints, idle, slots, threads, concurrency });
+    const table = new SlotTable({ ints, idle, slots, threads, concurrency, scored });
     table.i32[ACCEPTING] = 1;
     table.i32[FALLBACK] = -1;
+    for (let s = 0; s < slots; s++) table.i32[HEADER + STRIDE * s + WAITING] = -1;
     return table;
   }
 
@@ -66,9 +109,11 @@ export class SlotTable {
     this.slots = init.slots;
     this.threads = init.threads;
     this.concurrency = init.concurrency;
+    this.scored = init.scored;
     this.i32 = new Int32Array(init.ints);
     this.idleAt = new Float64Array(init.idle);
     this.holdsBase = HEADER + STRIDE * init.slots;
+    this.seen = new Int32Array(init.slots);
   }
 
   // ── the hot path (any thread) ──────────────────────────────────────────────────────────────
@@ -82,46 +127,129 @@ export class SlotTable {
   }
 
   /**
-   * Takes room on the ready replica with the fewest requests in flight (ties: the lower slot), for
-   * thread `thread`, and returns its slot; -1 when none has room. `known[s]` is the generation
-   * of the replica this thread knows in slot s (-1: none); `exclude` is a slot to skip (-1: none).
-   * With `fallback`, a static set with nothing ready tries the slot the control plane named.
+   * Takes room on the ready replica with the lowest key (see the file comment; equal keys in
+   * turn), for thread `thread`, and returns its slot; -1 when none has room. `known[s]` is the
+   * generation of the replica this thread knows in slot s (-1: none); `exclude` is a slot to skip
+   * (-1: none). With `fallback`, a static set with nothing ready tries the slot the control plane
+   * named.
    */
   take(thread: number, known: Int32Array, exclude: number, fallback: boolean): number {
     const a = this.i32;
     const limit = this.concurrency;
+    const slots = this.slots;
     for (let attempt = 0; attempt < 64; attempt++) {
       let best = -1;
-      let least = 0x7fffffff;
-      for (let s = 0, base = HEADER; s < this.slots; s++, base += STRIDE) {
-        if (a[base] !== READY || s === exclude || known[s] !== a[base + 2]) continue;
-        const n = a[base + 1]!;
-        if (n < least && (limit === 0 || n < limit)) {
+      let bestKey = Infinity;
+      let bestInflight = 0;
+      for (let i = 0, s = this.cursor; i < slots; i++, s = s + 1 === slots ? 0 : s + 1) {
+        const base = HEADER + STRIDE * s;
+        if (a[base] !== READY || s === exclude || known[s] !== a[base + GEN]) continue;
+        const n = a[base + INFLIGHT]!;
+        if (limit !== 0 && n >= limit) continue;
+        const key = this.scored ? this.key(base, n) : n;
+        if (key < bestKey) {
           best = s;
-          least = n;
+          bestKey = key;
+          bestInflight = n;
         }
       }
       if (best < 0) {
         if (!fallback || exclude >= 0) return -1;
         const s = a[FALLBACK]!;
-        if (s < 0 || known[s] !== a[HEADER + STRIDE * s + 2] || a[HEADER + STRIDE * s] !== OUT) return -1;
+        if (s < 0 || known[s] !== a[HEADER + STRIDE * s + GEN] || a[HEADER + STRIDE * s] !== OUT) return -1;
         best = s;
-        least = a[HEADER + STRIDE * s + 1]!;
-        if (limit !== 0 && least >= limit) return -1;
+        bestInflight = a[HEADER + STRIDE * s + INFLIGHT]!;
+        if (limit !== 0 && bestInflight >= limit) return -1;
       }
-      const base = HEADER + STRIDE * best;
-      if (limit === 0) Atomics.add(a, base + 1, 1);
-      else if (Atomics.compareExchange(a, base + 1, least, least + 1) !== least) continue; // raced: look again
-      const state = Atomics.load(a, base);
-      if (state !== READY && state !== OUT) {
-        // Moved out of rotation between the read and the increment: give it back, look again.
-        this.giveBack(best);
-        continue;
-      }
-      Atomics.add(a, this.holdsBase + thread * this.slots + best, 1);
+      if (!this.claimOn(thread, best, bestInflight)) continue; // raced, or moved out of rotation: look again
+      this.cursor = best + 1 === slots ? 0 : best + 1;
       return best;
     }
     return -1;
+  }
+
+  /**
+   * `take` for a request with an affinity hash: the first replica on `ring` from `hash` that is
+   * ready, has room, is not cache-full (unless every ready replica is) and whose load is below the
+   * bound (see the file comment); failing that, `take`'s choice.
+   */
+  takeNear(thread: number, known: Int32Array, ring: AffinityRing, hash: number, maxLoad: number, fallback: boolean): number {
+    const a = this.i32;
+    const limit = this.concurrency;
+    const owners = ring.owners;
+    const points = owners.length;
+    attempts: for (let attempt = 0; attempt < 64 && points > 0; attempt++) {
+      let total = 0;
+      let ready = 0;
+      let anyNotFull = false;
+      for (let s = 0, base = HEADER; s < this.slots; s++, base += STRIDE) {
+        if (a[base] !== READY || known[s] !== a[base + GEN]) continue;
+        ready++;
+        total += this.load(base, a[base + INFLIGHT]!);
+        if (a[base + FULL] === 0) anyNotFull = true;
+      }
+      if (ready === 0) break;
+      const bound = Math.ceil((maxLoad * (total + 1)) / ready);
+      let stamp = (this.stamp = (this.stamp + 1) | 0);
+      if (stamp === 0) {
+        this.seen.fill(0);
+        stamp = this.stamp = 1;
+      }
+      let weighed = 0;
+      for (let i = ring.first(hash), step = 0; step < points && weighed < ready; step++, i = i + 1 === points ? 0 : i + 1) {
+        const s = owners[i]!;
+        if (this.seen[s] === stamp) continue;
+        this.seen[s] = stamp;
+        const base = HEADER + STRIDE * s;
+        if (a[base] !== READY || known[s] !== a[base + GEN]) continue;
+        weighed++;
+        const n = a[base + INFLIGHT]!;
+        if (limit !== 0 && n >= limit) continue;
+        if (anyNotFull && a[base + FULL] !== 0) continue;
+        if (this.load(base, n) >= bound) continue;
+        if (this.claimOn(thread, s, n)) return s;
+        continue attempts; // raced: weigh again
+      }
+      break;
+    }
+    return this.take(thread, known, -1, fallback);
+  }
+
+  /**
+   * A replica's load as the bound of `takeNear` weighs it: its score when it has a valid reading,
+   * else its requests in flight.
+   */
+  private load(base: number, inflight: number): number {
+    const a = this.i32;
+    const waiting = a[base + WAITING]!;
+    if (waiting < 0) return inflight;
+    let sent = (a[base + TAKEN]! - a[base + TAKEN_AT]!) | 0;
+    if (sent > inflight) sent = inflight;
+    else if (sent < 0) sent = 0;
+    return waiting + sent;
+  }
+
+  /** `take`'s comparison key when loads are read: cache-full, then the score, then in flight. */
+  private key(base: number, inflight: number): number {
+    const score = Math.min(this.load(base, inflight), KEY_MAX);
+    return (this.i32[base + FULL]! * KEY_SCALE + score) * KEY_SCALE + Math.min(inflight, KEY_MAX);
+  }
+
+  /** Takes one request of room on `slot`, seen with `inflight` requests; false if it raced or left rotation. */
+  private claimOn(thread: number, slot: number, inflight: number): boolean {
+    const a = this.i32;
+    const base = HEADER + STRIDE * slot;
+    if (this.concurrency === 0) Atomics.add(a, base + INFLIGHT, 1);
+    else if (Atomics.compareExchange(a, base + INFLIGHT, inflight, inflight + 1) !== inflight) return false;
+    const state = Atomics.load(a, base);
+    if (state !== READY && state !== OUT) {
+      // Moved out of rotation between the read and the increment: give it back.
+      this.giveBack(slot);
+      return false;
+    }
+    Atomics.add(a, this.holdsBase + thread * this.slots + slot, 1);
+    if (this.scored) Atomics.add(a, base + TAKEN, 1);
+    return true;
   }
 
   /**
@@ -133,7 +261,7 @@ export class SlotTable {
   }
 
   private giveBack(slot: number): boolean {
-    const before = Atomics.sub(this.i32, HEADER + STRIDE * slot + 1, 1);
+    const before = Atomics.sub(this.i32, HEADER + STRIDE * slot + INFLIGHT, 1);
     if (before !== 1) return false;
     this.idleAt[slot] = Date.now();
     return true;
@@ -144,12 +272,18 @@ export class SlotTable {
     Atomics.add(this.i32, QUEUED, n);
   }
 
+  /** True when some replica is in rotation (the service is not cold). */
+  hasReady(): boolean {
+    for (let s = 0, base = HEADER; s < this.slots; s++, base += STRIDE) if (Atomics.load(this.i32, base) === READY) return true;
+    return false;
+  }
+
   gen(slot: number): number {
-    return this.i32[HEADER + STRIDE * slot + 2]!;
+    return this.i32[HEADER + STRIDE * slot + GEN]!;
   }
 
   inflight(slot: number): number {
-    return Atomics.load(this.i32, HEADER + STRIDE * slot + 1);
+    return Atomics.load(this.i32, HEADER + STRIDE * slot + INFLIGHT);
   }
 
   state(slot: number): number {
@@ -173,15 +307,16 @@ export class SlotTable {
 
   /**
    * A free slot for a new replica (EMPTY, and nothing in flight on its last replica), its
-   * generation bumped; -1 when every slot is taken.
+   * generation bumped and its load reading cleared; -1 when every slot is taken.
    */
   claim(): number {
     const a = this.i32;
     for (let s = 0; s < this.slots; s++) {
       const base = HEADER + STRIDE * s;
-      if (a[base] !== EMPTY || Atomics.load(a, base + 1) !== 0) continue;
+      if (a[base] !== EMPTY || Atomics.load(a, base + INFLIGHT) !== 0) continue;
       Atomics.store(a, base, BUSY);
-      Atomics.add(a, base + 2, 1);
+      Atomics.add(a, base + GEN, 1);
+      this.clearReading(s);
       this.idleAt[s] = Date.now();
       return s;
     }
@@ -200,7 +335,7 @@ export class SlotTable {
   retireIfIdle(slot: number): boolean {
     const base = HEADER + STRIDE * slot;
     if (Atomics.compareExchange(this.i32, base, READY, BUSY) !== READY) return false;
-    if (Atomics.load(this.i32, base + 1) === 0) return true;
+    if (Atomics.load(this.i32, base + INFLIGHT) === 0) return true;
     Atomics.store(this.i32, base, READY);
     return false;
   }
@@ -213,8 +348,38 @@ export class SlotTable {
       const held = Atomics.exchange(this.i32, at, 0);
       if (held === 0) continue;
       total += held;
-      if (Atomics.sub(this.i32, HEADER + STRIDE * s + 1, held) === held) this.idleAt[s] = Date.now();
+      if (Atomics.sub(this.i32, HEADER + STRIDE * s + INFLIGHT, held) === held) this.idleAt[s] = Date.now();
     }
     return total;
+  }
+
+  // ── load readings (the control plane's load reader) ───────────────────────────────────────
+
+  /** Requests handed out on `slot` so far (wrapping): a reading notes it when it begins. */
+  taken(slot: number): number {
+    return Atomics.load(this.i32, HEADER + STRIDE * slot + TAKEN);
+  }
+
+  /**
+   * A valid reading of the replica in `slot`: its queue, whether its cache is full, and `taken`
+   * when the reading began (requests sent after that count on top of `waiting`).
+   */
+  publishReading(slot: number, waiting: number, full: boolean, takenAtStart: number): void {
+    const base = HEADER + STRIDE * slot;
+    Atomics.store(this.i32, base + TAKEN_AT, takenAtStart);
+    Atomics.store(this.i32, base + FULL, full ? 1 : 0);
+    Atomics.store(this.i32, base + WAITING, Math.max(0, Math.min(KEY_MAX, Math.round(waiting))));
+  }
+
+  /** No valid reading (stale, failed, or none yet): the replica is weighed by in flight. */
+  clearReading(slot: number): void {
+    const base = HEADER + STRIDE * slot;
+    Atomics.store(this.i32, base + WAITING, -1);
+    Atomics.store(this.i32, base + FULL, 0);
+  }
+
+  /** The `waiting` published for `slot`, or -1. */
+  waiting(slot: number): number {
+    return Atomics.load(this.i32, HEADER + STRIDE * slot + WAITING);
   }
 }

@@ -24,6 +24,13 @@ export interface Replica {
  * unless `cancel` removed the waiter first.
  */
 export interface ReplicaWaiter {
+  /** Its place in the queue: higher goes first; equal priorities in arrival order. */
+  readonly priority: number;
+  /** The longest it may wait for a replica, in ms (never more than the service's `queue.maxWaitMs`);
+   *  -1: the service's; 0: it does not wait (`503 no_replica` when no replica has room now). */
+  readonly maxWaitMs: number;
+  /** The hash of its session's affinity value (affinity-ring.ts), or -1. */
+  readonly affinity: number;
   /** A replica, already counted in `inflight`: the waiter must `release` it exactly once. */
   onReplica(replica: Replica): void;
   /**

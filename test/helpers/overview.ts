@@ -28,6 +28,8 @@ export interface ServiceStatusJson {
     firstEventMs: { p50: number | null; p99: number | null };
     betweenEventsMs: { p50: number | null; p99: number | null };
   };
+  routing: { policy: string; affinityHeader: string | null };
+  loads: { replica: string; waiting: number | null; cacheUsage: number | null; ageMs: number | null; used: boolean; problem: string | null }[];
 }
 
 export interface StatusJson {

@@ -2,6 +2,7 @@
 // (GET status/events: the chart history once, then the status and a chart point every second),
 // and the Request dialog (its examples: snippets.js). Plain JavaScript modules, no build step, no
 // framework, nothing from elsewhere.
+import { loadsText, routingText } from './routing.js';
 import { MODEL_NAME, NOTES, snippet } from './snippets.js';
 
 /** Chart points kept per service: five minutes at one a second. */
@@ -110,6 +111,9 @@ function render(item, status) {
   set(f.betweenEvents, formatQuantiles(status.stream.betweenEventsMs));
   set(f.errors, status.lastMinute.errors === 0 ? `0 of ${status.lastMinute.requests}` : `${status.lastMinute.errors} of ${status.lastMinute.requests}`);
   f.errors.classList.toggle('has-errors', status.lastMinute.errors > 0);
+  set(f.routing, routingText(status.routing));
+  set(f.loads, loadsText(status.loads));
+  f.loads.hidden = f.loads.textContent === '';
   drawCharts(item);
 }
 

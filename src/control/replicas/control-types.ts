@@ -2,6 +2,7 @@
 import type { ReplicaKind } from '../../config-types.js';
 import type { Logger } from '../../log.js';
 import type { EndpointReplicasOptions } from './endpoint-replicas.js';
+import type { LoadSnapshot } from './load-reader.js';
 import type { ViewLink } from '../../replicas/link.js';
 import type { ReplicaEvents } from './events.js';
 import type { ReplicaStateName } from './replica.js';
@@ -31,6 +32,16 @@ export interface ReplicaSnapshot {
   origin: string;
   /** The process id of a launched replica (undefined for static ones or before spawn). */
   pid: number | undefined;
+  /** Its load reading, when the service reads loads and the replica is ready. */
+  load?: LoadSnapshot;
+}
+
+/** How the service chooses among its ready replicas. */
+export interface RoutingSnapshot {
+  /** `fewest-in-flight`, or `queue-aware` with `replicas.load`. */
+  policy: 'fewest-in-flight' | 'queue-aware';
+  /** `routing.affinityHeader` (lower case), or null. */
+  affinityHeader: string | null;
 }
 
 export interface ServiceSnapshot {
@@ -38,6 +49,7 @@ export interface ServiceSnapshot {
   kind: ReplicaKind;
   accepting: boolean;
   queued: number;
+  routing: RoutingSnapshot;
   /** Every replica that holds a place (not yet stopped, or its process not yet exited). */
   replicas: ReplicaSnapshot[];
 }

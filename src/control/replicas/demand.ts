@@ -1,19 +1,35 @@
-// The process-wide queue of one service (contract sections 6 and 10): requests from every worker
-// that found no ready replica with room wait here, in arrival order, bounded by
-// `queue.maxRequests` for the whole process and by `queue.maxWaitMs` each. When a slot frees up
-// the oldest waiter anywhere gets it: the grant takes the slot in the shared table on the
-// waiter's thread's behalf and tells that thread which replica it has.
+// The process-wide queue of one service: requests from every worker that found no ready replica
+// with room wait here, bounded by `queue.maxRequests` for the whole process and each by its
+// deadline (`queue.maxWaitMs`, or a lower wait the caller asked for). When a slot frees up, the
+// request that should go next anywhere gets it — the highest priority, and among equals the
+// oldest: the grant takes the slot in the shared table on the waiter's thread's behalf (on its
+// session's replica when it has an affinity value) and tells that thread which replica it has.
+//
+// A full queue: an arrival whose priority is higher than the last waiter's (the most recent
+// arrival among the lowest priority) takes its place, and that waiter gets `503 queue_full`;
+// otherwise the arrival gets it.
+//
+// The queue's order rules across workers: while anyone is queued anywhere in the process, a new
+// request queues too (the slot table's `queued`), whatever its priority. A worker cannot know the
+// priorities of requests whose enqueue messages are still on their way, so letting a higher
+// arrival take a free slot directly could put it ahead of a higher one in flight; through the
+// queue it costs one message each way, and the slot goes to the request that should go next.
+//
+// A request that will not wait (`X-Sluice-Max-Wait-Ms: 0`) never queues; when it found the
+// service cold its thread says so, and the service is `wanted` as if one request were queued, for
+// up to `queue.maxWaitMs` or until a replica is ready, so a retry finds it warm.
 import type { ServiceConfig } from '../../config-types.js';
 import { RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
+import type { AffinityRing } from '../../replicas/affinity-ring.js';
 import { type ErrorSpec, errorSpec, type ViewLink } from '../../replicas/link.js';
-import { WaiterQueue, sharedClock } from '../../replicas/queue.js';
+import { type QueuedWaiter, WaiterQueue, sharedClock } from '../../replicas/queue.js';
 import type { SlotTable } from '../../replicas/slots.js';
 import type { QueueOutcome, ReplicaEvents } from './events.js';
 
 /** Retry-After (seconds) for `queue_full`: the queue moves as soon as replicas free up. */
 const QUEUE_FULL_RETRY_AFTER_S = 1;
-/** Retry-After (seconds) for `no_replica` after `queue.maxWaitMs`. */
+/** Retry-After (seconds) for `no_replica` after the wait ran out. */
 const WAIT_EXPIRED_RETRY_AFTER_S = 5;
 
 /** A queued request: its thread and its id there, in one number (the queue's key). */
@@ -22,12 +38,26 @@ const keyOf = (thread: number, id: number): number => thread * ID_SPAN + id;
 const threadOf = (key: number): number => Math.floor(key / ID_SPAN);
 const idOf = (key: number): number => key % ID_SPAN;
 
+/** Session affinity as the grants use it: the control plane's ring and the load bound. */
+export interface GrantAffinity {
+  ring: AffinityRing;
+  maxLoad: number;
+}
+
 export class Demand {
   private readonly queue: WaiterQueue<number>;
   private readonly queueFull: ErrorSpec;
   private readonly waitExpired: ErrorSpec;
   private readonly known: Int32Array;
+  /** Queued requests per priority, for `sluice_queue_depth{priority}`. */
+  private readonly atPriority = new Map<number, number>();
+  /** The priorities of the service's tokens (and 0): their depth series stay at 0 when empty. */
+  private readonly kept: ReadonlySet<number>;
+  /** Affinity hashes of queued requests that have one. */
+  private readonly affinityOf = new Map<number, number>();
   private dispatching = false;
+  /** Until when (performance.now()) a request that would not wait wants a replica. */
+  private wakeUntil = 0;
 
   constructor(
     private readonly service: ServiceConfig,
@@ -39,72 +69,100 @@ export class Demand {
     private readonly views: (thread: number) => ViewLink | undefined,
     private readonly log: Logger,
     private readonly events: ReplicaEvents | undefined,
+    private readonly affinity: GrantAffinity | undefined = undefined,
   ) {
     this.known = known;
-    this.queue = new WaiterQueue<number>(service.queue.maxRequests, service.queue.maxWaitMs, (key, waitedMs) => this.expired(key, waitedMs));
+    this.kept = new Set([0, ...service.tokens.map((t) => t.priority)]);
+    this.queue = new WaiterQueue<number>(service.queue.maxRequests, service.queue.maxWaitMs, (key, waitedMs, entry) => this.expired(key, waitedMs, entry));
     this.queueFull = errorSpec(
       new RelayError('queue_full', {
         message: `The service queue is full (${service.queue.maxRequests} requests); retry later.`,
         headers: { 'retry-after': String(QUEUE_FULL_RETRY_AFTER_S) },
       }),
     );
-    this.waitExpired = errorSpec(
-      new RelayError('no_replica', {
-        message: `No replica of the service could take the request within ${service.queue.maxWaitMs} ms.`,
-        headers: { 'retry-after': String(WAIT_EXPIRED_RETRY_AFTER_S) },
-      }),
-    );
+    this.waitExpired = this.expiredSpec(service.queue.maxWaitMs);
   }
 
   get size(): number {
     return this.queue.size;
   }
 
-  /** A request to queue; false when the queue was full (it has been told `queue_full`). */
-  push(thread: number, id: number, arrivedAt: number): boolean {
+  /** What scaling serves: the queued requests, plus one while a wake holds and no replica is ready. */
+  wanted(readyReplicas: number): number {
+    return this.queue.size + (readyReplicas === 0 && this.wakeUntil > performance.now() ? 1 : 0);
+  }
+
+  /** A request that would not wait found the service cold. */
+  wake(): void {
+    this.wakeUntil = performance.now() + this.service.queue.maxWaitMs;
+  }
+
+  /** A start failed with nothing else coming: the wake is over (the next request tries again). */
+  cancelWake(): void {
+    this.wakeUntil = 0;
+  }
+
+  /**
+   * A request to queue, with its priority, its own wait (-1: the service's) and affinity hash
+   * (-1: none); false when it was refused (it has been told `queue_full`).
+   */
+  push(thread: number, id: number, arrivedAt: number, priority = 0, maxWaitMs = -1, affinity = -1): boolean {
     const key = keyOf(thread, id);
-    if (!this.queue.push(key, arrivedAt)) {
-      this.slots.addQueued(-1);
-      this.views(thread)?.fail(id, this.queueFull);
-      return false;
+    if (this.queue.full) {
+      const displaced = this.queue.displaceFor(priority);
+      if (displaced === undefined) {
+        this.slots.addQueued(-1);
+        this.views(thread)?.fail(id, this.queueFull);
+        return false;
+      }
+      this.left(displaced, 'displaced');
+      this.log.debug({ service: this.service.slug, priority: displaced.priority, for: priority }, 'queued request displaced');
+      this.tell(displaced.waiter, this.queueFull);
     }
-    this.events?.queueDepth(this.service.slug, this.queue.size);
+    this.queue.push(key, arrivedAt, priority, maxWaitMs < 0 ? this.service.queue.maxWaitMs : maxWaitMs);
+    if (affinity >= 0) this.affinityOf.set(key, affinity);
+    this.count(priority, 1);
     this.dispatch();
     return true;
   }
 
   cancel(thread: number, id: number): void {
     const entry = this.queue.remove(keyOf(thread, id));
-    if (entry === undefined) return;
-    this.slots.addQueued(-1);
-    if (this.events !== undefined) {
-      this.events.queueWait(this.service.slug, sharedClock() - entry.enqueuedAt, 'cancelled');
-      this.events.queueDepth(this.service.slug, this.queue.size);
-    }
+    if (entry !== undefined) this.left(entry, 'cancelled');
   }
 
-  /** Hands queued requests, oldest first, to ready replicas with room. */
+  /** Hands queued requests, in queue order, to ready replicas with room. */
   dispatch(): void {
     if (this.dispatching || this.queue.size === 0) return;
     this.dispatching = true;
+    // Grants come in queue order, so by priority: each priority's depth is reported once.
+    let priority = 0;
     let granted = 0;
     try {
-      while (this.queue.size > 0) {
-        const entry = this.queue.shift()!;
+      for (let entry = this.queue.first(); entry !== undefined; entry = this.queue.first()) {
         const thread = threadOf(entry.waiter);
         const view = this.views(thread);
         if (view === undefined) {
           // Its worker is gone (the queue is cleaned when that is noticed; this is the gap).
+          this.queue.remove(entry.waiter);
+          this.affinityOf.delete(entry.waiter);
           this.slots.addQueued(-1);
+          this.count(entry.priority, -1);
           continue;
         }
-        const slot = this.slots.take(thread, this.known, -1, this.fallback);
-        if (slot < 0) {
-          this.queue.push(entry.waiter, entry.enqueuedAt); // back at the head: its arrival is the oldest
-          break;
-        }
-        this.slots.addQueued(-1);
+        const hash = this.affinity === undefined ? undefined : this.affinityOf.get(entry.waiter);
+        const slot =
+          hash === undefined
+            ? this.slots.take(thread, this.known, -1, this.fallback)
+            : this.slots.takeNear(thread, this.known, this.affinity!.ring, hash, this.affinity!.maxLoad, this.fallback);
+        if (slot < 0) break; // the first cannot be served: nobody can (every waiter takes the same slots)
+        if (granted > 0 && entry.priority !== priority) this.reportDepth(priority);
+        priority = entry.priority;
         granted++;
+        this.queue.remove(entry.waiter);
+        this.affinityOf.delete(entry.waiter);
+        this.slots.addQueued(-1);
+        this.atPriority.set(priority, this.atPriority.get(priority)! - 1);
         this.events?.queueWait(this.service.slug, sharedClock() - entry.enqueuedAt, 'granted');
         try {
           view.grant(idOf(entry.waiter), slot);
@@ -115,7 +173,7 @@ export class Demand {
     } finally {
       this.dispatching = false;
     }
-    if (granted > 0) this.events?.queueDepth(this.service.slug, this.queue.size);
+    if (granted > 0) this.reportDepth(priority);
   }
 
   /** Fails every queued request with `error` (start failed, draining). */
@@ -129,26 +187,59 @@ export class Demand {
       this.events?.queueWait(this.service.slug, now - entry.enqueuedAt, outcome);
       this.tell(entry.waiter, spec);
     });
+    this.affinityOf.clear();
     this.slots.addQueued(-n);
-    this.events?.queueDepth(this.service.slug, this.queue.size);
+    for (const priority of [...this.atPriority.keys()]) {
+      this.atPriority.set(priority, 0);
+      this.reportDepth(priority);
+    }
   }
 
   /** A worker died: its queued requests are gone with it. */
   forgetThread(thread: number): void {
-    const n = this.queue.removeWhere((key) => threadOf(key) === thread);
-    if (n === 0) return;
-    this.slots.addQueued(-n);
-    this.events?.queueDepth(this.service.slug, this.queue.size);
+    const removed = this.queue.removeWhere((key) => threadOf(key) === thread);
+    if (removed.length === 0) return;
+    this.slots.addQueued(-removed.length);
+    for (const entry of removed) {
+      this.affinityOf.delete(entry.waiter);
+      this.count(entry.priority, -1);
+    }
   }
 
-  private expired(key: number, waitedMs: number): void {
+  private expired(key: number, waitedMs: number, entry: QueuedWaiter<number>): void {
+    this.left(entry, 'expired');
+    this.log.debug({ service: this.service.slug, waitedMs: Math.round(waitedMs), priority: entry.priority }, 'queued request expired');
+    const budget = Math.round(entry.deadline - entry.enqueuedAt);
+    this.tell(key, budget === this.service.queue.maxWaitMs ? this.waitExpired : this.expiredSpec(budget));
+  }
+
+  /** A queued request left without a replica: counted out of the table and the metrics. */
+  private left(entry: QueuedWaiter<number>, outcome: QueueOutcome): void {
     this.slots.addQueued(-1);
-    if (this.events !== undefined) {
-      this.events.queueWait(this.service.slug, waitedMs, 'expired');
-      this.events.queueDepth(this.service.slug, this.queue.size);
-    }
-    this.log.debug({ service: this.service.slug, waitedMs: Math.round(waitedMs) }, 'queued request expired');
-    this.tell(key, this.waitExpired);
+    this.affinityOf.delete(entry.waiter);
+    this.events?.queueWait(this.service.slug, sharedClock() - entry.enqueuedAt, outcome);
+    this.count(entry.priority, -1);
+  }
+
+  private count(priority: number, delta: number): void {
+    this.atPriority.set(priority, (this.atPriority.get(priority) ?? 0) + delta);
+    this.reportDepth(priority);
+  }
+
+  private reportDepth(priority: number): void {
+    const n = this.atPriority.get(priority) ?? 0;
+    const keep = this.kept.has(priority);
+    if (n === 0 && !keep) this.atPriority.delete(priority);
+    this.events?.queueDepth(this.service.slug, this.queue.size, priority, n, keep);
+  }
+
+  private expiredSpec(ms: number): ErrorSpec {
+    return errorSpec(
+      new RelayError('no_replica', {
+        message: `No replica of the service could take the request within ${ms} ms.`,
+        headers: { 'retry-after': String(WAIT_EXPIRED_RETRY_AFTER_S) },
+      }),
+    );
   }
 
   private tell(key: number, spec: ErrorSpec): void {

@@ -1,4 +1,4 @@
-// Replicas run by Kubernetes (`replicas.kubernetes`, contract section 11), as the control plane
+// Replicas run by Kubernetes (`replicas.kubernetes`), as the control plane
 // sees them: the endpoint list of the Kubernetes source (src/control/sources/kubernetes/) turned
 // into replicas of the state machine (ServiceControl), and the service's demand reported back to
 // the source, which raises the Deployment and keeps the idle Lease fresh.
@@ -31,7 +31,8 @@ const REPORT_MS = 200;
 
 /** What the feed needs of the service that owns the replicas. */
 export interface EndpointOwner {
-  readonly queued: number;
+  /** Requests that want a replica: the queued ones, plus one that would not wait on a cold service. */
+  readonly demanded: number;
   /** Replicas in `ready` (every kind of transition counted). */
   readonly readyReplicas: number;
   create(): ManagedReplica | undefined;
@@ -96,7 +97,7 @@ export class EndpointReplicas {
 
   /** A request was queued: the source may need to raise the Deployment now. */
   demandChanged(): void {
-    if (this.coldSince < 0 && this.owner.readyReplicas === 0 && this.owner.queued > 0) this.coldSince = performance.now();
+    if (this.coldSince < 0 && this.owner.readyReplicas === 0 && this.owner.demanded > 0) this.coldSince = performance.now();
     this.report();
   }
 
@@ -125,7 +126,7 @@ export class EndpointReplicas {
       if (idleSince > this.lastReportAt && idleSince !== this.ownStamp.get(r)) relayed = true;
     }
     this.lastReportAt = now;
-    const queued = this.owner.queued;
+    const queued = this.owner.demanded;
     if (queued === 0) this.coldSince = -1;
     this.source.report(queued, inflight, relayed);
   }

@@ -1,14 +1,13 @@
 // One service's replicas on the control plane (main thread): the state machine, the queue, idle
-// stops, drain and close, for every kind of replicas (static, launched, Kubernetes). Contract
-// sections 6, 10 and 11. The data planes choose replicas by reading
-// the shared slot table this class writes (src/replicas/slots.ts); they reach it only for the
-// queue (demand.ts) and for what they learned (a refused connection).
+// stops, drain and close, for every kind of replicas (static, launched, Kubernetes). The data
+// planes choose replicas by reading the shared slot table this class writes
+// (src/replicas/slots.ts; how they choose: choice.ts); they reach it only for the queue
+// (demand.ts), for what they learned (a refused connection) and to wake a cold service.
 //
-// Decisions (documented here because the contract is silent on them):
+// Decisions:
 //
-// - Choice (in the data plane): least outstanding requests among ready replicas under
-//   `concurrency` (0 = unlimited); ties go to the earlier slot, so spare replicas go idle.
-// - FIFO: while anyone is queued anywhere in the process, a new request queues behind them.
+// - The queue's order rules (demand.ts); a request that will not wait wakes a cold service
+//   (`wake`: it scales as for one queued request, see demand.ts and replica-view.ts).
 // - Scaling: launched replicas in launches.ts; Kubernetes replicas are the endpoints the source
 //   lists (endpoint-replicas.ts), and the source raises the Deployment from the reported demand.
 // - A failed start: every queued request gets `503 no_replica` (Retry-After = the backoff) at
@@ -36,6 +35,7 @@ import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
 import { ProcessSource } from '../sources/process.js';
 import type { Endpoint } from '../sources/source.js';
 import { staticEndpoints } from '../sources/static.js';
+import { ReplicaChoice } from './choice.js';
 import { Demand } from './demand.js';
 import { EndpointReplicas } from './endpoint-replicas.js';
 import type { ReplicaEvents } from './events.js';
@@ -82,6 +82,8 @@ export class ServiceControl {
   private readonly launches: Launches | undefined;
   /** Kubernetes replicas: the source's endpoints. */
   private readonly endpoints: EndpointReplicas | undefined;
+  /** Load readings and the affinity ring. */
+  private readonly choice: ReplicaChoice;
 
   constructor(service: ServiceConfig, deps: ServiceControlDeps) {
     this.slug = service.slug;
@@ -91,10 +93,11 @@ export class ServiceControl {
     this.tuning = { ...DEFAULT_TUNING, ...deps.tuning };
     this.views = deps.views;
     this.kind = replicaKind(service.replicas);
-    const { concurrency } = service.replicas;
-    this.slots = SlotTable.create(slotCapacity(service, this.kind), deps.threads, concurrency);
+    const { concurrency, load } = service.replicas;
+    this.slots = SlotTable.create(slotCapacity(service, this.kind), deps.threads, concurrency, load !== undefined);
     this.known = new Int32Array(this.slots.slots).fill(-1);
-    this.demand = new Demand(service, this.slots, this.known, this.kind === 'static', (t) => this.views.get(t), this.log, this.events);
+    this.choice = new ReplicaChoice(service, this.slots, () => this.all, this.log, this.events);
+    this.demand = new Demand(service, this.slots, this.known, this.kind === 'static', (t) => this.views.get(t), this.log, this.events, this.choice.affinity);
     this.health = new Health(service, this.tuning, this.log, this);
     this.backoff = new StartBackoff(this.tuning);
     this.idle = new IdleStops(service, this.slots, this);
@@ -136,6 +139,11 @@ export class ServiceControl {
     return this.demand.size;
   }
 
+  /** What scaling serves (Kubernetes reports it): see Demand.wanted. */
+  get demanded(): number {
+    return this.demand.wanted(this.readyCount);
+  }
+
   get readyReplicas(): number {
     return this.readyCount;
   }
@@ -147,13 +155,19 @@ export class ServiceControl {
 
   // ── from the data planes (DemandLink) ──────────────────────────────────────────────────────
 
-  enqueue(thread: number, id: number, arrivedAt: number): void {
+  enqueue(thread: number, id: number, arrivedAt: number, priority = 0, maxWaitMs = -1, affinity = -1): void {
     if (!this.acceptingRequests) {
       this.slots.addQueued(-1);
       this.views.get(thread)?.fail(id, errorSpec(this.drainingError));
       return;
     }
-    if (this.demand.push(thread, id, arrivedAt)) this.scale();
+    if (this.demand.push(thread, id, arrivedAt, priority, maxWaitMs, affinity)) this.scale();
+  }
+
+  wake(): void {
+    if (!this.acceptingRequests || this.kind === 'static' || this.readyCount > 0) return;
+    this.demand.wake();
+    this.scale();
   }
 
   cancel(thread: number, id: number): void {
@@ -219,15 +233,17 @@ export class ServiceControl {
     await this.launches?.settled();
     await this.endpoints?.close();
     this.health.close();
+    this.choice.close();
     this.log.info({ service: this.slug }, 'replica set closed');
   }
 
   snapshot(): ServiceSnapshot {
     const replicas: ReplicaSnapshot[] = [];
     for (const r of this.all) {
-      replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid });
+      const load = this.choice.load(r);
+      replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid, ...(load === undefined ? {} : { load }) });
     }
-    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, replicas };
+    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.choice.routing, replicas };
   }
 
   // ── the state machine ──────────────────────────────────────────────────────────────────────
@@ -253,6 +269,7 @@ export class ServiceControl {
     r.probeHost = endpoint.probeHost;
     r.probePort = endpoint.probePort;
     this.known[r.slot] = r.gen;
+    this.choice.placed(r);
     const info = this.info(r);
     for (const view of this.views.all()) view.announce(info);
   }
@@ -278,7 +295,10 @@ export class ServiceControl {
     r.since = now;
     r.clearTimers();
     if (from === 'starting') this.starting--;
-    if (from === 'ready') this.readyCount--;
+    if (from === 'ready') {
+      this.readyCount--;
+      this.choice.leftRotation(r);
+    }
     if (to === 'ready') this.readyCount++;
     if (isLive(from)) this.live--;
     if (isLive(to)) this.live++;
@@ -326,6 +346,7 @@ export class ServiceControl {
     const backoffMs = this.backoff.failed(now);
     if (from === 'starting' && this.readyCount === 0 && this.starting === 0) {
       // Nothing else can serve the queue: every waiter learns it now, not at maxWaitMs.
+      this.demand.cancelWake(); // the next request tries again
       const retryAfter = String(Math.max(1, Math.ceil(backoffMs / 1000)));
       this.demand.failAll(new RelayError('no_replica', { message: 'The service replica failed to start.', headers: { 'retry-after': retryAfter } }), 'failed');
     }
@@ -337,6 +358,7 @@ export class ServiceControl {
   forget(r: ManagedReplica): void {
     if (!this.all.delete(r)) return;
     this.known[r.slot] = -1;
+    this.choice.forgotten(r);
     this.slots.setState(r.slot, EMPTY);
     if (r.origin !== '') for (const view of this.views.all()) view.gone(r.slot, r.gen);
     this.scale();
@@ -359,7 +381,7 @@ export class ServiceControl {
 
   /** For Launches. */
   counts(): { places: number; starting: number; live: number; queued: number } {
-    return { places: this.all.size, starting: this.starting, live: this.live, queued: this.demand.size };
+    return { places: this.all.size, starting: this.starting, live: this.live, queued: this.demand.wanted(this.readyCount) };
   }
 
   backoffWaitMs(): number {

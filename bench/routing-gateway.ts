@@ -1,0 +1,15 @@
+// The real gateway for the routing simulation (bench/routing.ts), run as its own process: the
+// config comes whole from BENCH_ROUTING_CONFIG (JSON), validated by the real loader.
+import { parseConfig } from '../src/config.js';
+import { createLogger } from '../src/log.js';
+import { startGateway } from '../src/server.js';
+import { announceReady, exitOnStop } from './lib/child-side.js';
+
+const config = parseConfig(JSON.parse(process.env['BENCH_ROUTING_CONFIG'] ?? '{}'));
+const logger = createLogger(config.log.level);
+const gateway = await startGateway(config, { logger });
+announceReady(gateway.port);
+exitOnStop(async () => {
+  await gateway.close();
+  logger.flush();
+});

@@ -1,0 +1,56 @@
+// How a service's requests choose among its ready replicas, as the control plane keeps it:
+// the replicas' load readings (`replicas.load`, load-reader.ts) and the affinity ring the queue's
+// grants walk (`routing.affinityHeader`; each worker keeps its own from the same announcements).
+// The choice itself is made where the request is, in the shared slot table (slots.ts).
+//
+// - Default: the fewest requests in flight among ready replicas under `concurrency`, equal ones in
+//   turn (a per-thread rotating scan start), so equal replicas share light traffic.
+// - `replicas.load`: the model servers' own queues first (the score), in flight next.
+// - `routing.affinityHeader`: the session's replica on the hash ring, within the load bound.
+import type { ServiceConfig } from '../../config-types.js';
+import type { Logger } from '../../log.js';
+import { AffinityRing } from '../../replicas/affinity-ring.js';
+import type { SlotTable } from '../../replicas/slots.js';
+import type { RoutingSnapshot } from './control-types.js';
+import type { GrantAffinity } from './demand.js';
+import type { ReplicaEvents } from './events.js';
+import { LoadReader, type LoadSnapshot } from './load-reader.js';
+import type { ManagedReplica } from './replica.js';
+
+export class ReplicaChoice {
+  readonly routing: RoutingSnapshot;
+  /** What the queue's grants need for affinity, if the service has it. */
+  readonly affinity: GrantAffinity | undefined;
+  private readonly loads: LoadReader | undefined;
+
+  constructor(service: ServiceConfig, slots: SlotTable, replicas: () => Iterable<ManagedReplica>, log: Logger, events: ReplicaEvents | undefined) {
+    const { load } = service.replicas;
+    const { affinityHeader, affinityMaxLoad } = service.routing;
+    this.routing = { policy: load === undefined ? 'fewest-in-flight' : 'queue-aware', affinityHeader: affinityHeader ?? null };
+    this.affinity = affinityHeader === undefined ? undefined : { ring: new AffinityRing(), maxLoad: affinityMaxLoad };
+    this.loads = load === undefined ? undefined : new LoadReader(service, load, slots, replicas, log, events);
+  }
+
+  /** The replica has an address: it takes its place on the ring. */
+  placed(r: ManagedReplica): void {
+    this.affinity?.ring.set(r.slot, r.origin);
+  }
+
+  /** The replica left rotation: its load reading goes (a return starts afresh). */
+  leftRotation(r: ManagedReplica): void {
+    this.loads?.left(r);
+  }
+
+  /** The replica is gone: its arcs of the ring go to the next replicas. */
+  forgotten(r: ManagedReplica): void {
+    this.affinity?.ring.delete(r.slot);
+  }
+
+  load(r: ManagedReplica): LoadSnapshot | undefined {
+    return this.loads?.snapshot(r);
+  }
+
+  close(): void {
+    this.loads?.close();
+  }
+}
