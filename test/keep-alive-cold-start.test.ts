@@ -90,7 +90,7 @@ for (const workers of [1, 2]) {
       })();
       const streamed = curl(tg.url('/v1/chat/completions', 'llm'), CHAT(true));
       const plain = curl(tg.url('/v1/chat/completions', 'llm'), CHAT(false));
-      await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="llm"}')) === 3, 10_000, 'three queued requests');
+      await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="llm",priority="0"}')) === 3, 10_000, 'three queued requests');
       // Long enough for two or three comments, then the model is "loaded".
       await new Promise((resolve) => setTimeout(resolve, 3 * KEEP_ALIVE_MS + 100));
       open();
@@ -169,7 +169,7 @@ for (const workers of [1, 2]) {
 
       const draining = await cold(workers);
       const reading = readStream(draining.tg.url('/v1/chat/completions', 'llm'), CHAT(true), {}, undefined);
-      await eventually(async () => (await metric(draining.tg, 'sluice_queue_depth{service="llm"}')) === 1, 10_000, 'queued');
+      await eventually(async () => (await metric(draining.tg, 'sluice_queue_depth{service="llm",priority="0"}')) === 1, 10_000, 'queued');
       await new Promise((resolve) => setTimeout(resolve, 2 * KEEP_ALIVE_MS + 50));
       const drained = draining.tg.gateway.drain();
       const read = await reading;
@@ -186,7 +186,7 @@ for (const workers of [1, 2]) {
     test('queue_full at once is the plain 503 it always was (answered within keepAliveMs)', async () => {
       const { tg, open } = await cold(workers, { queue: { maxRequests: 1 } });
       const first = readStream(tg.url('/v1/chat/completions', 'llm'), CHAT(true));
-      await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="llm"}')) === 1, 10_000, 'the first request queued');
+      await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="llm",priority="0"}')) === 1, 10_000, 'the first request queued');
       const full = await readStream(tg.url('/v1/chat/completions', 'llm'), CHAT(true));
       assert.equal(full.status, 503);
       assert.equal(full.headers['content-type'], 'application/json');
@@ -203,7 +203,7 @@ for (const workers of [1, 2]) {
       test('queue_full that reaches a kept-alive request (the control plane answered late) is one error event', async () => {
         const { tg } = await cold(workers, { queue: { maxRequests: 1 } });
         const first = readStream(tg.url('/v1/chat/completions', 'llm'), CHAT(true));
-        await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="llm"}')) === 1, 10_000, 'the first request queued');
+        await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="llm",priority="0"}')) === 1, 10_000, 'the first request queued');
         // The control plane is this thread: keep it busy so the queue's answer to the next request
         // comes after keepAliveMs. The worker that holds the request keeps it alive meanwhile.
         const late = new Promise<{ code: number | null; out: string }>((resolve) => {
@@ -238,7 +238,7 @@ for (const workers of [1, 2]) {
       assert.equal(line.status, 499);
       assert.equal(line.outcome, 'client_closed');
       assert.equal(line.keptAlive, true);
-      assert.equal(await metric(tg, 'sluice_queue_depth{service="llm"}'), 0, 'out of the queue');
+      assert.equal(await metric(tg, 'sluice_queue_depth{service="llm",priority="0"}'), 0, 'out of the queue');
       // The replica started anyway (the cold start was under way); it never gets the request.
       await eventually(() => recorded(file).some((l) => l.includes(' HEALTH ')), 10_000, 'the replica ready');
       await new Promise((resolve) => setTimeout(resolve, 300));

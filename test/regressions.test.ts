@@ -34,22 +34,38 @@ async function rawClient(port: number): Promise<{ socket: Socket; text: () => st
   };
 }
 
-test('regression: an answer that ends while the caller is still uploading leaves the connection usable', async () => {
-  // The replica answers at once without reading the body; the caller's socket is paused by then.
+test('regression: an answer that ends while the caller is still uploading never leaves the connection hanging', async () => {
+  // The replica answers at once without reading the body; the caller's socket is paused by then
+  // (fact 9: a socket paused for the body and never resumed held the connection until uWS's idle
+  // timeout, unannounced). Now the connection ends up one of two ways, each checked: the rest of
+  // the body arrived in time (or at most 128 KiB of it was left) and the next request on the
+  // connection is served; or the answer says `Connection: close` and the gateway closes the
+  // connection. Which one depends on how much of the body the gateway had read when the answer
+  // ended (refusal-mid-upload.test.ts pins each down).
   const { tg } = await setUp((_req, res) => {
     res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '5' });
     res.end('early');
   });
   const caller = await rawClient(tg.port);
+  let closed = false;
+  caller.socket.on('close', () => (closed = true));
   const size = 8 * 1024 * 1024;
   caller.socket.write(`POST ${new URL(tg.url('/x')).pathname} HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\nContent-Length: ${size}\r\n\r\n`);
   const chunk = Buffer.alloc(256 * 1024, 0x61);
-  for (let sent = 0; sent < size; sent += chunk.length) {
-    if (!caller.socket.write(chunk)) await once(caller.socket, 'drain');
+  const sending = (async () => {
+    for (let sent = 0; sent < size && !closed; sent += chunk.length) {
+      if (!caller.socket.write(chunk)) await Promise.race([once(caller.socket, 'drain'), once(caller.socket, 'close')]);
+    }
+  })();
+  await caller.waitFor(/\r\n\r\nearly/);
+  if (/\r\nconnection: close\r\n/i.test(caller.text())) {
+    await eventually(() => closed, 25_000, 'the gateway to close the connection it said it would');
+    assert.doesNotMatch(caller.text(), /earlyHTTP/, 'nothing after the answer');
+  } else {
+    await sending;
+    caller.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await caller.waitFor(/earlyHTTP\/1\.1 200 OK/);
   }
-  await caller.waitFor(/\r\n\r\nearly$/);
-  caller.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-  await caller.waitFor(/earlyHTTP\/1\.1 200 OK/);
   // A worker's log lines reach the log a moment after its answers (batched through the main thread).
   await eventually(() => tg.logs.some((l) => l.msg === 'request'), 5_000, 'the access log line');
   const line = tg.logs.find((l) => l.msg === 'request');
