@@ -1,8 +1,9 @@
 // The container image, without a Docker engine: the Dockerfile passes two linters (dockerfilelint
 // and dockerfile-utils, from the npm registry), stays in step with package.json (npm ci, the
 // build script, every path in `files`, the bin as an exec-form ENTRYPOINT), with the docker lines
-// of docs/operations.md and the README's install step; and its start command and HEALTHCHECK, run here with the image's environment,
-// serve, report healthy, and drain on SIGTERM to exit 0.
+// of docs/operations.md and with the README's install step; and its start command and
+// HEALTHCHECK, run here with the image's environment, serve, report healthy, and drain on SIGTERM
+// to exit 0.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
