@@ -3,7 +3,7 @@
 # uWebSockets.js (uws-pack) ships prebuilt binaries for glibc Linux x64, so the image is Debian-based.
 #   docker build -t sluice .
 #   docker run -p 8080:8080 -v "$PWD/sluice.yaml:/etc/sluice/config.yaml:ro" sluice
-# test/dockerfile.test.ts keeps this file in step with package.json and the README, and lints it.
+# test/dockerfile.test.ts keeps this file in step with package.json and docs/operations.md, and lints it.
 
 FROM node:22-bookworm-slim AS build
 WORKDIR /app

@@ -1,22 +1,25 @@
-// The README's config table is generated from the schema (src/config/doc.ts): it must equal what
-// the generator prints now, every key must say what it does and carry a rule, and each default it
-// shows must be the value the loader fills in.
+// The config table of docs/configuration.md is generated from the schema (src/config/doc.ts): it
+// must equal what the generator prints now, every key must say what it does and carry a rule, and
+// each default it shows must be the value the loader fills in.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../src/config.js';
-import { ABOUT, configKeys, configTable, TABLE_BEGIN, TABLE_END, withTable } from '../src/config/doc.js';
+import { ABOUT, configKeys, configTable, TABLE_BEGIN, TABLE_END, TABLE_FILE, withTable } from '../src/config/doc.js';
 
-const README = fileURLToPath(new URL('../../README.md', import.meta.url));
+const DOC = fileURLToPath(new URL(`../../${TABLE_FILE}`, import.meta.url));
 
-test("the README's config table is the one generated from the schema", () => {
-  const text = readFileSync(README, 'utf8');
+test("the config table of docs/configuration.md is the one generated from the schema", () => {
+  assert.equal(TABLE_FILE, 'docs/configuration.md');
+  assert.ok(TABLE_BEGIN.includes(`--write ${TABLE_FILE}`), 'the marker names the file it is in');
+  const text = readFileSync(DOC, 'utf8');
   const begin = text.indexOf(TABLE_BEGIN);
   const end = text.indexOf(TABLE_END);
-  assert.ok(begin >= 0 && end > begin, 'the README has the table markers');
-  const inReadme = text.slice(begin + TABLE_BEGIN.length, end).trim();
-  assert.equal(inReadme, configTable(), 'regenerate it: npm run build && node dist/src/config/doc.js --write README.md');
+  assert.ok(begin >= 0 && end > begin, `${TABLE_FILE} has the table markers`);
+  assert.equal(text.indexOf(TABLE_BEGIN, begin + 1), -1, 'one table');
+  const inDoc = text.slice(begin + TABLE_BEGIN.length, end).trim();
+  assert.equal(inDoc, configTable(), `regenerate it: npm run build && node dist/src/config/doc.js --write ${TABLE_FILE}`);
   assert.equal(withTable(text), text);
 });
 

@@ -1,8 +1,9 @@
 // The container image, without a Docker engine: the Dockerfile passes two linters (dockerfilelint
 // and dockerfile-utils, from the npm registry), stays in step with package.json (npm ci, the
-// build script, every path in `files`, the bin as an exec-form ENTRYPOINT) and with the README's
-// docker lines; and its start command and HEALTHCHECK, run here with the image's environment,
-// serve, report healthy, and drain on SIGTERM to exit 0.
+// build script, every path in `files`, the bin as an exec-form ENTRYPOINT), with the docker lines
+// of docs/operations.md and with the README's install step; and its start command and
+// HEALTHCHECK, run here with the image's environment, serve, report healthy, and drain on SIGTERM
+// to exit 0.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -25,6 +26,7 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   engines: { node: string };
 };
 const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+const operations = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8');
 
 interface Instruction {
   keyword: string;
@@ -156,14 +158,19 @@ test('the HEALTHCHECK asks /healthz with node, in exec form', () => {
   assert.match(cmd.join(' '), /\/healthz/);
 });
 
-test("the README's docker lines match the image: build, port, and the config mounted at SLUICE_CONFIG", () => {
+test("the docker lines of docs/operations.md match the image: build, port, and the config mounted at SLUICE_CONFIG", () => {
   const env = envOf(final);
-  assert.match(readme, /^docker build -t sluice \.$/m);
-  const run = readme.split('\n').find((l) => l.startsWith('docker run ') && l.includes(env.SLUICE_CONFIG!));
-  assert.ok(run !== undefined, `a docker run line mounting the config at ${env.SLUICE_CONFIG}`);
+  assert.match(operations, /^docker build -t sluice \.$/m);
+  const runs = operations.split('\n').filter((l) => l.startsWith('docker run ') && l.includes(env.SLUICE_CONFIG!));
+  assert.ok(runs.length > 0, `a docker run line mounting the config at ${env.SLUICE_CONFIG}`);
+  for (const run of runs) {
+    // Each mounts the config where the image reads it, read-only, and runs the image's serve or check.
+    assert.match(run, new RegExp(`-v \\S+:${env.SLUICE_CONFIG!.replace(/\./g, '\\.')}:ro\\b`), run);
+    assert.match(run, /\bsluice(?: check)?$/, run);
+  }
+  const run = runs.find((l) => /\bsluice$/.test(l));
+  assert.ok(run !== undefined, 'a docker run line that serves (the image with its default command)');
   assert.match(run, new RegExp(`-p \\d+:${DEFAULTS.port}\\b`));
-  assert.match(run, new RegExp(`-v \\S+:${env.SLUICE_CONFIG!.replace(/\./g, '\\.')}:ro\\b`));
-  assert.match(run, /\bsluice$/);
   // The README's install step is the Dockerfile's: npm ci.
   assert.match(readme, /^npm ci && npm test\b/m);
   const dockerignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n');
@@ -176,7 +183,7 @@ test("the image's start command with the image's environment serves, passes its 
   const configFile = join(dir, 'config.yaml');
   writeFileSync(configFile, ['services:', '  - slug: svc', `    tokens: [{ name: t, sha256: "${TEST_TOKEN_SHA256}" }]`, '    replicas: { urls: ["http://127.0.0.1:9"] }', ''].join('\n'));
   const port = await closedPort();
-  // The image's ENV, with the config where the README mounts it (here: a temporary file) and a
+  // The image's ENV, with the config where docs/operations.md mounts it (here: a temporary file) and a
   // free port instead of 8080 (the machine may be using it).
   const env = { ...process.env, ...envOf(final), SLUICE_CONFIG: configFile, SLUICE_PORT: String(port), LOG_LEVEL: 'info' };
   const [node, ...args] = [...execForm(one(final, 'ENTRYPOINT').args)!, ...execForm(one(final, 'CMD').args)!];

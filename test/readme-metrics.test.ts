@@ -1,15 +1,19 @@
-// The README's metrics table (Operating Sluice) names exactly the metrics /metrics serves, with
-// their types and labels; its sample alert rules use only metrics that exist.
+// The metrics table of docs/operations.md (section "Metrics") names exactly the metrics /metrics
+// serves, with their types and labels; its sample alert rules use only metrics that exist.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { AUTH, rawService, startTestGateway } from './helpers/gateway.js';
 
-const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
-const operating = readme.slice(readme.indexOf('## Operating Sluice'));
+const operations = readFileSync(fileURLToPath(new URL('../../docs/operations.md', import.meta.url)), 'utf8');
+const metricsStart = operations.indexOf('\n## Metrics\n');
+const metricsEnd = operations.indexOf('\n## ', metricsStart + 1);
+/** The section "Metrics" of docs/operations.md: the table and the sample alerts. */
+const operating = operations.slice(metricsStart, metricsEnd < 0 ? undefined : metricsEnd);
 
-test('the README metrics table matches /metrics: names, types and labels', async (t) => {
+test('the metrics table of docs/operations.md matches /metrics: names, types and labels', async (t) => {
+  assert.ok(metricsStart >= 0, 'docs/operations.md has a section "## Metrics"');
   const tg = await startTestGateway(rawService({ urls: ['http://127.0.0.1:9'] }));
   t.after(() => tg.close());
   // One request (its replica refuses: 502), so labelled samples exist.
