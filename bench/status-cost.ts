@@ -9,7 +9,7 @@
 import { parseConfig } from '../src/config.js';
 import { createLogger } from '../src/log.js';
 import { Metrics } from '../src/metrics/metrics.js';
-import { createReplicaSet } from '../src/replicas/replica-set.js';
+import { createReplicaSet } from '../src/control/replica-set.js';
 import { StatusBoard } from '../src/admin/status.js';
 import { createStatusSource } from '../src/admin/status-source.js';
 

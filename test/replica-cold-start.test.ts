@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { createReplicaSet } from '../src/replicas/replica-set.js';
+import { createReplicaSet } from '../src/control/replica-set.js';
 import {
   Recorder,
   TestWaiter,

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { createReplicaSet } from '../src/replicas/replica-set.js';
+import { createReplicaSet } from '../src/control/replica-set.js';
 import {
   Recorder,
   TestWaiter,

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { createReplicaSet } from '../src/replicas/replica-set.js';
+import { createReplicaSet } from '../src/control/replica-set.js';
 import {
   Recorder,
   TestWaiter,

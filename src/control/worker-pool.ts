@@ -7,7 +7,7 @@ import type { Logger } from '../log.js';
 import { destinationOf } from '../log-transport.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
 import type { ErrorSpec, ReplicaInfo, ViewLink } from '../replicas/link.js';
-import type { FromWorker, ToWorker, WorkerInit } from './messages.js';
+import type { FromWorker, ToWorker, WorkerInit } from '../replicas/messages.js';
 import type { ViewRouter } from './replicas/control-types.js';
 import type { ServiceControl } from './replicas/service-control.js';
 

@@ -22,7 +22,7 @@ import { RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../replicas/link.js';
 import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
-import { sharedClock } from '../replicas/queue.js';
+import { sharedClock } from '../replicas/clock.js';
 import type { SlotTable } from '../replicas/slots.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamPool } from '../upstream/pool.js';

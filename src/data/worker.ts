@@ -15,7 +15,7 @@ import { PostingDestination } from '../log-transport.js';
 import { CounterLayout, RequestCounters } from '../metrics/request-counters.js';
 import type { DemandLink } from '../replicas/link.js';
 import { SlotTable } from '../replicas/slots.js';
-import { FLAG_DRAINING, type FromWorker, type ToWorker, type WorkerInit } from '../control/messages.js';
+import { FLAG_DRAINING, type FromWorker, type ToWorker, type WorkerInit } from '../replicas/messages.js';
 import { DataPlane } from './data-plane.js';
 import { ReplicaView } from './replica-view.js';
 

@@ -4,7 +4,8 @@
 // (collectors.ts). Replica events (a few per replica start, not per request) stay prom-client
 // metrics.
 import { Gauge, Histogram, Registry } from 'prom-client';
-import type { QueueOutcome, ReplicaEvents, ReplicaStateName } from '../replicas/replica-set.js';
+import type { QueueOutcome, ReplicaEvents } from '../replicas/events.js';
+import type { ReplicaStateName } from '../replicas/states.js';
 import { registerRequestCollectors } from './collectors.js';
 import { CounterLayout, RequestCounters, sameLayout } from './request-counters.js';
 

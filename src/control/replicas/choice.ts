@@ -13,7 +13,7 @@ import { AffinityRing } from '../../replicas/affinity-ring.js';
 import type { SlotTable } from '../../replicas/slots.js';
 import type { RoutingSnapshot } from './control-types.js';
 import type { GrantAffinity } from './demand.js';
-import type { ReplicaEvents } from './events.js';
+import type { ReplicaEvents } from '../../replicas/events.js';
 import { LoadReader, type LoadSnapshot } from './load-reader.js';
 import type { ManagedReplica } from './replica.js';
 

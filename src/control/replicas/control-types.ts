@@ -4,8 +4,8 @@ import type { Logger } from '../../log.js';
 import type { EndpointReplicasOptions } from './endpoint-replicas.js';
 import type { LoadSnapshot } from './load-reader.js';
 import type { ViewLink } from '../../replicas/link.js';
-import type { ReplicaEvents } from './events.js';
-import type { ReplicaStateName } from './replica.js';
+import type { ReplicaEvents } from '../../replicas/events.js';
+import type { ReplicaStateName } from '../../replicas/states.js';
 import type { ReplicaSetTuning } from './tuning.js';
 
 /** The data planes, by thread index, as the control plane reaches them. */

@@ -23,9 +23,10 @@ import { RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import type { AffinityRing } from '../../replicas/affinity-ring.js';
 import { type ErrorSpec, errorSpec, type ViewLink } from '../../replicas/link.js';
-import { type QueuedWaiter, WaiterQueue, sharedClock } from '../../replicas/queue.js';
+import { sharedClock } from '../../replicas/clock.js';
+import { type QueuedWaiter, WaiterQueue } from './queue.js';
 import type { SlotTable } from '../../replicas/slots.js';
-import type { QueueOutcome, ReplicaEvents } from './events.js';
+import type { QueueOutcome, ReplicaEvents } from '../../replicas/events.js';
 
 /** Retry-After (seconds) for `queue_full`: the queue moves as soon as replicas free up. */
 const QUEUE_FULL_RETRY_AFTER_S = 1;

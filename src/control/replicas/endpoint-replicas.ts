@@ -23,8 +23,9 @@ import type { SlotTable } from '../../replicas/slots.js';
 import { type KubeEndpoint, KubernetesReplicaSource, type KubernetesTuning } from '../sources/kubernetes/kubernetes-source.js';
 import type { CredentialOptions } from '../sources/kubernetes/credentials.js';
 import type { Endpoint } from '../sources/source.js';
-import type { ReplicaEvents } from './events.js';
-import type { ManagedReplica, ReplicaStateName } from './replica.js';
+import type { ReplicaEvents } from '../../replicas/events.js';
+import type { ReplicaStateName } from '../../replicas/states.js';
+import type { ManagedReplica } from './replica.js';
 
 /** How often the service's demand is reported to the source besides each enqueue. */
 const REPORT_MS = 200;

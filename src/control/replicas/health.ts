@@ -6,8 +6,9 @@
 import type { Agent } from 'node:http';
 import type { ServiceConfig } from '../../config-types.js';
 import type { Logger } from '../../log.js';
-import { createProbeAgent, probeHttp, probeTcp, type ProbeResult } from '../../replicas/probe.js';
-import type { ManagedReplica, ReplicaStateName } from './replica.js';
+import { createProbeAgent, probeHttp, probeTcp, type ProbeResult } from './probe.js';
+import type { ReplicaStateName } from '../../replicas/states.js';
+import type { ManagedReplica } from './replica.js';
 import type { ReplicaSetTuning } from './tuning.js';
 
 /** What the probes need from the service that owns the replicas. */

@@ -3,7 +3,8 @@
 // whichever thread served them; the table also keeps when the replica's inflight last dropped to 0.
 import type { ServiceConfig } from '../../config-types.js';
 import type { SlotTable } from '../../replicas/slots.js';
-import type { ManagedReplica, ReplicaStateName } from './replica.js';
+import type { ReplicaStateName } from '../../replicas/states.js';
+import type { ManagedReplica } from './replica.js';
 
 export interface IdleOwner {
   transition(r: ManagedReplica, to: ReplicaStateName, reason: string, detail?: Record<string, unknown>): boolean;

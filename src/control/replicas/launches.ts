@@ -12,10 +12,11 @@
 // - A replica that is not ready within `startTimeoutMs` fails (its process is then stopped).
 import type { ServiceConfig } from '../../config-types.js';
 import type { Logger } from '../../log.js';
-import type { ProcessExit } from '../../replicas/launchers/process.js';
+import type { ProcessExit } from '../launchers/process.js';
 import type { Endpoint, ReplicaSource } from '../sources/source.js';
 import type { Health } from './health.js';
-import type { ManagedReplica, ReplicaStateName } from './replica.js';
+import type { ReplicaStateName } from '../../replicas/states.js';
+import type { ManagedReplica } from './replica.js';
 
 /** What the launcher needs of the service that owns the replicas. */
 export interface LaunchOwner {

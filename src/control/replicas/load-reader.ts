@@ -21,7 +21,7 @@ import { Agent, request } from 'node:http';
 import type { LoadConfig, ServiceConfig } from '../../config-types.js';
 import type { Logger } from '../../log.js';
 import type { SlotTable } from '../../replicas/slots.js';
-import type { ReplicaEvents } from './events.js';
+import type { ReplicaEvents } from '../../replicas/events.js';
 import { readMetric } from './prometheus-text.js';
 import type { ManagedReplica } from './replica.js';
 

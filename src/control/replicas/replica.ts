@@ -3,28 +3,8 @@
 // and reacts to it is `ServiceControl.transition` in service-control.ts, because every reaction
 // (hand out the queue, fail waiters, start a replacement) is the service's business. The data
 // planes see a replica only as its slot in the shared table (src/replicas/slots.ts).
-import type { ReplicaProcess } from '../../replicas/launchers/process.js';
-
-/**
- * Where a replica is in its life. Only `ready` replicas are handed out (and, for a static set
- * whose every replica is `unreachable`, the one that failed longest ago: see service-control.ts).
- */
-export type ReplicaStateName =
-  /** Created: a launched replica's process is spawned (or its port is being chosen) and its
-   *  readiness probe has not answered 2xx yet. A static replica passes through at once. */
-  | 'starting'
-  /** In rotation: requests are handed to it, up to `concurrency`. */
-  | 'ready'
-  /** Out of rotation after a refused connection (`release(r, 'unreachable')`) or a failed
-   *  periodic probe; probed every few hundred ms and back to `ready` when a probe succeeds. */
-  | 'unreachable'
-  /** Asked to stop (idle, or the set is closing): SIGTERM sent, SIGKILL after a grace; no new
-   *  requests. A draining replica still counts toward `max` until its process has exited. */
-  | 'draining'
-  /** Terminal: stopped on purpose and its process has exited. */
-  | 'stopped'
-  /** Terminal: did not become ready (exit, spawn error, start timeout) or exited on its own. */
-  | 'failed';
+import type { ReplicaProcess } from '../launchers/process.js';
+import type { ReplicaStateName } from '../../replicas/states.js';
 
 /** The allowed moves; anything else is a bug and is refused (and logged) by the transition. */
 export const TRANSITIONS: Readonly<Record<ReplicaStateName, readonly ReplicaStateName[]>> = {

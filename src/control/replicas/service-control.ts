@@ -38,11 +38,12 @@ import { staticEndpoints } from '../sources/static.js';
 import { ReplicaChoice } from './choice.js';
 import { Demand } from './demand.js';
 import { EndpointReplicas } from './endpoint-replicas.js';
-import type { ReplicaEvents } from './events.js';
+import type { ReplicaEvents } from '../../replicas/events.js';
 import { Health } from './health.js';
 import { IdleStops } from './idle.js';
 import { Launches } from './launches.js';
-import { ManagedReplica, canTransition, type ReplicaStateName } from './replica.js';
+import type { ReplicaStateName } from '../../replicas/states.js';
+import { ManagedReplica, canTransition } from './replica.js';
 import { DEFAULT_TUNING, StartBackoff, type ReplicaSetTuning } from './tuning.js';
 
 const SHARED_STATE: Record<ReplicaStateName, number> = { starting: BUSY, ready: READY, unreachable: OUT, draining: BUSY, stopped: BUSY, failed: BUSY };

@@ -2,7 +2,7 @@
 // (the spawning itself is src/replicas/launchers/process.ts).
 import type { ServiceConfig } from '../../config-types.js';
 import type { Logger } from '../../log.js';
-import { findFreePort, spawnReplica, type ProcessExit } from '../../replicas/launchers/process.js';
+import { findFreePort, spawnReplica, type ProcessExit } from '../launchers/process.js';
 import type { ManagedReplica } from '../replicas/replica.js';
 import type { Endpoint, ReplicaSource } from './source.js';
 

@@ -4,7 +4,7 @@
 // node:http Agent (src/replicas/probe.ts), never through the relay's connections.
 import type { Agent } from 'node:http';
 import type { Logger } from '../../../log.js';
-import { createProbeAgent, probeHttp } from '../../../replicas/probe.js';
+import { createProbeAgent, probeHttp } from '../../replicas/probe.js';
 import { originOf, type SliceEndpoint } from './endpoints.js';
 
 export interface ProbeTuning {

@@ -2,8 +2,8 @@
 // MessagePort per worker carries all of them, so they arrive in the order they were posted (an
 // announced replica is known before a grant on it). None is sent per request on the fast path.
 import type { Config, TokenConfig } from '../config-types.js';
-import type { ErrorSpec, ReplicaInfo } from '../replicas/link.js';
-import type { SlotTableInit } from '../replicas/slots.js';
+import type { ErrorSpec, ReplicaInfo } from './link.js';
+import type { SlotTableInit } from './slots.js';
 
 /** `workerData` of a data plane thread. */
 export interface WorkerInit {

@@ -22,6 +22,7 @@
 //
 // Costs, n waiters and p distinct priorities: push O(log n + log p), plus O(p) to insert a new
 // priority's list; remove and shift O(log n) (+ O(p) when a list empties); expiry O(log n) each.
+import { sharedClock } from '../../replicas/clock.js';
 
 /** A waiter in the queue, with its arrival (see `sharedClock`), priority and deadline. */
 export interface QueuedWaiter<W> {
@@ -45,11 +46,6 @@ interface PriorityList<W> {
   readonly priority: number;
   head: Node<W> | undefined;
   tail: Node<W> | undefined;
-}
-
-/** A clock every thread of the process reads alike (milliseconds, sub-millisecond precision). */
-export function sharedClock(): number {
-  return performance.timeOrigin + performance.now();
 }
 
 /** The longest delay setTimeout accepts (2^31 - 1 ms); longer deadlines re-arm when it fires. */

@@ -3,20 +3,16 @@
 // message in between. This is what `workers: 1` runs, and what the replica tests drive; with
 // worker threads the same two halves talk through messages instead (src/control/worker-pool.ts).
 import type { ServiceConfig } from '../config-types.js';
-import type { ReplicaEvents } from '../control/replicas/events.js';
-import type { ServiceSnapshot } from '../control/replicas/control-types.js';
-import type { EndpointReplicasOptions } from '../control/replicas/endpoint-replicas.js';
-import { ServiceControl } from '../control/replicas/service-control.js';
-import { DEFAULT_TUNING, type ReplicaSetTuning } from '../control/replicas/tuning.js';
+import type { ReplicaEvents } from '../replicas/events.js';
+import type { ServiceSnapshot } from './replicas/control-types.js';
+import type { EndpointReplicasOptions } from './replicas/endpoint-replicas.js';
+import { ServiceControl } from './replicas/service-control.js';
+import { DEFAULT_TUNING, type ReplicaSetTuning } from './replicas/tuning.js';
 import { ReplicaView } from '../data/replica-view.js';
 import type { Logger } from '../log.js';
-import type { ViewLink } from './link.js';
-import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from './types.js';
+import type { ViewLink } from '../replicas/link.js';
+import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 
-export type { QueueOutcome, ReplicaEvents } from '../control/replicas/events.js';
-export type { ReplicaStateName } from '../control/replicas/replica.js';
-export type { ReplicaSnapshot, ServiceSnapshot as ReplicaSetSnapshot } from '../control/replicas/control-types.js';
-export { DEFAULT_TUNING, type ReplicaSetTuning };
 
 export interface ReplicaSetDeps {
   logger: Logger;
