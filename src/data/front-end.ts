@@ -19,7 +19,7 @@ import { MIN_PRIORITY } from '../config/rules.js';
 import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
 import { readCallerHeaders, requestMaxWait, requestPriority } from '../relay/headers.js';
 import { pathProblem, queryProblem } from '../relay/path.js';
-import { checkRequestHead } from '../relay/request-head.js';
+import { checkRequestHead } from '../relay/caller-head-checks.js';
 import { type RelayObserver, RelayRequest, type ServiceRuntime } from '../relay/relay.js';
 import type { ReplicaSet } from '../replicas/types.js';
 

@@ -8,7 +8,7 @@ import { RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { writeError } from '../relay/downstream.js';
 import { readCallerHeaders } from '../relay/headers.js';
-import { checkRequestHead } from '../relay/request-head.js';
+import { checkRequestHead } from '../relay/caller-head-checks.js';
 
 export interface OpsSource {
   /** True once the gateway drains (every thread, every listener). */

@@ -25,8 +25,7 @@ import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
 import { sharedClock } from '../replicas/clock.js';
 import type { SlotTable } from '../replicas/slots.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
-import type { UpstreamPool } from '../upstream/pool.js';
-import { createPool } from '../upstream/pools.js';
+import { UpstreamPool } from '../upstream/pool.js';
 
 /** Wake messages of one thread for a cold service: at most one per this many ms. */
 const WAKE_EVERY_MS = 100;
@@ -244,4 +243,23 @@ async function closePool(pool: UpstreamPool, ms: number): Promise<void> {
   const done = await Promise.race([closed, late]);
   clearTimeout(timer);
   if (!done) pool.destroy();
+}
+
+/** How long a TCP connect to a replica may take before it counts as unreachable. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * This thread's connection pool to the replica at `origin` (`http://host:port`, as the config
+ * loader validated it), with the service's timeouts: one request per connection at a time (no
+ * pipelining), at most `concurrency` connections.
+ */
+function createPool(origin: string, service: ServiceConfig): UpstreamPool {
+  const url = new URL(origin);
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  return new UpstreamPool(host, url.port === '' ? 80 : Number(url.port), {
+    maxConnections: service.replicas.concurrency,
+    connectMs: CONNECT_TIMEOUT_MS,
+    headersMs: service.timeouts.responseHeadersMs,
+    bodyIdleMs: service.timeouts.bodyIdleMs,
+  });
 }

@@ -20,7 +20,7 @@ import { RelayError } from '../errors.js';
 import type { Interruption, StreamCounters } from '../metrics/request-counters.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamConnection, UpstreamHandler } from '../upstream/connection.js';
-import { requestHead } from '../upstream/request-head.js';
+import { requestHead } from './replica-request-head.js';
 import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
 import type { CallerHeaders } from './headers.js';
