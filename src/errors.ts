@@ -77,3 +77,10 @@ export class RelayError extends Error {
   }
 }
 
+/** How long a caller refused while the gateway drains should wait before trying again (seconds). */
+const DRAINING_RETRY_AFTER_S = 5;
+
+/** `503 draining` with its `Retry-After`: a request that arrives, or still waits, while the gateway shuts down. */
+export function drainingError(): RelayError {
+  return new RelayError('draining', { headers: { 'retry-after': String(DRAINING_RETRY_AFTER_S) } });
+}

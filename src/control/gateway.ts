@@ -21,7 +21,9 @@ import { LocalReplicaSet } from './replica-set.js';
 import { DataPlane } from '../data/data-plane.js';
 import { createApp, listenOn } from '../data/listen.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
-import { addOpsRoutes, type OpsSource, refusal } from '../data/ops-routes.js';
+import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
+import { Refusals } from '../relay/refusal.js';
+import { RequestIds } from '../relay/request-ids.js';
 import { FLAG_COUNT, FLAG_DRAINING } from '../replicas/messages.js';
 import { checkPortFree } from './port-check.js';
 import type { EndpointReplicasOptions } from './replicas/endpoint-replicas.js';
@@ -120,10 +122,10 @@ class ControlPlane implements Gateway, OpsSource {
     }
     if (config.admin !== undefined) {
       this.adminApp = uWS.App();
-      const refuse = refusal(this.logger);
-      addOpsRoutes(this.adminApp, this, this.logger, refuse);
+      const refusals = new Refusals(this.logger, new RequestIds());
+      addOpsRoutes(this.adminApp, this, this.logger, refusals);
       this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.registry, services: this.services, relayPort: () => this.port });
-      this.adminApp.any('/*', (res, req) => refuse(res, new RelayError('not_found'), false, req.getMethod() === 'head'));
+      this.adminApp.any('/*', (res, req) => refusals.refuse(res, new RelayError('not_found'), false, undefined, req.getMethod() === 'head'));
     }
   }
 

@@ -1,17 +1,19 @@
-// One data plane: a uWS app with the relay route (front-end.ts), this thread's view of every
-// service's replicas, the access log and the per-request counters. Runs in each worker thread
+// One data plane: a uWS app with the relay route (relay/request-filter.ts), this thread's view of
+// every service's replicas, the access log and the per-request counters. Runs in each worker thread
 // (src/data/worker.ts), or on the main thread with `workers: 1`.
 import * as uWS from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import { type AccessLine, AccessLog } from '../access-log.js';
+import { AccessLog } from '../access-log.js';
 import type { Config, TokenConfig } from '../config-types.js';
 import type { Logger } from '../log.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
 import { tokenEntries } from '../relay/auth.js';
+import { accessLine, finishedRequest } from '../relay/finished-request.js';
+import { Refusals } from '../relay/refusal.js';
 import type { RelayRequest } from '../relay/relay.js';
+import { RequestFilter, type RequestFilterOwner, ServiceEntry } from '../relay/request-filter.js';
+import { RequestIds } from '../relay/request-ids.js';
 import type { ReplicaSet } from '../replicas/types.js';
-import { describeUpstreamError } from '../upstream/errors.js';
-import { FrontEnd, type FrontEndOwner, ServiceEntry } from './front-end.js';
 import { createApp, listenOn } from './listen.js';
 import { addOpsRoutes, type OpsSource } from './ops-routes.js';
 import { SharedAuthLimiter } from './shared-auth-limiter.js';
@@ -30,9 +32,9 @@ export interface DataPlaneOptions {
   testRoutes?: (app: TemplatedApp) => void;
 }
 
-export class DataPlane implements FrontEndOwner {
+export class DataPlane implements RequestFilterOwner {
   readonly app: TemplatedApp;
-  readonly frontEnd: FrontEnd;
+  readonly filter: RequestFilter;
   port = 0;
   inflight = 0;
   /** The app is being closed: responses cut now were cut by the gateway (RelayObserver). */
@@ -53,14 +55,13 @@ export class DataPlane implements FrontEndOwner {
     this.ops = options.ops;
     const services = new Map<string, ServiceEntry>();
     config.services.forEach((service, i) => services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i))));
-    this.frontEnd = new FrontEnd(config.basePath, services, this, this.logger, new SharedAuthLimiter(options.authFailures));
+    const ids = new RequestIds();
+    const refusals = new Refusals(this.logger, ids);
+    this.filter = new RequestFilter(config.basePath, services, this, new SharedAuthLimiter(options.authFailures), ids, refusals);
     this.app = createApp(config.listen.tls);
-    if (options.ops !== undefined) {
-      const frontEnd = this.frontEnd;
-      addOpsRoutes(this.app, options.ops, this.logger, (res, error, close, head) => frontEnd.refuse(res, error, close, undefined, head));
-    }
+    if (options.ops !== undefined) addOpsRoutes(this.app, options.ops, this.logger, refusals);
     options.testRoutes?.(this.app);
-    this.app.any('/*', this.frontEnd.handle);
+    this.app.any('/*', this.filter.handle);
   }
 
   /** True once this thread or the gateway drains: new relay requests get `503 draining`. */
@@ -81,14 +82,9 @@ export class DataPlane implements FrontEndOwner {
 
   onRelayFinished(r: RelayRequest): void {
     this.inflight -= 1;
-    const now = performance.now();
-    const d = r.downstream;
-    const status = r.outcome === 'client_closed' ? 499 : d.answered ? d.statusCode : (r.error?.status ?? 500);
-    const ttfbMs = d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1;
-    const ms = now - r.startedAt;
-    this.counter.finished(r.slug, status, r.outcome, r.body.received, d.bytesOut, ttfbMs / 1000, ms / 1000);
-    const failed = r.outcome !== 'ok' && r.outcome !== 'client_closed';
-    if (this.accessLog.enabled(failed)) this.accessLog.write(accessLine(r, status, ttfbMs, ms), failed);
+    const f = finishedRequest(r, performance.now());
+    this.counter.finished(f.slug, f.status, f.outcome, f.bytesIn, f.bytesOut, f.ttfbMs / 1000, f.ms / 1000);
+    if (this.accessLog.enabled(f.failed)) this.accessLog.write(accessLine(r, f), f.failed);
     if (this.inflight === 0 && this.idleWaiter !== undefined) this.idleWaiter();
   }
 
@@ -127,7 +123,7 @@ export class DataPlane implements FrontEndOwner {
   reload(services: readonly { slug: string; tokens: TokenConfig[] }[]): string[] {
     const ignored: string[] = [];
     for (const next of services) {
-      const service = this.frontEnd.services.get(next.slug);
+      const service = this.filter.services.get(next.slug);
       if (service === undefined) ignored.push(next.slug);
       else service.tokens = tokenEntries(next.tokens);
     }
@@ -137,33 +133,4 @@ export class DataPlane implements FrontEndOwner {
   get config(): Config {
     return this.options.config;
   }
-}
-
-/** The access-log line of a finished request. */
-function accessLine(r: RelayRequest, status: number, ttfbMs: number, ms: number): AccessLine {
-  const stream = r.stream;
-  return {
-    reqId: r.requestId,
-    service: r.slug,
-    tokenName: r.tokenName,
-    method: r.method,
-    path: r.path,
-    status,
-    outcome: r.outcome,
-    bytesIn: r.body.received,
-    bytesOut: r.downstream.bytesOut,
-    ttfbMs: ttfbMs >= 0 ? round(ttfbMs) : undefined,
-    ms: round(ms),
-    queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,
-    retried: r.retried || undefined,
-    keptAlive: r.downstream.keptAlive || undefined,
-    events: stream?.events,
-    firstEventMs: stream === undefined || stream.events === 0 ? undefined : round(stream.firstEventMs),
-    maxGapMs: stream === undefined || stream.events < 2 ? undefined : round(stream.maxGapMs),
-    err: r.error?.cause === undefined ? undefined : describeUpstreamError(r.error.cause),
-  };
-}
-
-function round(ms: number): number {
-  return Math.round(ms * 1000) / 1000;
 }

@@ -18,7 +18,7 @@
 //   `createPool(origin, service)` and closed when the control plane says the replica is gone, and
 //   its own affinity ring, rebuilt at the same two moments.
 import type { ServiceConfig } from '../config-types.js';
-import { RelayError } from '../errors.js';
+import { drainingError, RelayError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../replicas/link.js';
 import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
@@ -58,7 +58,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
   private readonly ids = new Map<ReplicaWaiter, number>();
   private lastId = 0;
   private readonly closing = new Set<Promise<void>>();
-  private readonly drainingError = new RelayError('draining', { headers: { 'retry-after': '5' } });
+  private readonly drainingError = drainingError();
   private readonly noOtherReplicaError = new RelayError('upstream_unavailable', {
     message: 'The service replica could not be reached and no other replica is ready.',
     retryable: false,

@@ -86,17 +86,6 @@ export function pathProblem(path: string): PathProblem | undefined {
   return undefined;
 }
 
-/** Checks the query string (forwarded verbatim): no `#`, nothing outside visible ASCII. */
-export function queryProblem(query: string): PathProblem | undefined {
-  for (let i = 0; i < query.length; i++) {
-    const c = query.charCodeAt(i);
-    if (c === 0x23) return 'fragment (#)';
-    if (c < 0x20 || c === 0x7f) return 'control character';
-    if (c === 0x20 || c > 0x7e) return 'character that must be percent-encoded';
-  }
-  return undefined;
-}
-
 /**
  * Checks the raw request target (path and query, as uWS gives them) for bytes that make the
  * request line invalid (RFC 9112 section 3.2: a request-target is visible ASCII, and never holds

@@ -1,8 +1,9 @@
-// One relayed request, from the moment it passed authentication to its access-log line.
+// One relayed request, from the moment it passed the request filter (request-filter.ts) to its
+// record (finished-request.ts).
 //
 // Phases, in order (each one line):
 //   acquire          — ask the service's replica set for a replica; maybe wait in its queue
-//   requestFilter    — build the replica's request: path, allowed headers, framing, body
+//   upstreamRequest  — build the replica's request: path, allowed headers, framing, body
 //   dispatch         — ask the replica's connection pool for a connection, with this object as
 //                      handler; once it is ready, write the request head and body to it
 //   upstreamResponse — status and the two allowed headers → downstream, then each chunk, with
@@ -194,7 +195,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.fail(this.unreachable !== undefined && error.code === 'upstream_unavailable' ? this.unreachable : error);
   }
 
-  // ── requestFilter + dispatch ───────────────────────────────────────────────────────────────
+  // ── upstreamRequest + dispatch ─────────────────────────────────────────────────────────────
 
   /** The body's first bytes are here (or all of it). */
   onBodyStart(): void {

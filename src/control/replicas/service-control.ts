@@ -27,7 +27,7 @@
 //   rule of Envoy): if the probe was wrong the request succeeds; if the replica is really down the
 //   retry finds nothing and the caller gets `502 upstream_unavailable` within milliseconds.
 import { type ReplicaKind, replicaKind, type ServiceConfig } from '../../config-types.js';
-import { RelayError } from '../../errors.js';
+import { drainingError, RelayError } from '../../errors.js';
 import type { Logger } from '../../log.js';
 import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
@@ -75,7 +75,7 @@ export class ServiceControl {
   private lastId = 0;
   private acceptingRequests = true;
   private closingPromise: Promise<void> | undefined = undefined;
-  private readonly drainingError = new RelayError('draining', { headers: { 'retry-after': '5' } });
+  private readonly drainingError = drainingError();
 
   private readonly backoff: StartBackoff;
   private readonly idle: IdleStops;

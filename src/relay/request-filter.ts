@@ -1,27 +1,27 @@
-// The uWebSockets.js front end of one data plane thread: the relay route's requestFilter.
+// The first step of a relayed request: the caller's request, accepted or refused, in the uWS
+// handler of the relay route (one per data plane thread).
 //
-// requestFilter runs synchronously inside the uWS handler, cheapest check first, and nothing
-// costly happens before authentication:
-//   request head (framing, header syntax, method token, raw target: relay/request-head.ts, whatever
-//   the route) → route → service → method → draining → auth rate limit → token → path → size →
-//   the queue terms (`X-Sluice-Priority`, `X-Sluice-Max-Wait-Ms`) and the affinity hash
-// Every refusal is answered on the next turn of the event loop (see `refuse`), but a 413 from
-// a valid Content-Length, answered at once; then a RelayRequest (src/relay/relay.ts) takes over.
-import { randomBytes } from 'node:crypto';
+// It runs synchronously inside the handler, cheapest check first, and nothing costly happens
+// before authentication:
+//   request head (framing, header syntax, method token, raw target: caller-head-checks.ts,
+//   whatever the route) → route → service → method → draining → auth rate limit → token → path →
+//   size → the queue terms (`X-Sluice-Priority`, `X-Sluice-Max-Wait-Ms`) and the affinity hash
+// Every refusal is answered on the next turn of the event loop (refusal.ts), but a 413 from a
+// valid Content-Length, answered at once; then a RelayRequest (relay.ts) takes over.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import type { ServiceConfig } from '../config-types.js';
-import { RelayError } from '../errors.js';
-import type { Logger } from '../log.js';
+import { drainingError, RelayError } from '../errors.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
-import { authenticate, type TokenEntry, tokenEntries } from '../relay/auth.js';
-import { writeError } from '../relay/downstream.js';
 import { MIN_PRIORITY } from '../config/rules.js';
 import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
-import { readCallerHeaders, requestMaxWait, requestPriority } from '../relay/headers.js';
-import { pathProblem, queryProblem } from '../relay/path.js';
-import { checkRequestHead } from '../relay/caller-head-checks.js';
-import { type RelayObserver, RelayRequest, type ServiceRuntime } from '../relay/relay.js';
 import type { ReplicaSet } from '../replicas/types.js';
+import { authenticate, type TokenEntry, tokenEntries } from './auth.js';
+import { checkRequestHead } from './caller-head-checks.js';
+import { readCallerHeaders, requestMaxWait, requestPriority } from './headers.js';
+import { pathProblem } from './path.js';
+import type { Refusals } from './refusal.js';
+import { type RelayObserver, RelayRequest, type ServiceRuntime } from './relay.js';
+import type { RequestIds } from './request-ids.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
 export class ServiceEntry implements ServiceRuntime {
@@ -47,8 +47,8 @@ export class ServiceEntry implements ServiceRuntime {
   }
 }
 
-/** What the front end needs from the data plane that owns it. */
-export interface FrontEndOwner extends RelayObserver {
+/** What the request filter needs from the data plane that owns it. */
+export interface RequestFilterOwner extends RelayObserver {
   readonly draining: boolean;
   /** A request passed the filter and is about to be relayed. */
   onRelayStarted(): void;
@@ -66,24 +66,21 @@ export interface AuthLimiter {
   recordFailure(address: string, now: number): void;
 }
 
-export class FrontEnd {
+export class RequestFilter {
   private readonly prefix: string;
-  /** Request ids: a random per-thread prefix and a counter, cheap and unique. */
-  private readonly idPrefix = randomBytes(6).toString('hex');
-  private idCounter = 0;
 
   constructor(
     basePath: string,
     readonly services: ReadonlyMap<string, ServiceEntry>,
-    private readonly owner: FrontEndOwner,
-    private readonly logger: Logger,
+    private readonly owner: RequestFilterOwner,
     private readonly limiter: AuthLimiter,
+    private readonly ids: RequestIds,
+    private readonly refusals: Refusals,
   ) {
     this.prefix = `${basePath}/`;
   }
 
-  // ── requestFilter ──────────────────────────────────────────────────────────────────────────
-
+  /** The uWS handler of the relay route. */
   readonly handle = (res: HttpResponse, req: HttpRequest): void => {
     const url = req.getUrl();
     // Methods are case-sensitive (RFC 9110 section 9.1): `post` is not POST. getMethod() would
@@ -117,7 +114,7 @@ export class FrontEnd {
       return;
     }
     if (this.owner.draining) {
-      this.refuse(res, new RelayError('draining', { headers: { 'retry-after': '5' } }), true, service, head);
+      this.refuse(res, drainingError(), true, service, head);
       return;
     }
     let address: string | undefined;
@@ -141,7 +138,8 @@ export class FrontEnd {
       return;
     }
     const path = url.slice(slash + REQUEST_SEGMENT.length - 1);
-    const problem = pathProblem(path) ?? (query === undefined ? undefined : queryProblem(query));
+    // The query was checked with the whole head (caller-head-checks.ts).
+    const problem = pathProblem(path);
     if (problem !== undefined) {
       this.refuse(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${problem}.` }), hasBody, service, head);
       return;
@@ -155,10 +153,8 @@ export class FrontEnd {
       // connection with the caller's bytes unread, and the reset can destroy the 413 before a
       // caller still writing reads it; reading the body through has no end but the caller's
       // (CallerBody.endUpload).
-      const id = this.nextId();
       res.pause();
-      writeError(res, error, id, 'closeLater', head);
-      this.logRefusal(id, error, service);
+      this.refusals.answer(res, error, 'closeLater', service.config.slug, head);
       return;
     }
     const priority = requestPriority(headers, auth.priority, MIN_PRIORITY);
@@ -170,45 +166,14 @@ export class FrontEnd {
     }
     const affinity = headers.affinity === undefined ? NO_AFFINITY : hashKey(headers.affinity);
     const target = query === undefined ? path : `${path}?${query}`;
-    const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.nextId(), auth.name, priority, maxWaitMs, affinity);
+    const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth.name, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
     this.owner.onRelayStarted();
     request.start();
   };
 
-  private nextId(): string {
-    this.idCounter += 1;
-    return `${this.idPrefix}-${this.idCounter.toString(36)}`;
-  }
-
-  /**
-   * Refuses a request, answering on the next turn of the event loop with the response still open.
-   * Answering inside the handler would let uWS go on to a request pipelined behind this one in the
-   * same packet (fact 10) — and where a refused request ends may be unknown (ambiguous framing),
-   * or uWS may have read it more leniently than a strict parser would (README, "Security and
-   * robustness"). uWS closes a connection that pipelines a request behind an unanswered one
-   * without running it, so nothing behind a refused request ever runs. A caller that sent
-   * nothing more gets the answer (and the connection closes if `closeConnection`).
-   */
-  refuse(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined, head: boolean): void {
-    let aborted = false;
-    res.onAborted(() => {
-      aborted = true;
-    });
-    setImmediate(() => {
-      if (!aborted) this.reject(res, error, closeConnection, service, head);
-    });
-  }
-
-  /** Answers a request refused before relaying, inside the uWS handler, and logs it. */
-  private reject(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined, head: boolean): void {
-    const id = this.nextId();
-    writeError(res, error, id, closeConnection ? 'close' : 'keep', head);
-    this.logRefusal(id, error, service);
-  }
-
-  private logRefusal(id: string, error: RelayError, service: ServiceEntry | undefined): void {
-    this.logger.info({ reqId: id, service: service?.config.slug, status: error.status, outcome: error.code }, 'request refused');
+  private refuse(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined, head: boolean): void {
+    this.refusals.refuse(res, error, closeConnection, service?.config.slug, head);
   }
 }

@@ -1,0 +1,67 @@
+// The record of a finished request: what the caller got (status, outcome, time to first byte, bytes)
+// and what the access line says of it, read once from the request's state when it is over. The data
+// plane forwards it to the counters and the access log and knows nothing of how it was found.
+import type { AccessLine } from '../access-log.js';
+import { describeUpstreamError } from '../upstream/errors.js';
+import type { Outcome, RelayRequest } from './relay.js';
+
+export interface FinishedRequest {
+  slug: string;
+  /** The status the caller got: the replica's, Sluice's own error's, or 499 when it went away. */
+  status: number;
+  outcome: Outcome;
+  /** Not `ok` and not the caller's own leaving: logged at `warn`. */
+  failed: boolean;
+  bytesIn: number;
+  bytesOut: number;
+  /** From the request's arrival to the first byte of the answer written, ms; -1 without one. */
+  ttfbMs: number;
+  /** From the arrival to the end, ms. */
+  ms: number;
+}
+
+/** The record of `r`, finished at `now` (`performance.now()`). */
+export function finishedRequest(r: RelayRequest, now: number): FinishedRequest {
+  const d = r.downstream;
+  const outcome = r.outcome;
+  return {
+    slug: r.slug,
+    status: outcome === 'client_closed' ? 499 : d.answered ? d.statusCode : (r.error?.status ?? 500),
+    outcome,
+    failed: outcome !== 'ok' && outcome !== 'client_closed',
+    bytesIn: r.body.received,
+    bytesOut: d.bytesOut,
+    ttfbMs: d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1,
+    ms: now - r.startedAt,
+  };
+}
+
+/** The access-log line of a finished request. */
+export function accessLine(r: RelayRequest, f: FinishedRequest): AccessLine {
+  const stream = r.stream;
+  return {
+    reqId: r.requestId,
+    service: f.slug,
+    tokenName: r.tokenName,
+    method: r.method,
+    path: r.path,
+    status: f.status,
+    outcome: f.outcome,
+    bytesIn: f.bytesIn,
+    bytesOut: f.bytesOut,
+    ttfbMs: f.ttfbMs >= 0 ? round(f.ttfbMs) : undefined,
+    ms: round(f.ms),
+    queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,
+    retried: r.retried || undefined,
+    keptAlive: r.downstream.keptAlive || undefined,
+    events: stream?.events,
+    firstEventMs: stream === undefined || stream.events === 0 ? undefined : round(stream.firstEventMs),
+    maxGapMs: stream === undefined || stream.events < 2 ? undefined : round(stream.maxGapMs),
+    err: r.error?.cause === undefined ? undefined : describeUpstreamError(r.error.cause),
+  };
+}
+
+/** Milliseconds to the microsecond. */
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}
