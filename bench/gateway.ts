@@ -10,9 +10,9 @@
 // Logs go where production sends them: pino's default destination, fd 1 (the parent points it at
 // a file, so the cost of writing every access-log line at `info` is measured, not a pipe's).
 import { fileURLToPath } from 'node:url';
-import { parseConfig } from '../src/config.js';
-import { createLogger } from '../src/log.js';
-import { startGateway } from '../src/server.js';
+import { parseConfig } from '../src/config/load.js';
+import { createLogger } from '../src/log/logger.js';
+import { startGateway } from '../src/control/gateway.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
 import { BENCH_SLUG, BENCH_TOKEN_SHA256, READY_PATH } from './lib/workload.js';
 

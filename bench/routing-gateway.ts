@@ -1,8 +1,8 @@
 // The real gateway for the routing simulation (bench/routing.ts), run as its own process: the
 // config comes whole from BENCH_ROUTING_CONFIG (JSON), validated by the real loader.
-import { parseConfig } from '../src/config.js';
-import { createLogger } from '../src/log.js';
-import { startGateway } from '../src/server.js';
+import { parseConfig } from '../src/config/load.js';
+import { createLogger } from '../src/log/logger.js';
+import { startGateway } from '../src/control/gateway.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
 
 const config = parseConfig(JSON.parse(process.env['BENCH_ROUTING_CONFIG'] ?? '{}'));

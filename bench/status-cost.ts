@@ -6,8 +6,8 @@
 // The relay's per-request path is not touched by the overview (it reads counters the relay keeps
 // anyway), so there is no per-request figure to measure.
 // Run: npm run build && node dist/bench/status-cost.js   (BENCH_SERVICES=3, BENCH_STATUS_MS=2000)
-import { parseConfig } from '../src/config.js';
-import { createLogger } from '../src/log.js';
+import { parseConfig } from '../src/config/load.js';
+import { createLogger } from '../src/log/logger.js';
 import { Metrics } from '../src/metrics/metrics.js';
 import { createReplicaSet } from '../src/control/replica-set.js';
 import { StatusBoard } from '../src/admin/status.js';

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { parseConfig } from '../src/config.js';
+import { parseConfig } from '../src/config/load.js';
 import { ABOUT, configKeys, configTable, TABLE_BEGIN, TABLE_END, TABLE_FILE, withTable } from '../src/config/doc.js';
 
 const DOC = fileURLToPath(new URL(`../../${TABLE_FILE}`, import.meta.url));

@@ -2,7 +2,7 @@
 // names overriding them), `routing`, `tokens[].priority`, each validated with a precise rule.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ConfigError, type ConfigProblem, parseConfig } from '../src/config.js';
+import { ConfigError, type ConfigProblem, parseConfig } from '../src/config/load.js';
 
 const DIGEST = 'ab'.repeat(32);
 

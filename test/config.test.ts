@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfigFile, parseConfig, type ConfigProblem } from '../src/config.js';
-import type { Config } from '../src/config-types.js';
+import { ConfigError, loadConfigFile, parseConfig, type ConfigProblem } from '../src/config/load.js';
+import type { Config } from '../src/config/types.js';
 import { DEFAULTS } from '../src/config/schema.js';
 import { makeCertificate } from './helpers/tls.js';
 

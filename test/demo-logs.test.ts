@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { DEV_TOKEN } from '../src/demo.js';
+import { DEV_TOKEN } from '../src/cli/demo.js';
 import { eventually, TEST_TOKEN_SHA256 } from './helpers/gateway.js';
 import { closedPort } from './helpers/replica.js';
 
@@ -78,7 +78,7 @@ test('the demo prints readable log lines: time, level, message and data, no JSON
   const lines = demo.output().split('\n').filter((l) => l.trim() !== '');
   assert.deepEqual(lines.filter(isJson), [], 'no JSON lines');
   const messages = lines.map((l) => LOG_LINE.exec(l)?.[2]).filter((m): m is string => m !== undefined);
-  for (const expected of ['gateway listening', 'replica state', 'replica process spawned', 'request', 'demo stopping', 'demo stopped']) {
+  for (const expected of ['gateway listening', 'replica state', 'replica process spawned', 'request', 'draining', 'stopped']) {
     assert.ok(
       messages.some((m) => m === expected || m.startsWith(`${expected} {`)),
       `a readable "${expected}" line in:\n${lines.join('\n')}`,

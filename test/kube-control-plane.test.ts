@@ -15,7 +15,7 @@ import type { FakeKubeApi } from './fixtures/fake-kube-api.js';
 
 const run = promisify(execFile);
 
-// The gateway in this process reads the test timings (src/test-hooks.ts).
+// The gateway in this process gets the test timings (src/cli/test-hooks.ts, read by startTestGateway).
 process.env['NODE_ENV'] = 'test';
 process.env['SLUICE_TEST_HOOKS'] = '1';
 process.env['SLUICE_TEST_KUBE_TUNING'] = JSON.stringify(FAST);

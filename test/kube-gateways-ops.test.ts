@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
 import { request } from 'undici';
-import { sha256Hex } from '../src/token.js';
+import { sha256Hex } from '../src/cli/token.js';
 import { eventually, secret } from './helpers/gateway.js';
 import { KubeCluster, parseChatStream, scaleWrites } from './helpers/kube-gateways.js';
 import { NS } from './helpers/kube.js';

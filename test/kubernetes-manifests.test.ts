@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { ALLOWED_CALLS } from './fixtures/fake-kube-api.js';
-import { parseConfig } from '../src/config.js';
+import { parseConfig } from '../src/config/load.js';
 
 const DIR = fileURLToPath(new URL('../../examples/kubernetes/', import.meta.url));
 

@@ -7,10 +7,10 @@ import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, parseConfig, type ConfigProblem } from '../src/config.js';
+import { ConfigError, parseConfig, type ConfigProblem } from '../src/config/load.js';
 import { tlsWarnings } from '../src/config/tls.js';
-import { createLogger } from '../src/log.js';
-import { startGateway } from '../src/server.js';
+import { createLogger } from '../src/log/logger.js';
+import { startGateway } from '../src/control/gateway.js';
 import { TEST_TOKEN_SHA256 } from './helpers/gateway.js';
 import { encryptKey, makeCertificate } from './helpers/tls.js';
 

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { RelayError } from '../src/errors.js';
+import type { RelayError } from '../src/http/errors.js';
 import type { UpstreamConnection, UpstreamHandler } from '../src/upstream/connection.js';
 import { CONNECTS_PER_TURN, UpstreamPool } from '../src/upstream/pool.js';
 import { answer, type ScriptedReplica, startScriptedReplica } from './fixtures/scripted-replica.js';

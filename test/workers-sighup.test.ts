@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, test } from 'node:test';
-import { sha256Hex } from '../src/token.js';
+import { sha256Hex } from '../src/cli/token.js';
 import { eventually } from './helpers/gateway.js';
 import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
 import { type CliGateway, connectionsOnEveryWorker, startCliGateway, type WorkerConnection } from './helpers/workers.js';

@@ -3,7 +3,7 @@
 // line the way the gateway does, next to variants that show where the time goes. Timings go to
 // stderr; stdout is the log destination being measured (point it at /dev/null or a file).
 import { pino } from 'pino';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/log/logger.js';
 import { report, time } from './timing.js';
 
 const N = Number(process.env['MICRO_N'] ?? 10_000);

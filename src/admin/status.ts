@@ -5,8 +5,8 @@
 // timing) comes from the counters the relay already keeps: a sampler reads them once a second
 // into a ring of the last five minutes, and the figures are differences between samples (for a
 // histogram, of its bucket counts). The hot path pays nothing for any of it.
-import type { Config } from '../config-types.js';
-import type { Logger } from '../log.js';
+import type { Config } from '../config/types.js';
+import type { Logger } from '../log/logger.js';
 import type { LiveService, ReplicaLoadStatus, RoutingStatus, ServiceCounters, StatusSource } from './status-source.js';
 
 /** The one state of a service that the page and `/status` show. */

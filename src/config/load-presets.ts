@@ -12,7 +12,7 @@
 //   cache usage.
 // - llama.cpp's server (`--metrics`): `llamacpp:requests_deferred` (requests waiting for a free
 //   slot); current builds export no cache usage.
-import type { LoadPreset } from '../config-types.js';
+import type { LoadPreset } from './types.js';
 
 export interface LoadMetricNames {
   waiting: readonly string[];

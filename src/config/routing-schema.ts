@@ -2,16 +2,17 @@
 // model servers' own load, read from their Prometheus endpoints). The load section comes out with
 // the preset's metric names filled in (load-presets.ts), so the rest of Sluice sees lists of names
 // and never a preset.
+import { TOKEN } from '../http/syntax.js';
 import { z } from 'zod';
-import type { LoadConfig } from '../config-types.js';
+import type { LoadConfig } from './types.js';
 import { LOAD_PRESET_NAMES, LOAD_PRESETS } from './load-presets.js';
-import { ALWAYS, DEFAULTS, int, isRecord, METRIC_NAME_RE, READ_BY_SLUICE, READY_PATH_RE, RULE, strict, TOKEN_RE } from './rules.js';
+import { ALWAYS, DEFAULTS, int, isRecord, METRIC_NAME_RE, READ_BY_SLUICE, READY_PATH_RE, RULE, strict } from './rules.js';
 
 export const routing = strict(
   {
     affinityHeader: z
       .string({ error: RULE.affinityHeader })
-      .regex(TOKEN_RE, { error: RULE.affinityHeader })
+      .regex(TOKEN, { error: RULE.affinityHeader })
       .transform((h) => h.toLowerCase())
       .refine((h) => !READ_BY_SLUICE.has(h), { error: RULE.affinityHeaderRead })
       .describe(`${RULE.affinityHeader}, not one Sluice reads itself (Authorization, Content-Type, X-Sluice-…)`)

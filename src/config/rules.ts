@@ -13,8 +13,6 @@ export const MAX_DURATION_MS = 2_147_483_647;
 export const MIN_KEEP_ALIVE_MS = 100;
 
 export const SLUG_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
-/** RFC 9110 section 5.6.2 `token`: method names and header field names. */
-export const TOKEN_RE = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 export const HEX64_RE = /^[0-9a-fA-F]{64}$/;
 export const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** Segments of RFC 3986 unreserved characters. */

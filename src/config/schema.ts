@@ -2,9 +2,10 @@
 // every default, normalizes values (lower-case digests and header names, upper-case methods, URL
 // origins, no trailing `/` on basePath) and rejects unknown keys. Each key carries its rule in
 // words (`.describe`), which is also what `config/doc.ts` prints for the README's table.
+import { TOKEN } from '../http/syntax.js';
 import { isIPv6 } from 'node:net';
 import { z } from 'zod';
-import type { Config } from '../config-types.js';
+import type { Config } from './types.js';
 import { replicas } from './replicas-schema.js';
 import { routing } from './routing-schema.js';
 import {
@@ -26,8 +27,7 @@ import {
   RULE,
   SLUG_RE,
   strict,
-  TOKEN_RE,
-} from './rules.js';
+  } from './rules.js';
 import { checkTlsFiles } from './tls.js';
 
 export { DEFAULTS, isRecord, LOG_LEVELS, MAX_DURATION_MS, RULE } from './rules.js';
@@ -116,7 +116,7 @@ const tokens = z
   .describe(`${RULE.tokens}; names and digests unique within the service`);
 
 const methods = z
-  .array(z.string({ error: RULE.method }).regex(TOKEN_RE, { error: RULE.method }), { error: RULE.methods })
+  .array(z.string({ error: RULE.method }).regex(TOKEN, { error: RULE.method }), { error: RULE.methods })
   .superRefine((list, ctx) => {
     if (Array.isArray(list) && !list.some((m) => typeof m === 'string' && m.toUpperCase() === 'POST')) {
       ctx.addIssue({ code: 'custom', message: RULE.methodsPost, input: list });
@@ -127,7 +127,7 @@ const methods = z
 
 const forwardHeader = z
   .string({ error: RULE.header })
-  .regex(TOKEN_RE, { error: RULE.header })
+  .regex(TOKEN, { error: RULE.header })
   .superRefine((h, ctx) => {
     const why = NOT_FORWARDABLE.get(h.toLowerCase());
     if (why !== undefined) ctx.addIssue({ code: 'custom', message: `cannot be forwarded: ${why}`, input: h });

@@ -10,13 +10,12 @@
 import * as uWS from 'uWebSockets.js';
 import { AdminPage } from '../admin/page.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import type { Config } from '../config-types.js';
-import { RelayError } from '../errors.js';
-import type { Logger } from '../log.js';
+import type { Config } from '../config/types.js';
+import { RelayError } from '../http/errors.js';
+import type { Logger } from '../log/logger.js';
 import { Metrics } from '../metrics/metrics.js';
 import { RequestCounters } from '../metrics/request-counters.js';
-import { resolveWorkers } from '../cpu-count.js';
-import { testHooksEnabled } from '../test-hooks.js';
+import { resolveWorkers } from './cpu-count.js';
 import { LocalReplicaSet } from './replica-set.js';
 import { DataPlane } from '../data/data-plane.js';
 import { createApp, listenOn } from '../data/listen.js';
@@ -48,6 +47,16 @@ export interface Gateway {
 
 export interface GatewayOptions {
   logger: Logger;
+  /** Test builds only: what the command line found switched on (src/cli/test-hooks.ts). */
+  testHooks?: TestHooks;
+}
+
+/** What a test may switch on in a gateway process it spawns. */
+export interface TestHooks {
+  /** `POST /__sluice_test/crash-worker` on the relay listener makes a worker fail as a bug would. */
+  crashRoute: boolean;
+  /** The Kubernetes source's timings, so tests back off and probe in milliseconds. */
+  kubernetesTuning: Partial<KubernetesTuning> | undefined;
 }
 
 class ControlPlane implements Gateway, OpsSource {
@@ -81,7 +90,8 @@ class ControlPlane implements Gateway, OpsSource {
     this.workers = resolveWorkers(config.workers);
     this.registry = new Metrics(config.services.map((s) => s.slug));
     const ops = config.admin === undefined ? this : undefined;
-    const kubernetes = kubernetesTestOptions();
+    const tuning = options.testHooks?.kubernetesTuning;
+    const kubernetes: EndpointReplicasOptions | undefined = tuning === undefined ? undefined : { tuning };
     if (this.workers === 1) {
       const sets: LocalReplicaSet[] = [];
       this.buildServices(() => {
@@ -109,6 +119,7 @@ class ControlPlane implements Gateway, OpsSource {
           store: stores[thread]!.buffer as SharedArrayBuffer,
           flags: this.flagsBuffer,
           authFailures: this.authFailures,
+          testRoutes: options.testHooks?.crashRoute ?? false,
         }),
         render: () => this.metricsText(),
         countersOf: (thread) => stores[thread]!,
@@ -250,17 +261,6 @@ class ControlPlane implements Gateway, OpsSource {
       this.pool!.broadcast({ t: 'tokens', services });
     }
   }
-}
-
-/**
- * Test builds only (NODE_ENV=test and SLUICE_TEST_HOOKS=1): the Kubernetes source's timings from
- * `SLUICE_TEST_KUBE_TUNING` (JSON), so gateway processes in tests back off and probe in
- * milliseconds. Anything else runs the production timings.
- */
-function kubernetesTestOptions(): EndpointReplicasOptions | undefined {
-  const raw = process.env['SLUICE_TEST_KUBE_TUNING'];
-  if (raw === undefined || !testHooksEnabled()) return undefined;
-  return { tuning: JSON.parse(raw) as Partial<KubernetesTuning> };
 }
 
 /** Builds the gateway and starts listening. Rejects with a one-line reason if it cannot. */

@@ -2,14 +2,14 @@
 // and one data plane view (src/data/replica-view.ts) calling each other directly, with no
 // message in between. This is what `workers: 1` runs, and what the replica tests drive; with
 // worker threads the same two halves talk through messages instead (src/control/worker-pool.ts).
-import type { ServiceConfig } from '../config-types.js';
+import type { ServiceConfig } from '../config/types.js';
 import type { ReplicaEvents } from '../replicas/events.js';
 import type { ServiceSnapshot } from './replicas/control-types.js';
 import type { EndpointReplicasOptions } from './replicas/endpoint-replicas.js';
 import { ServiceControl } from './replicas/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from './replicas/tuning.js';
 import { ReplicaView } from '../data/replica-view.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../log/logger.js';
 import type { ViewLink } from '../replicas/link.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 

@@ -3,8 +3,8 @@
 // A dead worker's in-flight requests are lost with it (their callers see a closed connection);
 // the replica slots it held and the requests it had queued are given back at once.
 import { Worker } from 'node:worker_threads';
-import type { Logger } from '../log.js';
-import { destinationOf } from '../log-transport.js';
+import type { Logger } from '../log/logger.js';
+import { destinationOf } from '../log/transport.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
 import type { ErrorSpec, ReplicaInfo, ViewLink } from '../replicas/link.js';
 import type { FromWorker, ToWorker, WorkerInit } from '../replicas/messages.js';

@@ -3,9 +3,9 @@
 // (src/data/worker.ts), or on the main thread with `workers: 1`.
 import * as uWS from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import { AccessLog } from '../access-log.js';
-import type { Config, TokenConfig } from '../config-types.js';
-import type { Logger } from '../log.js';
+import { AccessLog } from '../log/access-log.js';
+import type { Config, TokenConfig } from '../config/types.js';
+import type { Logger } from '../log/logger.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
 import { tokenEntries } from '../relay/auth.js';
 import { accessLine, finishedRequest } from '../relay/finished-request.js';

@@ -3,8 +3,8 @@
 // Either way they speak for the whole gateway: `draining` is the gateway's flag and the metrics
 // text is rendered by the main thread from every thread's counters.
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import { RelayError } from '../errors.js';
-import type { Logger } from '../log.js';
+import { RelayError } from '../http/errors.js';
+import type { Logger } from '../log/logger.js';
 import { checkRequestHead } from '../relay/caller-head-checks.js';
 import { readCallerHeaders } from '../relay/headers.js';
 import type { Refusals } from '../relay/refusal.js';

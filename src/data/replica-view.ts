@@ -17,14 +17,15 @@
 // - Each thread has its own connection pools, created in one place (`announce`) with
 //   `createPool(origin, service)` and closed when the control plane says the replica is gone, and
 //   its own affinity ring, rebuilt at the same two moments.
-import type { ServiceConfig } from '../config-types.js';
-import { drainingError, RelayError } from '../errors.js';
-import type { Logger } from '../log.js';
+import type { ServiceConfig } from '../config/types.js';
+import { drainingError, RelayError } from '../http/errors.js';
+import type { Logger } from '../log/logger.js';
 import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../replicas/link.js';
 import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
 import { sharedClock } from '../replicas/clock.js';
 import type { SlotTable } from '../replicas/slots.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import { hostAndPort } from '../http/syntax.js';
 import { UpstreamPool } from '../upstream/pool.js';
 
 /** Wake messages of one thread for a cold service: at most one per this many ms. */
@@ -254,9 +255,8 @@ const CONNECT_TIMEOUT_MS = 10_000;
  * pipelining), at most `concurrency` connections.
  */
 function createPool(origin: string, service: ServiceConfig): UpstreamPool {
-  const url = new URL(origin);
-  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-  return new UpstreamPool(host, url.port === '' ? 80 : Number(url.port), {
+  const { host, port } = hostAndPort(new URL(origin));
+  return new UpstreamPool(host, port, {
     maxConnections: service.replicas.concurrency,
     connectMs: CONNECT_TIMEOUT_MS,
     headersMs: service.timeouts.responseHeadersMs,

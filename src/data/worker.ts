@@ -8,10 +8,9 @@
 // replica slots this thread held and starts a replacement.
 import { parentPort, workerData } from 'node:worker_threads';
 import type { TemplatedApp } from 'uWebSockets.js';
-import { replicaKind } from '../config-types.js';
-import { testHooksEnabled } from '../test-hooks.js';
-import { createLogger } from '../log.js';
-import { PostingDestination } from '../log-transport.js';
+import { replicaKind } from '../config/types.js';
+import { createLogger } from '../log/logger.js';
+import { PostingDestination } from '../log/transport.js';
 import { CounterLayout, RequestCounters } from '../metrics/request-counters.js';
 import type { DemandLink } from '../replicas/link.js';
 import { SlotTable } from '../replicas/slots.js';
@@ -68,7 +67,7 @@ const plane = new DataPlane({
             }),
         }
       : undefined,
-  testRoutes: testHooksEnabled() ? addTestRoutes : undefined,
+  testRoutes: init.testRoutes ? addTestRoutes : undefined,
 });
 
 /** Test builds only: `POST /__sluice_test/crash-worker` makes this worker fail as a bug would. */

@@ -18,7 +18,7 @@
 // pair arriving when the table is full (64 distinct pairs for one service in one store), is
 // counted under status "other" for its outcome. So the label set is bounded: at most
 // PAIR_SLOTS + one "other" per outcome for each service.
-import type { ErrorCode } from '../errors.js';
+import type { ErrorCode } from '../http/errors.js';
 
 /** Bucket bounds (seconds) of the time-to-first-byte and duration histograms. */
 export const LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];

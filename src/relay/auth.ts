@@ -8,7 +8,7 @@
 // the life of the process, where today only digests do and a presented token lives only as long
 // as its request; and a Map keyed by presented strings compares them with an early exit (not
 // constant time) and, holding wrong tokens too, grows without bound.
-import type { TokenConfig } from '../config-types.js';
+import type { TokenConfig } from '../config/types.js';
 import { digestWords, sameDigest, sha256Ascii } from './sha256.js';
 
 export interface TokenEntry {

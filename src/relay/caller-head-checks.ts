@@ -1,12 +1,11 @@
 // The request head as a whole, checked before routing (RFC 9112): framing, header syntax, the
 // method token and the raw target. A request that fails here cannot be framed or read safely, so
 // it is refused whatever its route, and the connection closes after the answer.
-import { RelayError } from '../errors.js';
+import { RelayError } from '../http/errors.js';
+import { TOKEN } from '../http/syntax.js';
 import { type CallerHeaders, headerProblem, requestFraming } from './headers.js';
 import { targetProblem } from './path.js';
 
-/** RFC 9110 section 9.1: a method is a token (uWS lets other bytes through). */
-const METHOD_TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 /**
  * The request's framing (body bytes, -1 for chunked, 0 for none, as `requestFraming`), or the
@@ -17,7 +16,7 @@ export function checkRequestHead(headers: CallerHeaders, method: string, url: st
   if (typeof framing === 'string') return new RelayError('bad_request', { message: `Invalid request framing: ${framing}.` });
   const malformed = headerProblem(headers);
   if (malformed !== undefined) return new RelayError('bad_request', { message: `Malformed request: ${malformed}.` });
-  if (method !== 'POST' && !METHOD_TOKEN.test(method)) return new RelayError('bad_request', { message: 'Malformed request: the method is not a token.' });
+  if (method !== 'POST' && !TOKEN.test(method)) return new RelayError('bad_request', { message: 'Malformed request: the method is not a token.' });
   const target = targetProblem(url, query);
   if (target !== undefined) return new RelayError('invalid_path', { message: `The request path is not allowed: ${target}.` });
   return framing;

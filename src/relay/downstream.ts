@@ -8,8 +8,8 @@
 // event stream continues the response, and anything else (Sluice's error, or a replica's answer
 // that cannot follow) ends it with one `event: error`, never a second status line.
 import type { HttpResponse } from 'uWebSockets.js';
-import type { RelayError } from '../errors.js';
-import { statusLine } from '../status-line.js';
+import type { RelayError } from '../http/errors.js';
+import { statusLine } from '../http/status-line.js';
 import { errorEvent, WAITING_COMMENT } from './keep-alive.js';
 
 export interface DownstreamListener {

@@ -1,7 +1,7 @@
 // The record of a finished request: what the caller got (status, outcome, time to first byte, bytes)
 // and what the access line says of it, read once from the request's state when it is over. The data
 // plane forwards it to the counters and the access log and knows nothing of how it was found.
-import type { AccessLine } from '../access-log.js';
+import type { AccessLine } from '../log/access-log.js';
 import { describeUpstreamError } from '../upstream/errors.js';
 import type { Outcome, RelayRequest } from './relay.js';
 

@@ -8,8 +8,8 @@
 // without running it, so nothing behind a refused request ever runs. A caller that sent nothing
 // more gets the answer (and the connection closes if asked).
 import type { HttpResponse } from 'uWebSockets.js';
-import type { RelayError } from '../errors.js';
-import type { Logger } from '../log.js';
+import type { RelayError } from '../http/errors.js';
+import type { Logger } from '../log/logger.js';
 import { type AfterError, writeError } from './downstream.js';
 import type { RequestIds } from './request-ids.js';
 

@@ -16,8 +16,8 @@
 // One object per request plays every role (replica waiter, upstream handler, body and writer
 // listener, keep-alive tick), so the hot path allocates no closures beyond the two uWS callbacks.
 import type { HttpResponse } from 'uWebSockets.js';
-import type { ServiceConfig } from '../config-types.js';
-import { RelayError } from '../errors.js';
+import type { ServiceConfig } from '../config/types.js';
+import { RelayError } from '../http/errors.js';
 import type { Interruption, StreamCounters } from '../metrics/request-counters.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamConnection, UpstreamHandler } from '../upstream/connection.js';

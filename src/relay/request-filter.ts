@@ -9,8 +9,8 @@
 // Every refusal is answered on the next turn of the event loop (refusal.ts), but a 413 from a
 // valid Content-Length, answered at once; then a RelayRequest (relay.ts) takes over.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import type { ServiceConfig } from '../config-types.js';
-import { drainingError, RelayError } from '../errors.js';
+import type { ServiceConfig } from '../config/types.js';
+import { drainingError, RelayError } from '../http/errors.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
 import { MIN_PRIORITY } from '../config/rules.js';
 import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';

@@ -3,7 +3,7 @@
 // live in one thread and call each other directly; with worker threads each call becomes one
 // message (src/control/worker-pool.ts and src/data/worker.ts carry them). None of them is on the
 // hot path: choosing a ready replica with room reads the shared slot table (slots.ts) instead.
-import { type ErrorCode, RelayError } from '../errors.js';
+import { type ErrorCode, RelayError } from '../http/errors.js';
 
 /** A replica as a data plane needs to know it: where it is and which slot counts for it. */
 export interface ReplicaInfo {

@@ -1,7 +1,7 @@
 // The messages between the main thread (control plane) and a worker thread (data plane). One
 // MessagePort per worker carries all of them, so they arrive in the order they were posted (an
 // announced replica is known before a grant on it). None is sent per request on the fast path.
-import type { Config, TokenConfig } from '../config-types.js';
+import type { Config, TokenConfig } from '../config/types.js';
 import type { ErrorSpec, ReplicaInfo } from './link.js';
 import type { SlotTableInit } from './slots.js';
 
@@ -20,6 +20,8 @@ export interface WorkerInit {
   flags: SharedArrayBuffer;
   /** The gateway-wide authentication failure table (data/shared-auth-limiter.ts). */
   authFailures: SharedArrayBuffer;
+  /** Test builds only: serve the route that makes a worker fail (GatewayOptions.testHooks). */
+  testRoutes: boolean;
 }
 
 /** Main → worker. `s` is a service's index in the config. */

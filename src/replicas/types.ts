@@ -2,7 +2,7 @@
 // for a replica (`acquire`), uses it, and gives it back (`release`). Whether the replica was
 // ready at once, came later from the queue, or was started for this request is the set's business.
 import type { UpstreamPool } from '../upstream/pool.js';
-import type { RelayError } from '../errors.js';
+import type { RelayError } from '../http/errors.js';
 
 /** One replica the relay may send requests to. */
 export interface Replica {

@@ -9,7 +9,7 @@
 // Reads go through one shared buffer per thread (`onread`, fact 12): a body piece handed to the
 // handler is a view of it, valid only during the call.
 import { connect, type Socket } from 'node:net';
-import type { RelayError } from '../errors.js';
+import type { RelayError } from '../http/errors.js';
 import { bodyTimedOut, connectFailed, connectionLost, connectTimedOut, headersTimedOut, malformedResponse, poolClosed } from './errors.js';
 import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink } from './response-parser.js';
 import { type Ticking, TICK_MS, ticksFor, unwatch, watch } from './ticker.js';

@@ -4,7 +4,7 @@
 // request — the connection was never established — so the relay may send the request once to
 // another ready replica (contract section 5). A reset on a connection that was established
 // (even a reused one) is never retried: bytes may have reached the replica.
-import { RelayError } from '../errors.js';
+import { RelayError } from '../http/errors.js';
 
 /** What went wrong on the upstream side when there is no socket error to name it. */
 export type UpstreamErrorCode =

@@ -1,11 +1,12 @@
 // Test harness: the real gateway on port 0 with a config built through the real validator,
 // and its log lines captured so tests can assert on them.
 import { Writable } from 'node:stream';
-import { parseConfig } from '../../src/config.js';
-import type { Config } from '../../src/config-types.js';
-import { createLogger } from '../../src/log.js';
-import { type Gateway, startGateway } from '../../src/server.js';
-import { sha256Hex } from '../../src/token.js';
+import { parseConfig } from '../../src/config/load.js';
+import type { Config } from '../../src/config/types.js';
+import { createLogger } from '../../src/log/logger.js';
+import { testHooksFrom } from '../../src/cli/test-hooks.js';
+import { type Gateway, startGateway } from '../../src/control/gateway.js';
+import { sha256Hex } from '../../src/cli/token.js';
 
 export const TEST_TOKEN = 'slc_test_token_for_the_black_box_tests_0123456789';
 export const TEST_TOKEN_SHA256 = sha256Hex(TEST_TOKEN);
@@ -67,7 +68,9 @@ export async function startTestGateway(services: RawService | RawService[], extr
     },
   });
   const logger = createLogger(config.log.level, sink);
-  const gateway = await startGateway(config, { logger });
+  // The hooks a test switched on in this process's environment (kube-control-plane.test.ts), read as the command line reads them.
+  const testHooks = testHooksFrom(process.env);
+  const gateway = await startGateway(config, testHooks === undefined ? { logger } : { logger, testHooks });
   const origin = `http://127.0.0.1:${gateway.port}`;
   const firstSlug = config.services[0]!.slug;
   return {

@@ -10,7 +10,7 @@ import {
   type KubernetesTarget,
   type KubernetesTuning,
 } from '../../src/control/sources/kubernetes/kubernetes-source.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/log/logger.js';
 import { FakeKubeApi } from '../fixtures/fake-kube-api.js';
 
 /** The service account token of the tests: it must never appear in a log line. */

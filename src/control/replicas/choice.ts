@@ -7,8 +7,8 @@
 //   turn (a per-thread rotating scan start), so equal replicas share light traffic.
 // - `replicas.load`: the model servers' own queues first (the score), in flight next.
 // - `routing.affinityHeader`: the session's replica on the hash ring, within the load bound.
-import type { ServiceConfig } from '../../config-types.js';
-import type { Logger } from '../../log.js';
+import type { ServiceConfig } from '../../config/types.js';
+import type { Logger } from '../../log/logger.js';
 import { AffinityRing } from '../../replicas/affinity-ring.js';
 import type { SlotTable } from '../../replicas/slots.js';
 import type { RoutingSnapshot } from './control-types.js';

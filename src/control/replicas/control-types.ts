@@ -1,6 +1,6 @@
 // The control plane's types as its owners (the gateway, the worker pool, tests) see them.
-import type { ReplicaKind } from '../../config-types.js';
-import type { Logger } from '../../log.js';
+import type { ReplicaKind } from '../../config/types.js';
+import type { Logger } from '../../log/logger.js';
 import type { EndpointReplicasOptions } from './endpoint-replicas.js';
 import type { LoadSnapshot } from './load-reader.js';
 import type { ViewLink } from '../../replicas/link.js';

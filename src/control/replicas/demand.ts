@@ -18,9 +18,9 @@
 // A request that will not wait (`X-Sluice-Max-Wait-Ms: 0`) never queues; when it found the
 // service cold its thread says so, and the service is `wanted` as if one request were queued, for
 // up to `queue.maxWaitMs` or until a replica is ready, so a retry finds it warm.
-import type { ServiceConfig } from '../../config-types.js';
-import { RelayError } from '../../errors.js';
-import type { Logger } from '../../log.js';
+import type { ServiceConfig } from '../../config/types.js';
+import { RelayError } from '../../http/errors.js';
+import type { Logger } from '../../log/logger.js';
 import type { AffinityRing } from '../../replicas/affinity-ring.js';
 import { type ErrorSpec, errorSpec, type ViewLink } from '../../replicas/link.js';
 import { sharedClock } from '../../replicas/clock.js';

@@ -17,8 +17,8 @@
 // queue length, the requests in flight on the service's replicas (from the shared slot table),
 // and whether any request was relayed since the last report (the slot table's idle clock), so a
 // gateway whose requests are too short to be seen in flight still keeps the Lease fresh.
-import type { ServiceConfig } from '../../config-types.js';
-import type { Logger } from '../../log.js';
+import type { ServiceConfig } from '../../config/types.js';
+import type { Logger } from '../../log/logger.js';
 import type { SlotTable } from '../../replicas/slots.js';
 import { type KubeEndpoint, KubernetesReplicaSource, type KubernetesTuning } from '../sources/kubernetes/kubernetes-source.js';
 import type { CredentialOptions } from '../sources/kubernetes/credentials.js';

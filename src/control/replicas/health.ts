@@ -4,8 +4,8 @@
 // source before they are ready: src/control/sources/kubernetes/endpoint-probes.ts.) Each result
 // that changes a state goes through the service's transition function.
 import type { Agent } from 'node:http';
-import type { ServiceConfig } from '../../config-types.js';
-import type { Logger } from '../../log.js';
+import type { ServiceConfig } from '../../config/types.js';
+import type { Logger } from '../../log/logger.js';
 import { createProbeAgent, probeHttp, probeTcp, type ProbeResult } from './probe.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { ManagedReplica } from './replica.js';

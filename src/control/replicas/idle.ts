@@ -1,7 +1,7 @@
 // Idle stops of launched replicas: a ready replica with nothing in flight for `idleTimeoutMs` is
 // stopped, unless `min` needs it or requests are queued. Requests count in the shared slot table,
 // whichever thread served them; the table also keeps when the replica's inflight last dropped to 0.
-import type { ServiceConfig } from '../../config-types.js';
+import type { ServiceConfig } from '../../config/types.js';
 import type { SlotTable } from '../../replicas/slots.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { ManagedReplica } from './replica.js';

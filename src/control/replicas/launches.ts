@@ -10,9 +10,9 @@
 //   or killed process still holds memory, GPU included, so it still counts toward `max`).
 // - Starts wait out the backoff of failed ones (tuning.ts `StartBackoff`).
 // - A replica that is not ready within `startTimeoutMs` fails (its process is then stopped).
-import type { ServiceConfig } from '../../config-types.js';
-import type { Logger } from '../../log.js';
-import type { ProcessExit } from '../launchers/process.js';
+import type { ServiceConfig } from '../../config/types.js';
+import type { Logger } from '../../log/logger.js';
+import type { ProcessExit } from '../sources/replica-process.js';
 import type { Endpoint, ReplicaSource } from '../sources/source.js';
 import type { Health } from './health.js';
 import type { ReplicaStateName } from '../../replicas/states.js';

@@ -18,8 +18,8 @@
 //   request never waits for a reading.
 // - Connections: one keep-alive agent for the service, at most one socket per replica.
 import { Agent, request } from 'node:http';
-import type { LoadConfig, ServiceConfig } from '../../config-types.js';
-import type { Logger } from '../../log.js';
+import type { LoadConfig, ServiceConfig } from '../../config/types.js';
+import type { Logger } from '../../log/logger.js';
 import type { SlotTable } from '../../replicas/slots.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import { readMetric } from './prometheus-text.js';

@@ -3,7 +3,7 @@
 // and reacts to it is `ServiceControl.transition` in service-control.ts, because every reaction
 // (hand out the queue, fail waiters, start a replacement) is the service's business. The data
 // planes see a replica only as its slot in the shared table (src/replicas/slots.ts).
-import type { ReplicaProcess } from '../launchers/process.js';
+import type { ReplicaProcess } from '../sources/replica-process.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 
 /** The allowed moves; anything else is a bug and is refused (and logged) by the transition. */

@@ -26,9 +26,9 @@
 //   replica is out of rotation, the one taken out longest ago is handed out anyway (the "panic"
 //   rule of Envoy): if the probe was wrong the request succeeds; if the replica is really down the
 //   retry finds nothing and the caller gets `502 upstream_unavailable` within milliseconds.
-import { type ReplicaKind, replicaKind, type ServiceConfig } from '../../config-types.js';
-import { drainingError, RelayError } from '../../errors.js';
-import type { Logger } from '../../log.js';
+import { type ReplicaKind, replicaKind, type ServiceConfig } from '../../config/types.js';
+import { drainingError, RelayError } from '../../http/errors.js';
+import type { Logger } from '../../log/logger.js';
 import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';

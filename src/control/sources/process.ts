@@ -1,8 +1,8 @@
 // Launched replicas (`replicas.command`): one child process per replica on a free local port
 // (the spawning itself is src/replicas/launchers/process.ts).
-import type { ServiceConfig } from '../../config-types.js';
-import type { Logger } from '../../log.js';
-import { findFreePort, spawnReplica, type ProcessExit } from '../launchers/process.js';
+import type { ServiceConfig } from '../../config/types.js';
+import type { Logger } from '../../log/logger.js';
+import { findFreePort, spawnReplica, type ProcessExit } from './replica-process.js';
 import type { ManagedReplica } from '../replicas/replica.js';
 import type { Endpoint, ReplicaSource } from './source.js';
 

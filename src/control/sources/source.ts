@@ -7,7 +7,7 @@
 // - kubernetes (`replicas.kubernetes`, kubernetes/): Kubernetes runs the pods and the source
 //   pushes their endpoint list (replicas/endpoint-replicas.ts turns it into replicas); the control
 //   plane only reports demand to it, and it scales the Deployment.
-import type { ProcessExit } from '../launchers/process.js';
+import type { ProcessExit } from './replica-process.js';
 import type { ManagedReplica } from '../replicas/replica.js';
 
 /** Where a replica answers. */

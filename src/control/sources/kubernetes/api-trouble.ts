@@ -4,7 +4,7 @@
 // after failures is one info line with how long it lasted. A gateway that cannot reach the API
 // server for an hour writes two lines per kind of call, not one per request or retry.
 import { type ConfigurationOptions, Observable, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
-import type { Logger } from '../../../log.js';
+import type { Logger } from '../../../log/logger.js';
 
 /** What a failed API call says about itself, safe to log. */
 export interface ApiFailure {

@@ -3,7 +3,7 @@
 // Kubernetes marks it ready, and never while it does not answer. Probes go through their own
 // node:http Agent (src/replicas/probe.ts), never through the relay's connections.
 import type { Agent } from 'node:http';
-import type { Logger } from '../../../log.js';
+import type { Logger } from '../../../log/logger.js';
 import { createProbeAgent, probeHttp } from '../../replicas/probe.js';
 import { originOf, type SliceEndpoint } from './endpoints.js';
 

@@ -22,7 +22,7 @@
 // - no line (event or bookmark) for `stallMs`: the watch is aborted and resumed.
 import type { DiscoveryV1Api, KubeConfig, V1EndpointSlice } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
-import type { Logger } from '../../../log.js';
+import type { Logger } from '../../../log/logger.js';
 import { type ApiTrouble, callOptions, describeApiError, sleep, statusOf } from './api-trouble.js';
 import { SERVICE_NAME_LABEL } from './endpoints.js';
 

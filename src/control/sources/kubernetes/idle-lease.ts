@@ -20,7 +20,7 @@
 // Times are wall-clock (the Lease is shared between machines); gateways' clocks are assumed to
 // agree to well within idleTimeoutMs (NTP).
 import { type ConfigurationOptions, type CoordinationV1Api, V1MicroTime, type V1Lease } from '@kubernetes/client-node';
-import type { Logger } from '../../../log.js';
+import type { Logger } from '../../../log/logger.js';
 import { type ApiTrouble, callOptions, statusOf } from './api-trouble.js';
 import { CONFLICT, type DeploymentScaler } from './scaler.js';
 

@@ -23,8 +23,8 @@
 // backoff until the queue gives up on them (`503 no_replica` after `queue.maxWaitMs`).
 import { hostname } from 'node:os';
 import { AppsV1Api, CoordinationV1Api, DiscoveryV1Api, type V1EndpointSlice } from '@kubernetes/client-node';
-import type { KubernetesTarget } from '../../../config-types.js';
-import type { Logger } from '../../../log.js';
+import type { KubernetesTarget } from '../../../config/types.js';
+import type { Logger } from '../../../log/logger.js';
 import { ApiTrouble, sleep, statusOf } from './api-trouble.js';
 import { type CredentialOptions, type KubeCredentials, loadCredentials } from './credentials.js';
 import { EndpointProbes } from './endpoint-probes.js';

@@ -5,14 +5,14 @@
 import { readFileSync } from 'node:fs';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import type { Config } from './config-types.js';
-import { ConfigError, type ConfigProblem, describeFsError, formatKey } from './config/problems.js';
-import { configSchema, isRecord, RULE } from './config/schema.js';
+import type { Config } from './types.js';
+import { ConfigError, type ConfigProblem, describeFsError, formatKey } from './problems.js';
+import { configSchema, isRecord, RULE } from './schema.js';
 
 export type { Config, ConfigProblem };
 export { ConfigError, formatKey };
-export { formatProblem } from './config/problems.js';
-export { LOG_LEVELS, MAX_DURATION_MS } from './config/schema.js';
+export { formatProblem } from './problems.js';
+export { LOG_LEVELS, MAX_DURATION_MS } from './schema.js';
 
 /** Validates an already-parsed config (an object from JSON or YAML) and fills in every default. */
 export function parseConfig(raw: unknown): Config {

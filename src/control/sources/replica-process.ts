@@ -12,7 +12,7 @@
 //   SIGKILLs them. (A gateway killed by SIGKILL cannot do that; nothing in Node can.)
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../log/logger.js';
 
 export interface ProcessExit {
   /** Exit code, or null when killed by a signal or never spawned. */

@@ -1,0 +1,36 @@
+// `sluice check --config FILE`: exit 0 with the number of services and any warnings, or 1 with
+// every problem listed.
+import type { Config } from '../config/types.js';
+import { tlsWarnings } from '../config/tls.js';
+import { loadOrReport } from './config-file.js';
+
+export async function check(file: string, env: NodeJS.ProcessEnv): Promise<number> {
+  const config = loadOrReport(file, env);
+  if (config === undefined) return 1;
+  const n = config.services.length;
+  process.stdout.write(`config OK: ${n} ${n === 1 ? 'service' : 'services'}\n`);
+  if (config.listen.tls !== undefined) for (const warning of tlsWarnings(config.listen.tls)) process.stdout.write(`warning: ${warning}\n`);
+  for (const warning of await kubernetesWarnings(config, env)) process.stdout.write(`warning: ${warning}\n`);
+  return 0;
+}
+
+/**
+ * Kubernetes services whose credentials cannot be loaded on this machine: a warning, not an error,
+ * since a config is often checked outside the cluster it is meant for (where the service account
+ * is mounted); `serve` exits 1 with the same reason.
+ */
+async function kubernetesWarnings(config: Config, env: NodeJS.ProcessEnv): Promise<string[]> {
+  const services = config.services.map((s, i) => ({ i, target: s.replicas.kubernetes })).filter((s) => s.target !== undefined);
+  if (services.length === 0) return [];
+  const { loadCredentials, KubeCredentialsError } = await import('../control/sources/kubernetes/credentials.js');
+  const warnings: string[] = [];
+  for (const { i, target } of services) {
+    try {
+      loadCredentials({ kubeconfig: target!.kubeconfig, namespace: target!.namespace, env });
+    } catch (err) {
+      if (!(err instanceof KubeCredentialsError)) throw err;
+      warnings.push(`services[${i}].replicas.kubernetes: ${err.message} (serve exits 1 where this is so)`);
+    }
+  }
+  return warnings;
+}
