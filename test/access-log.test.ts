@@ -1,4 +1,4 @@
-// The access-log line built without pino's generic loop (src/access-log.ts) is the line pino
+// The access-log line built without pino's generic loop (src/log/access-log.ts) is the line pino
 // writes for `logger.info(line, 'request')`, byte for byte apart from the clock reading: awkward
 // strings (quotes, backslashes, control characters, non-ASCII, long paths), optional fields left
 // out, both levels, the level filter, and the fallbacks through pino itself.

@@ -1,4 +1,4 @@
-// The `sluice` command, black-box (contract section 8): each test runs `node dist/src/cli.js`.
+// The `sluice` command, black-box (docs/operations.md#the-command-line): each test runs `node dist/src/cli.js`.
 // Exit codes: 0 ok, 1 invalid config or failed start (one-line reason first), 2 usage.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -98,3 +98,48 @@ test('the anchor rules: headings as GitHub names them, repeats numbered, explici
   assert.equal(slug('Fact 9: Call `res.resume()` only to undo a pause'), 'fact-9-call-resresume-only-to-undo-a-pause');
   assert.equal(slug('The `/status` endpoint — fields'), 'the-status-endpoint--fields');
 });
+
+/** Every tracked text file of the repository a reader meets: sources, tests, benchmarks, examples, docs. */
+function repositoryTexts(): string[] {
+  const out: string[] = [];
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(dir)) {
+      if (name === 'node_modules' || name === 'dist' || name.startsWith('.')) continue;
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) walk(path);
+      else if (/\.(ts|js|md|yaml|yml|html|css|json)$/.test(name) && !name.endsWith('.cpuprofile')) out.push(path);
+    }
+  };
+  for (const dir of ['src', 'test', 'bench', 'examples', 'docs']) walk(join(ROOT, dir));
+  return [...out, join(ROOT, 'README.md'), join(ROOT, 'Dockerfile')];
+}
+
+test('no text points outside the repository: no design notes, no contract sections, no ../shared', () => {
+  const outside = /\.\.\/shared|shared\/design|CONTRACT\.md|ARCHITECTURE\.md|contract sections? \d|ARCHITECTURE fact/;
+  const found: string[] = [];
+  for (const file of repositoryTexts()) {
+    if (file === fileURLToPath(import.meta.url).replace(/dist\/test\/docs-links\.test\.js$/, 'test/docs-links.test.ts')) continue;
+    readFileSync(file, 'utf8')
+      .split('\n')
+      .forEach((line, i) => {
+        if (outside.test(line)) found.push(`${relative(ROOT, file)}:${i + 1}: ${line.trim()}`);
+      });
+  }
+  assert.deepEqual(found, []);
+});
+
+test('every "fact N" the code cites is an anchor of docs/architecture.md', () => {
+  const anchors = anchorsOf(join(ROOT, 'docs', 'architecture.md'));
+  const cited = new Set<number>();
+  for (const file of repositoryTexts().filter((f) => /\.(ts|js)$/.test(f))) {
+    const text = readFileSync(file, 'utf8');
+    for (const [, n] of text.matchAll(/\bfact (\d+)\b/g)) cited.add(Number(n));
+    for (const [, a, how, b] of text.matchAll(/\bfacts (\d+) (and|to|–) (\d+)\b/g)) {
+      if (how === 'and') [a, b].forEach((n) => cited.add(Number(n)));
+      else for (let n = Number(a); n <= Number(b); n++) cited.add(n);
+    }
+    for (const [, n] of text.matchAll(/#fact-(\d+)\b/g)) cited.add(Number(n));
+  }
+  assert.ok(cited.size > 5, `facts are cited (${[...cited].join(', ')})`);
+  assert.deepEqual([...cited].sort((x, y) => x - y).filter((n) => !anchors.has(`fact-${n}`)), []);
+});

@@ -1,4 +1,4 @@
-// Hostile framing and parsing on raw sockets (RFC 9112; ARCHITECTURE facts 7 and 10): every
+// Hostile framing and parsing on raw sockets (RFC 9112; docs/architecture.md#fact-7 and #fact-10): every
 // malformed request is answered `400 bad_request` by Sluice, refused by uWS itself (a plain 400,
 // 431 or 505), or its connection is closed without an answer; the gateway closes the connection,
 // no byte reaches the replica — no connection is even opened to it — and a request pipelined
@@ -6,8 +6,7 @@
 //
 // What each case gets is pinned down (`expect`), so a uWS upgrade that changes its parser shows
 // up here. Cases uWS's chunked decoder accepts although they are malformed, which Sluice cannot
-// see (it only gets decoded bytes), are marked `todo` with the reason: see README, "Security and
-// robustness".
+// see (it only gets decoded bytes), are marked `todo` with the reason: see docs/security.md.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';

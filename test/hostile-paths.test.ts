@@ -1,4 +1,4 @@
-// Hostile paths on raw sockets (contract section 1): every unsafe `{path}` — raw, percent-encoded
+// Hostile paths on raw sockets (docs/api.md#the-url): every unsafe `{path}` — raw, percent-encoded
 // in either case, mixed — is `400 invalid_path` and no connection is opened to the replica; a
 // double-encoded path is forwarded literally (never decoded twice).
 import assert from 'node:assert/strict';

@@ -56,7 +56,7 @@ async function setup(
     close: async () => {
       await tg.close();
       await Promise.all(servers.map((s) => s.close()));
-      assert.deepEqual(api.forbiddenCalls(), [], 'no call outside contract section 11');
+      assert.deepEqual(api.forbiddenCalls(), [], 'no call outside docs/kubernetes.md');
       await api.close();
       assert.ok(!tg.logText().includes(KUBE_TOKEN), 'the service account token is in no log line');
     },

@@ -212,7 +212,7 @@ describe('kubernetes scale-down, as the gateways see it', () => {
 });
 
 describe('wantedReplicas', () => {
-  test('the rule of contract sections 6 and 11', () => {
+  test('the rule of docs/api.md#cold-start-and-the-queue, docs/kubernetes.md', () => {
     // (current, routable, queued, inflight, concurrency, max)
     // cold: at least 1
     assert.equal(wantedReplicas(0, 0, 1, 0, 0, 3), 1);

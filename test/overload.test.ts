@@ -5,7 +5,7 @@
 // within a generous bound; then rounds of connect / half a request / abort and of streams abandoned
 // mid-answer leave the number of open file descriptors flat and the process alive.
 //
-// Limits at work (README, "Security and robustness"): uWS closes a connection that has not sent a
+// Limits at work (docs/security.md): uWS closes a connection that has not sent a
 // complete request head within about 10 s, however slowly it dribbles; it refuses a head over
 // 4 KiB or with more than 98 fields (431); Sluice pauses the replica's stream while the caller does
 // not read (write() backpressure) and holds at most 256 KiB of a request body per request.

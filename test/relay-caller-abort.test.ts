@@ -1,4 +1,4 @@
-// The caller goes away (contract section 4): the upstream request is aborted at once — the
+// The caller goes away (docs/api.md#what-the-caller-receives): the upstream request is aborted at once — the
 // replica sees its connection close before it finished answering — and the request is logged
 // as status 499, outcome client_closed. Two moments: mid-stream (the replica streams forever
 // until closed) and before the status line (the replica holds its answer).

@@ -1,4 +1,4 @@
-// Errors Sluice produces itself (contract section 5): status, JSON body, X-Sluice-Error, the extra
+// Errors Sluice produces itself (docs/api.md#errors): status, JSON body, X-Sluice-Error, the extra
 // headers (WWW-Authenticate, Allow), and that nothing reaches the replica when it should not.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';

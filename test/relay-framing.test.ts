@@ -1,5 +1,5 @@
-// Ambiguous request framing, written byte for byte on raw sockets (contract section 5,
-// ARCHITECTURE facts 7 and 10): a request whose end cannot be known is refused with 400 and
+// Ambiguous request framing, written byte for byte on raw sockets (docs/api.md#errors,
+// docs/architecture.md#fact-7 and #fact-10): a request whose end cannot be known is refused with 400 and
 // nothing of it — nor anything pipelined behind it — reaches the replica. RFC 9112 sections 6.1
 // and 6.3 also require the connection to be closed after such a request, so every case here
 // waits for the gateway to close it.

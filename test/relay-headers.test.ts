@@ -1,4 +1,4 @@
-// Header policy (contract sections 3 and 4): the caller sees only the replica's Content-Type and
+// Header policy (docs/api.md#what-the-replica-receives, docs/api.md#what-the-caller-receives): the caller sees only the replica's Content-Type and
 // Content-Length plus Sluice's X-Request-Id; the replica sees only the allowed caller headers.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';

@@ -1,4 +1,4 @@
-// 64 MiB bodies both ways, with backpressure (contract sections 3 and 4): every byte arrives
+// 64 MiB bodies both ways, with backpressure (docs/api.md#what-the-replica-receives, docs/api.md#what-the-caller-receives): every byte arrives
 // unchanged, and the gateway's memory does not grow with the body.
 //
 // The replica, the gateway and the caller all run in this process, so what is measured is the

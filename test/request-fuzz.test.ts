@@ -20,7 +20,7 @@ const SEED = Number(process.env['SLUICE_FUZZ_SEED'] ?? 0x5eed5) >>> 0;
 const CASES = Number(process.env['SLUICE_FUZZ_CASES'] ?? 3000);
 const CONCURRENCY = 32;
 const PREFIX = '/api/v1/services/svc/request';
-/** Upstream header names Sluice may send (contract section 3; `connection` is the client's keep-alive). */
+/** Upstream header names Sluice may send (docs/api.md#what-the-replica-receives; `connection` is the client's keep-alive). */
 const ALLOWED = new Set(['host', 'content-type', 'accept', 'x-model', 'content-length', 'transfer-encoding', 'accept-encoding', 'x-request-id', 'connection']);
 
 /** mulberry32: small, fast, and the same sequence on every machine for a seed. */

@@ -1,4 +1,4 @@
-// Keep-alive rules of the upstream client (ARCHITECTURE fact 13), against raw-socket replicas:
+// Keep-alive rules of the upstream client (docs/architecture.md#fact-13), against raw-socket replicas:
 // a replica that closes each connection after answering costs no failed request and no request
 // sent twice (also with concurrency-limited queueing); a FIN on an idle connection is noticed;
 // `Keep-Alive: timeout` is honoured (Sluice closes first); `Connection: close` and HTTP/1.0

@@ -1,4 +1,4 @@
-// The upstream client against a replica that misbehaves on raw sockets (ARCHITECTURE fact 13):
+// The upstream client against a replica that misbehaves on raw sockets (docs/architecture.md#fact-13):
 // every refused answer is a 502 with Sluice's JSON error and nothing of the replica's bytes; 1xx
 // answers are skipped; bytes after a complete answer never reach another request; HEAD, 204 and
 // 304 carry no body; an answer cut short reaches the caller as an unclean end. After each of these

@@ -1,4 +1,4 @@
-// Differential fuzz test of the upstream response parser (ARCHITECTURE fact 13): a few thousand
+// Differential fuzz test of the upstream response parser (docs/architecture.md#fact-13): a few thousand
 // generated and mutated response byte streams go to Sluice's ResponseParser and to llhttp (through
 // undici, reading them from a raw TCP server). Both must agree on accept or refuse, and on what
 // both accept: status, framing and body bytes. Deterministic (seeded PRNG; FUZZ_SEED and

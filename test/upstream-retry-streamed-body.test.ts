@@ -1,6 +1,6 @@
 // A request body that streams in pieces is not sent until a connection to a replica is ready, so
 // when the first replica refuses the connection (it never received a byte) the request — head
-// and every piece of its body — is retried once on another replica (contract section 5).
+// and every piece of its body — is retried once on another replica (docs/api.md#errors).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Readable } from 'node:stream';

@@ -1,5 +1,5 @@
 // `node dist/bench/micro/access-log.js > /dev/null` (or `> /tmp/lines`): µs per access-log line.
-// Times `logger.info(line, 'request')` as `createLogger` (src/log.ts) configures it, building the
+// Times `logger.info(line, 'request')` as `createLogger` (src/log/logger.ts) configures it, building the
 // line the way the gateway does, next to variants that show where the time goes. Timings go to
 // stderr; stdout is the log destination being measured (point it at /dev/null or a file).
 import { pino } from 'pino';
@@ -79,8 +79,8 @@ const nowhere = pino({ ...base, level: 'info' }, { write(): void {} });
 const nowhereEpoch = pino({ name: 'sluice', level: 'info' }, { write(): void {} });
 
 const all = {
-  'createLogger (src/log.ts), line with undefined keys': () => time('createLogger, undefined keys', N, (i) => gateway.info(lineWithUndefined(i), 'request')),
-  'createLogger (src/log.ts), line without undefined keys': () => time('createLogger, no undefined keys', N, (i) => gateway.info(lineWithoutUndefined(i), 'request')),
+  'createLogger (src/log/logger.ts), line with undefined keys': () => time('createLogger, undefined keys', N, (i) => gateway.info(lineWithUndefined(i), 'request')),
+  'createLogger (src/log/logger.ts), line without undefined keys': () => time('createLogger, no undefined keys', N, (i) => gateway.info(lineWithoutUndefined(i), 'request')),
   'redact, undefined keys': () => time('pino + redact, undefined keys', N, (i) => withRedact.info(lineWithUndefined(i), 'request')),
   'redact, no undefined keys': () => time('pino + redact, no undefined keys', N, (i) => withRedact.info(lineWithoutUndefined(i), 'request')),
   'no redact, undefined keys': () => time('pino no redact, undefined keys', N, (i) => withoutRedact.info(lineWithUndefined(i), 'request')),

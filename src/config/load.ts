@@ -1,4 +1,4 @@
-// Loads and validates the configuration once, at start (contract section 7): reads JSON or YAML,
+// Loads and validates the configuration once, at start (docs/configuration.md): reads JSON or YAML,
 // applies the environment overrides, validates with the schema (config/schema.ts, which also
 // checks the TLS files: config/tls.ts) and reports every problem at once, each as key, value and
 // rule, never only the first.

@@ -1,7 +1,7 @@
 // The config schema: every key, its default and its rule. The schema fills
 // every default, normalizes values (lower-case digests and header names, upper-case methods, URL
 // origins, no trailing `/` on basePath) and rejects unknown keys. Each key carries its rule in
-// words (`.describe`), which is also what `config/doc.ts` prints for the README's table.
+// words (`.describe`), which is also what `config/doc.ts` prints for the table in docs/configuration.md.
 import { TOKEN } from '../http/syntax.js';
 import { isIPv6 } from 'node:net';
 import { z } from 'zod';

@@ -1,5 +1,5 @@
 // The validated configuration, as the rest of Sluice sees it.
-// Every field is filled in: defaults are applied by the loader in config.ts, once, at start.
+// Every field is filled in: defaults are applied by the loader in load.ts, once, at start.
 
 export interface TokenConfig {
   /** Shown in logs instead of the token. */

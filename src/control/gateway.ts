@@ -1,4 +1,4 @@
-// The gateway on the main thread: the control plane (contract section 10, ARCHITECTURE "Shape").
+// The gateway on the main thread: the control plane (docs/architecture.md#two-planes).
 //
 //   main thread     config, replica sources, state machine, scaling, probes, the queue, drain,
 //                   reload, the admin listener, /metrics rendering

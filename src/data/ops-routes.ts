@@ -1,4 +1,4 @@
-// The operations endpoints (contract section 9): /healthz, /readyz, /metrics. On the relay
+// The operations endpoints (docs/operations.md#operations-endpoints): /healthz, /readyz, /metrics. On the relay
 // listener each data plane thread serves them; on the `admin` listener the main thread does.
 // Either way they speak for the whole gateway: `draining` is the gateway's flag and the metrics
 // text is rendered by the main thread from every thread's counters.

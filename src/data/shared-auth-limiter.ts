@@ -1,4 +1,4 @@
-// The authentication failure limit (contract section 5, 429 too_many_requests) for the whole
+// The authentication failure limit (docs/api.md#errors, 429 too_many_requests) for the whole
 // gateway: an address that fails FAILURE_LIMIT times within WINDOW_S is refused for the rest of
 // the window, whichever workers its attempts reached. One table in a SharedArrayBuffer that
 // every data plane thread reads and writes with Atomics.

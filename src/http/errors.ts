@@ -1,4 +1,4 @@
-// The one error type Sluice produces itself (contract section 5), and its JSON body.
+// The one error type Sluice produces itself (docs/api.md#errors), and its JSON body.
 // Errors relayed from a replica are not RelayErrors: they pass through untouched.
 
 export type ErrorCode =

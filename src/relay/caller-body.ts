@@ -111,7 +111,7 @@ export class CallerBody {
   /**
    * Writes the request to a ready connection: `head` with the whole body, or with what has
    * arrived of a streamed one (the rest follows as it comes). `chunked`: the caller sent it
-   * chunked, and so does Sluice (contract section 3); `expectBody` is false for HEAD.
+   * chunked, and so does Sluice (docs/api.md#what-the-replica-receives); `expectBody` is false for HEAD.
    */
   sendTo(connection: UpstreamConnection, head: string, chunked: boolean, expectBody: boolean): void {
     if (this.whole !== undefined) {

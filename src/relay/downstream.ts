@@ -1,7 +1,8 @@
 // The one writer to a caller's uWS response. Everything Sluice sends to the caller goes through
-// here: the relayed status, the two allowed headers and each chunk (corked together, ARCHITECTURE
-// facts 4–6), Sluice's own JSON errors, and the unclean close that marks a truncated answer.
-// After the caller went away or the response ended, every call is a no-op (fact 1).
+// here: the relayed status, the two allowed headers and each chunk (corked together, facts 4 to 6
+// in docs/architecture.md), Sluice's own JSON errors, and the unclean close that marks a
+// truncated answer. After the caller went away or the response ended, every call is a no-op
+// (fact 1).
 //
 // A request kept alive while it waits (keep-alive.ts) gets `200 text/event-stream` and comments
 // from here before its replica answers. From then on the caller has a status line: the replica's
@@ -159,7 +160,7 @@ export class Downstream {
 
   /**
    * The answer cannot be completed: close the connection without a clean end, so the caller sees
-   * a short Content-Length body or a chunked body with no final chunk (contract section 4).
+   * a short Content-Length body or a chunked body with no final chunk (docs/api.md#what-the-caller-receives).
    */
   truncate(): void {
     if (this.closed) return;

@@ -1,5 +1,5 @@
 // Header policy, as pure functions: what Sluice reads from the caller and how its request is
-// framed. What the replica receives is written by src/upstream/request-head.ts; what the caller
+// framed. What the replica receives is written by replica-request-head.ts; what the caller
 // receives of the replica's headers (Content-Type and Content-Length only) is picked by the
 // response parser (src/upstream/response-parser.ts). The caller's headers are read once, in the
 // uWS handler, into a CallerHeaders record: the ones Sluice acts on (framing, Host,

@@ -1,4 +1,4 @@
-// `{path}` safety (contract section 1). The path and query are forwarded verbatim, never decoded
+// `{path}` safety (docs/api.md#the-url). The path and query are forwarded verbatim, never decoded
 // or re-encoded, so everything a replica or a proxy in front of it might decode into something
 // else is refused here instead: dot segments, encoded separators, control characters, `#`.
 // One pass over the characters, no allocation on the accepted path.

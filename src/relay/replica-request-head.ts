@@ -1,4 +1,4 @@
-// The replica's request head (contract section 3), built once per attempt as one string: request
+// The replica's request head (docs/api.md#what-the-replica-receives), built once per attempt as one string: request
 // line, `host`, `accept-encoding: identity`, `x-request-id`, the caller's Content-Type and Accept,
 // the service's `forwardHeaders`, and the framing Sluice chose — `content-length` when the caller
 // sent one (same value), else `transfer-encoding: chunked` for a body, and `content-length: 0` for

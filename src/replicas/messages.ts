@@ -14,7 +14,7 @@ export interface WorkerInit {
   port: number;
   /** Per service, in config order. */
   slots: SlotTableInit[];
-  /** This thread's request counters (metrics/request-store.ts). */
+  /** This thread's request counters (metrics/request-counters.ts). */
   store: SharedArrayBuffer;
   /** Gateway-wide flags (gateway.ts: [0] draining). */
   flags: SharedArrayBuffer;

@@ -12,7 +12,7 @@ export interface Replica {
   readonly origin: string;
   /** The `Host` header value for requests to this replica (`127.0.0.1:9000`). */
   readonly host: string;
-  /** The pooled keep-alive connections to this replica (src/upstream/pools.ts). */
+  /** The pooled keep-alive connections to this replica (src/upstream/pool.ts; made by src/data/replica-view.ts). */
   readonly pool: UpstreamPool;
   /** Requests handed out and not yet released. */
   inflight: number;

@@ -2,7 +2,7 @@
 // whole body in one write, or a streamed body piece by piece with backpressure), parses the answer
 // with the strict ResponseParser and hands status, headers and body pieces straight to the
 // request's handler (the relay), then decides whether it may carry another exchange
-// (ARCHITECTURE fact 13): never after `Connection: close`, an HTTP/1.0 answer without keep-alive,
+// (docs/architecture.md#fact-13): never after `Connection: close`, an HTTP/1.0 answer without keep-alive,
 // bytes left over after a complete answer, a request body the replica did not wait for, a FIN, or
 // a failed exchange. Deadlines count ticks of the one process-wide interval (ticker.ts).
 //

@@ -2,7 +2,7 @@
 // error (a socket error such as ECONNRESET, or an UpstreamError naming what went wrong) is kept
 // as `cause`. `retryable` marks failures where the replica cannot have received a byte of the
 // request — the connection was never established — so the relay may send the request once to
-// another ready replica (contract section 5). A reset on a connection that was established
+// another ready replica (docs/api.md#errors). A reset on a connection that was established
 // (even a reused one) is never retried: bytes may have reached the replica.
 import { RelayError } from '../http/errors.js';
 
@@ -60,7 +60,7 @@ export function bodyTimedOut(ms: number): RelayError {
   });
 }
 
-/** The response was refused by the parser (ARCHITECTURE fact 13). */
+/** The response was refused by the parser (docs/architecture.md#fact-13). */
 export function malformedResponse(reason: string): RelayError {
   return new RelayError('upstream_unavailable', {
     cause: new UpstreamError('UPSTREAM_MALFORMED', `malformed response: ${reason}`),

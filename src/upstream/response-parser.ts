@@ -1,5 +1,5 @@
 // A strict, incremental HTTP/1.1 response parser (RFC 9112) for the upstream connection manager.
-// It refuses what ARCHITECTURE fact 13 lists — Content-Length with Transfer-Encoding, several
+// It refuses what docs/architecture.md#fact-13 lists — Content-Length with Transfer-Encoding, several
 // Content-Length fields, a transfer coding other than chunked, an invalid status line, obs-fold,
 // a bare CR or LF, a head over MAX_HEAD_BYTES — and skips 1xx answers. It hands the sink the
 // status, Content-Type and Content-Length of the final answer, then each body piece as a slice of

@@ -1,4 +1,4 @@
-// The one timer behind every upstream deadline (ARCHITECTURE fact 8): connect, response head, body
+// The one timer behind every upstream deadline (docs/architecture.md#fact-8): connect, response head, body
 // idle and keep-alive idle. Instead of a timer per request, each live connection counts ticks of a
 // single process-wide interval and compares them with its current limit; arming a deadline is an
 // integer store. The interval runs only while some connection is live, and never keeps the

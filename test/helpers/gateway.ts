@@ -13,7 +13,7 @@ export const TEST_TOKEN_SHA256 = sha256Hex(TEST_TOKEN);
 export const AUTH = { authorization: `Bearer ${TEST_TOKEN}` };
 
 /**
- * Token-like strings no gateway may ever log (contract section 2). Every gateway a test starts
+ * Token-like strings no gateway may ever log (docs/api.md#authentication). Every gateway a test starts
  * checks its whole log on close; tests that present other tokens add them with `secret()`.
  * Only strings of 12 characters or more are checked (a shorter one may occur by chance).
  */

@@ -1,7 +1,7 @@
 // Gateway-level Kubernetes tests (issue 10): the fake API server and the controller simulator run
 // in the test process; every gateway is a real `sluice serve` process with `replicas.kubernetes`
 // pointing at them through a kubeconfig. `close()` checks what every test must hold: no call
-// outside contract section 11, no credential in any gateway's output, no replica process left.
+// outside docs/kubernetes.md, no credential in any gateway's output, no replica process left.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -235,7 +235,7 @@ export class KubeCluster {
     const alive = pods.filter((p) => p.pid !== undefined && pidAlive(p.pid));
     if (alive.length > 0) problems.push(new Error(`model-server processes left running: ${alive.map((p) => p.pid).join(', ')}`));
     const forbidden = this.api.forbiddenCalls();
-    if (forbidden.length > 0) problems.push(new Error(`calls outside contract section 11: ${JSON.stringify(forbidden)}`));
+    if (forbidden.length > 0) problems.push(new Error(`calls outside docs/kubernetes.md: ${JSON.stringify(forbidden)}`));
     if (problems.length > 0) throw problems[0];
   }
 }

@@ -1,7 +1,7 @@
 // A strict reference parser for HTTP/1.1 requests (RFC 9112), for the fuzz test's oracle: it
 // splits a byte stream into the requests a strict server would see, and stops at the first byte
 // that is not valid. One documented exception: chunked bodies are decoded the way uWS decodes
-// them (README, "Security and robustness"), since Sluice only ever sees uWS's decoded bytes; and
+// them (docs/security.md), since Sluice only ever sees uWS's decoded bytes; and
 // a field value loses what uWS strips from its start (`:` and bytes at or below 0x20 or from
 // 0x80 up) and its end (the same bytes but `:`); and a field line with an empty name ends the fields uWS reports (the lines after it
 // are checked but their fields are not seen) — so the oracle checks everything except these

@@ -1,5 +1,5 @@
 // Launched replicas (`replicas.command`): one child process per replica on a free local port
-// (the spawning itself is src/replicas/launchers/process.ts).
+// (the spawning itself is replica-process.ts).
 import type { ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
 import { findFreePort, spawnReplica, type ProcessExit } from './replica-process.js';

@@ -59,7 +59,7 @@ export interface BackoffTuning {
 
 /** Statuses that a retry will not cure by itself. */
 const PERMANENT = new Set([401, 403, 404]);
-const HINT = 'check the credentials, the Role (README, Sluice on Kubernetes) and replicas.kubernetes (namespace, deployment, service)';
+const HINT = 'check the credentials, the Role (docs/kubernetes.md#the-role) and replicas.kubernetes (namespace, deployment, service)';
 
 /** Per kind of call (`watch`, `scale`, `lease`): consecutive failures, backoff, and log-once. */
 export class ApiTrouble {

@@ -1,4 +1,4 @@
-// Which Kubernetes API server Sluice talks to, and as whom (contract section 7, `replicas.kubernetes`):
+// Which Kubernetes API server Sluice talks to, and as whom (docs/configuration.md, `replicas.kubernetes`):
 // the kubeconfig file named in the config; else the pod's service account (in-cluster); else
 // `$KUBECONFIG`. The token stays inside the client library's KubeConfig: nothing here returns or
 // logs it (the tokenFile provider of the in-cluster config also re-reads rotated tokens).

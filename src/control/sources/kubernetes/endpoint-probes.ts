@@ -1,7 +1,7 @@
-// Each gateway's own readiness probe of new Kubernetes endpoints (contract section 11): with
+// Each gateway's own readiness probe of new Kubernetes endpoints (docs/kubernetes.md): with
 // `readyPath` set, an endpoint is routable once `GET readyPath` answers 2xx, before or after
 // Kubernetes marks it ready, and never while it does not answer. Probes go through their own
-// node:http Agent (src/replicas/probe.ts), never through the relay's connections.
+// node:http Agent (src/control/replicas/probe.ts), never through the relay's connections.
 import type { Agent } from 'node:http';
 import type { Logger } from '../../../log/logger.js';
 import { createProbeAgent, probeHttp } from '../../replicas/probe.js';

@@ -1,4 +1,4 @@
-// The EndpointSlices of one Service, kept current by list + watch (contract section 11).
+// The EndpointSlices of one Service, kept current by list + watch (docs/kubernetes.md).
 //
 // Our own loop around the client's `Watch` rather than its informer, because the informer stops
 // for good after any error that is not 410 (fact 15), sends no `allowWatchBookmarks`, and has no

@@ -1,4 +1,4 @@
-// From EndpointSlices to the endpoints of one port (pure functions; contract section 11).
+// From EndpointSlices to the endpoints of one port (pure functions; docs/kubernetes.md).
 //
 // An EndpointSlice lists endpoints (one per pod, `addresses[0]` is the pod's address) with their
 // conditions, and the ports of the Service's targets. Kubernetes rules that matter here:

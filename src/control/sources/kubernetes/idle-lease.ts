@@ -1,4 +1,4 @@
-// Idle scale-down across gateways, coordinated through one Lease per service (contract section 11).
+// Idle scale-down across gateways, coordinated through one Lease per service (docs/kubernetes.md).
 //
 // The Lease `sluice-<service>` (coordination.k8s.io/v1) holds when any gateway last relayed a
 // request to the service:

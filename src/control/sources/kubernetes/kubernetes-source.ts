@@ -1,4 +1,4 @@
-// The `kubernetes` replica source (contract section 11): the replicas of a service are the pods
+// The `kubernetes` replica source (docs/kubernetes.md): the replicas of a service are the pods
 // behind a Kubernetes Service, run by a Deployment that Sluice scales through its scale
 // subresource; several gateways may front the same service and coordinate only through the API
 // server (conditional writes, one Lease), with no shared store and no sidecar.

@@ -1,4 +1,4 @@
-// The Deployment's `spec.replicas`, through its scale subresource (contract section 11):
+// The Deployment's `spec.replicas`, through its scale subresource (docs/kubernetes.md):
 // read it, raise it, lower it, each write conditional on the resourceVersion the gateway read, so
 // that N gateways that saw the same state write once and the others get 409 and look again.
 //
