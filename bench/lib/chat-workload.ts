@@ -4,7 +4,7 @@
 // The client streams each answer and times the first token and the end.
 import { Agent, request } from 'node:http';
 
-export interface Turn {
+interface Turn {
   /** Prompt tokens: the conversation so far plus the new user message. */
   prompt: number;
   output: number;

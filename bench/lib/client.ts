@@ -12,7 +12,7 @@ export interface Target {
   headers: Record<string, string>;
 }
 
-export interface Timed {
+interface Timed {
   /** Request sent (dispatch called) → first body chunk in JS, µs. */
   ttfbUs: number;
   /** Request sent → end of the answer, µs. */

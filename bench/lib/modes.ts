@@ -3,11 +3,10 @@
 // gets measured and stops (tiny sizes, never installs anything). BENCH_* variables override.
 import { intEnv, listEnv } from './settings.js';
 
-export const PEERS = ['direct', 'sluice-info', 'sluice-warn', 'sluice-info-w2', 'nginx', 'haproxy', 'caddy', 'http-proxy', 'fastify-proxy', 'bare'] as const;
+const PEERS = ['direct', 'sluice-info', 'sluice-warn', 'sluice-info-w2', 'nginx', 'haproxy', 'caddy', 'http-proxy', 'fastify-proxy', 'bare'] as const;
 export type PeerId = (typeof PEERS)[number];
-export const DEFAULT_PEERS: readonly PeerId[] = PEERS;
 
-export const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'slowReader', 'idleStreams', 'coldStart'] as const;
+const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'slowReader', 'idleStreams', 'coldStart'] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];
 
 export type Mode = 'full' | 'quick' | 'smoke';
@@ -104,7 +103,7 @@ export function settingsFor(mode: Mode): Settings {
   const d = SIZES[mode];
   return {
     mode,
-    peers: listEnv<PeerId>('BENCH_PEERS', DEFAULT_PEERS, PEERS),
+    peers: listEnv<PeerId>('BENCH_PEERS', PEERS, PEERS),
     scenarios: listEnv<ScenarioId>('BENCH_SCENARIOS', SCENARIOS, SCENARIOS),
     rounds: intEnv('BENCH_ROUNDS', d.rounds, 1, 100),
     connections: intEnv('BENCH_CONNECTIONS', d.connections, 1, 10_000),

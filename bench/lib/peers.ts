@@ -32,12 +32,6 @@ export interface Peer {
   relay: Child | undefined;
 }
 
-export interface SkippedPeer {
-  id: PeerId;
-  label: string;
-  reason: string;
-}
-
 const script = (name: string): URL => new URL(`../${name}.js`, import.meta.url);
 const plain = (port: number): Target => ({ origin: `http://127.0.0.1:${port}`, prefix: '', headers: {} });
 

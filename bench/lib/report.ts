@@ -22,7 +22,7 @@ function table(header: string[], rows: string[][]): string {
 }
 
 /** One line per relay: the figures the README quotes (the same table heads BENCHMARKS.md). */
-export function headline(rec: Record): string {
+function headline(rec: Record): string {
   const d = rec.derived!;
   const s = rec.settings;
   const pair = (a: Figure | undefined, b: Figure | undefined): string => `${medSigned(a)} / ${medSigned(b)}`;

@@ -1,7 +1,7 @@
 // The run's record (written as JSON) and the figures derived from it: medians across rounds,
 // differences and ratios taken within each round, and the targets, met or missed.
 import type { ColdStartRun, IdleStreamsRun, SlowReaderRun, ThroughputRun, TokensRun, TtfbRun } from './measure.js';
-import type { PeerId, ScenarioId, Settings } from './modes.js';
+import type { PeerId, Settings } from './modes.js';
 import { median } from './stats.js';
 
 export interface PeerRecord {
@@ -49,7 +49,6 @@ export function emptyScenarios(): Record['scenarios'] {
   };
 }
 
-export const SCENARIO_KEYS: readonly ScenarioId[] = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'slowReader', 'idleStreams', 'coldStart'];
 
 /** A median across rounds, with the per-round values it came from. */
 export interface Figure {
@@ -57,7 +56,7 @@ export interface Figure {
   rounds: number[];
 }
 
-export interface Target {
+interface Target {
   name: string;
   goal: string;
   measured: string;

@@ -24,7 +24,7 @@ interface Program {
 
 const firstLine = (text: string): string => text.trim().split('\n')[0] ?? '';
 
-export const PROGRAMS: Record<SystemPeerId, Program> = {
+const PROGRAMS: Record<SystemPeerId, Program> = {
   nginx: {
     command: 'nginx',
     candidates: ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/local/nginx/sbin/nginx', '/usr/bin/nginx'],

@@ -10,7 +10,7 @@ import type { Logger } from '../log/logger.js';
 import type { LiveService, ReplicaLoadStatus, RoutingStatus, ServiceCounters, StatusSource } from './status-source.js';
 
 /** The one state of a service that the page and `/status` show. */
-export type ServiceState = 'cold' | 'starting' | 'ready' | 'draining';
+type ServiceState = 'cold' | 'starting' | 'ready' | 'draining';
 
 export const SAMPLE_INTERVAL_MS = 1000;
 /** Five minutes of one-second samples. */
@@ -43,7 +43,7 @@ export interface ServiceStatus {
   stream: StreamStatus;
 }
 
-export interface StreamStatus {
+interface StreamStatus {
   /** Streams being relayed (at the last sample, at most a second old). */
   active: number;
   eventsPerSecond: number;
@@ -77,7 +77,7 @@ export interface ChartPoint {
 /** The rows always present in `replicas`, even at zero, so a reader sees stable keys. */
 const LIVE_STATES = ['starting', 'ready', 'unreachable', 'draining'];
 
-export function serviceState(live: LiveService): ServiceState {
+function serviceState(live: LiveService): ServiceState {
   if (!live.accepting) return 'draining';
   if ((live.replicas['ready'] ?? 0) > 0) return 'ready';
   if ((live.replicas['starting'] ?? 0) > 0) return 'starting';

@@ -40,7 +40,7 @@ export function reloadTokens(gateway: Gateway, current: Config, load: () => Conf
 }
 
 /** Keys whose values differ between two configs, ignoring tokens (the only thing a reload applies). */
-export function changesBeyondTokens(before: Config, after: Config): string[] {
+function changesBeyondTokens(before: Config, after: Config): string[] {
   const changed: string[] = [];
   const keys = new Set([...Object.keys(before), ...Object.keys(after)] as (keyof Config)[]);
   for (const key of keys) {

@@ -10,9 +10,8 @@ import { ConfigError, type ConfigProblem, describeFsError, formatKey } from './p
 import { configSchema, isRecord, RULE } from './schema.js';
 
 export type { Config, ConfigProblem };
-export { ConfigError, formatKey };
+export { ConfigError };
 export { formatProblem } from './problems.js';
-export { LOG_LEVELS, MAX_DURATION_MS } from './schema.js';
 
 /** Validates an already-parsed config (an object from JSON or YAML) and fills in every default. */
 export function parseConfig(raw: unknown): Config {

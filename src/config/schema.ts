@@ -30,7 +30,7 @@ import {
   } from './rules.js';
 import { checkTlsFiles } from './tls.js';
 
-export { DEFAULTS, isRecord, LOG_LEVELS, MAX_DURATION_MS, RULE } from './rules.js';
+export { DEFAULTS, isRecord, RULE } from './rules.js';
 
 const host = z.string({ error: RULE.host }).refine(
   (h) => h.length > 0 && !/[\s/?#@[\]]/.test(h) && (!h.includes(':') || isIPv6(h)),

@@ -28,7 +28,7 @@ export interface LoadConfig {
 }
 
 /** `routing`: how a request chooses among the ready replicas. */
-export interface RoutingConfig {
+interface RoutingConfig {
   /** Lower-case name of the header whose value keeps a session on one replica. */
   affinityHeader?: string | undefined;
   /** A session leaves its replica while that one's load exceeds this times the mean. */
@@ -90,7 +90,7 @@ export interface ServiceConfig {
   replicas: ReplicasConfig;
 }
 
-export interface ListenConfig {
+interface ListenConfig {
   host: string;
   port: number;
   tls?: { certFile: string; keyFile: string };

@@ -21,7 +21,7 @@ const HOLD_HIGH_WATER = 64 * 1024;
  * read: uWS renews its 10 s idle timer only after 160 KB have arrived, so reading at most this
  * much ends within about two of its timeouts however slowly the caller sends.
  */
-export const DRAIN_MAX_BYTES = 128 * 1024;
+const DRAIN_MAX_BYTES = 128 * 1024;
 
 const EMPTY = Buffer.alloc(0);
 

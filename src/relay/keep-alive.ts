@@ -28,7 +28,7 @@ export interface KeptAlive {
 export const WAITING_COMMENT = ': waiting for a replica\n\n';
 
 /** The most of a replica's answer that goes into the error event's message. */
-export const ANSWER_MESSAGE_MAX = 4096;
+const ANSWER_MESSAGE_MAX = 4096;
 
 const waiting = new Set<KeptAlive>();
 const clock: Ticking = {

@@ -48,7 +48,7 @@ export interface ConnectionOwner {
 
 /** How long an idle connection is kept when the replica sends no `Keep-Alive: timeout` hint (below
  *  the 5 s idle timeout of common servers: uvicorn, Node's http). */
-export const KEEP_ALIVE_MS = 4_000;
+const KEEP_ALIVE_MS = 4_000;
 /** With a hint of T seconds, an idle connection is closed before T*1000 - this (and the ticks). */
 const KEEP_ALIVE_MARGIN_MS = 500;
 /** A whole body up to this size is copied next to the head for one write; a larger one goes in a

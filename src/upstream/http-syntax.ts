@@ -4,10 +4,10 @@
 export const HTAB = 9;
 
 /** RFC 9110 section 5.6.2 tchar. */
-export const TOKEN = new Uint8Array(256);
+const TOKEN = new Uint8Array(256);
 for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TOKEN[c.charCodeAt(0)] = 1;
 /** Field value and reason phrase bytes: HTAB, SP, VCHAR, obs-text (RFC 9110 section 5.5). */
-export const TEXT = new Uint8Array(256);
+const TEXT = new Uint8Array(256);
 TEXT[HTAB] = 1;
 for (let c = 0x20; c <= 0x7e; c++) TEXT[c] = 1;
 for (let c = 0x80; c <= 0xff; c++) TEXT[c] = 1;

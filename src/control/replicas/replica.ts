@@ -7,7 +7,7 @@ import type { ReplicaProcess } from '../sources/replica-process.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 
 /** The allowed moves; anything else is a bug and is refused (and logged) by the transition. */
-export const TRANSITIONS: Readonly<Record<ReplicaStateName, readonly ReplicaStateName[]>> = {
+const TRANSITIONS: Readonly<Record<ReplicaStateName, readonly ReplicaStateName[]>> = {
   starting: ['ready', 'failed', 'draining'],
   ready: ['unreachable', 'draining', 'failed'],
   unreachable: ['ready', 'draining', 'failed'],
@@ -18,10 +18,6 @@ export const TRANSITIONS: Readonly<Record<ReplicaStateName, readonly ReplicaStat
 
 export function canTransition(from: ReplicaStateName, to: ReplicaStateName): boolean {
   return TRANSITIONS[from].includes(to);
-}
-
-export function isTerminal(state: ReplicaStateName): boolean {
-  return state === 'stopped' || state === 'failed';
 }
 
 /** The control plane's record of one replica. */

@@ -59,7 +59,7 @@ export interface KubernetesTuning {
   callTimeoutMs: number;
 }
 
-export const DEFAULT_KUBERNETES_TUNING: Readonly<KubernetesTuning> = Object.freeze({
+const DEFAULT_KUBERNETES_TUNING: Readonly<KubernetesTuning> = Object.freeze({
   backoffBaseMs: 250,
   backoffMaxMs: 10_000,
   watchTimeoutSeconds: 300,
