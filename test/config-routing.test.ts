@@ -2,7 +2,8 @@
 // names overriding them), `routing`, `tokens[].priority`, each validated with a precise rule.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ConfigError, type ConfigProblem, parseConfig } from '../src/config/load.js';
+import { parseConfig } from '../src/config/load.js';
+import { problemsOf } from './helpers/config.js';
 
 const DIGEST = 'ab'.repeat(32);
 
@@ -10,18 +11,8 @@ function service(patch: Record<string, unknown> = {}, replicas: Record<string, u
   return { services: [{ slug: 'llm', tokens: [{ name: 't', sha256: DIGEST }], ...patch, replicas: { urls: ['http://127.0.0.1:9000'], ...replicas } }] };
 }
 
-function problems(raw: unknown): ConfigProblem[] {
-  try {
-    parseConfig(raw);
-  } catch (err) {
-    assert.ok(err instanceof ConfigError, String(err));
-    return err.problems;
-  }
-  assert.fail('expected the config to be rejected');
-}
-
 function rejected(raw: unknown, key: string, rule: RegExp): void {
-  const list = problems(raw);
+  const list = problemsOf(raw);
   const hit = list.find((p) => p.key === key);
   assert.ok(hit, `no problem at ${key}; got:\n${list.map((p) => `${p.key}: ${p.rule}`).join('\n')}`);
   assert.match(hit.rule, rule);
@@ -63,7 +54,7 @@ test('replicas.load: every key checked, with the rule it breaks', () => {
   rejected(l({ preset: 'vllm', interval: 100 }), 'services[0].replicas.load.interval', /unknown key \(did you mean intervalMs\?\)/);
   rejected(service({}, { load: 'vllm' }), 'services[0].replicas.load', /must be \{ preset \}/);
   // Every problem at once.
-  const all = problems(l({ preset: 'nope', intervalMs: 1, path: 'x' })).map((p) => p.key);
+  const all = problemsOf(l({ preset: 'nope', intervalMs: 1, path: 'x' })).map((p) => p.key);
   for (const key of ['preset', 'intervalMs', 'path']) assert.ok(all.includes(`services[0].replicas.load.${key}`), key);
 });
 

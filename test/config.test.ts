@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfigFile, parseConfig, type ConfigProblem } from '../src/config/load.js';
+import { ConfigError, loadConfigFile, parseConfig } from '../src/config/load.js';
+import { problemsOf } from './helpers/config.js';
 import type { Config } from '../src/config/types.js';
 import { DEFAULTS } from '../src/config/schema.js';
 import { makeCertificate } from './helpers/tls.js';
@@ -20,16 +21,6 @@ function minimal(patch?: (c: any) => void): Record<string, unknown> {
   };
   patch?.(c);
   return c;
-}
-
-function problemsOf(raw: unknown): ConfigProblem[] {
-  try {
-    parseConfig(raw);
-  } catch (err) {
-    assert.ok(err instanceof ConfigError, `expected a ConfigError, got ${String(err)}`);
-    return err.problems;
-  }
-  assert.fail('expected the config to be rejected');
 }
 
 /** Asserts that `raw` is rejected with a problem at `key` whose rule matches `rule`. */

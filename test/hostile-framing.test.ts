@@ -10,8 +10,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, TEST_TOKEN, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { startCountingReplica, type CountingReplica } from './helpers/counting-replica.js';
+import { AUTH, TEST_TOKEN, type TestGateway } from './helpers/gateway.js';
+import { type CountingReplica, type CountingSetup, startCountingGateway } from './helpers/counting-replica.js';
 import { assertSluiceError, firstLine, parseResponse, rawExchange, type RawExchange } from './helpers/raw-http.js';
 
 /** uWS closes a connection whose request head it cannot parse after its 10 s idle timeout. */
@@ -138,18 +138,18 @@ describe('hostile framing and parsing on raw sockets', () => {
   };
   const outcomes: string[] = [];
 
+  let setup: CountingSetup | undefined;
+
   before(async () => {
     process.on('uncaughtException', onUncaught);
-    replica = await startCountingReplica();
-    tg = await startTestGateway(rawService({ urls: [replica.url] }));
-    base = new URL(tg.url('/')).pathname.slice(0, -1);
+    setup = await startCountingGateway();
+    ({ replica, tg, base } = setup);
   });
 
   after(async () => {
     process.off('uncaughtException', onUncaught);
     console.log(`what each malformed request got:\n${outcomes.sort().join('\n')}`);
-    await tg?.close();
-    await replica?.close();
+    await setup?.close();
   });
 
   function observed(exchange: RawExchange): Refusal | string {
@@ -240,16 +240,15 @@ describe('a malformed first chunk line after the head opens nothing at the repli
   let replica: CountingReplica;
   let tg: TestGateway;
   let base: string;
+  let setup: CountingSetup | undefined;
 
   before(async () => {
-    replica = await startCountingReplica();
-    tg = await startTestGateway(rawService({ urls: [replica.url] }));
-    base = new URL(tg.url('/')).pathname.slice(0, -1);
+    setup = await startCountingGateway();
+    ({ replica, tg, base } = setup);
   });
 
   after(async () => {
-    await tg?.close();
-    await replica?.close();
+    await setup?.close();
   });
 
   // Every malformed first chunk line of the cases above that uWS refuses, and an extension ended

@@ -3,8 +3,8 @@
 // double-encoded path is forwarded literally (never decoded twice).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { TEST_TOKEN, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { startCountingReplica, type CountingReplica } from './helpers/counting-replica.js';
+import { TEST_TOKEN, type TestGateway } from './helpers/gateway.js';
+import { type CountingReplica, type CountingSetup, startCountingGateway } from './helpers/counting-replica.js';
 import { assertSluiceError, firstLine, parseResponse, rawExchange } from './helpers/raw-http.js';
 
 /** `{path}` (and query) values that must be refused, with the rule each one breaks. */
@@ -76,16 +76,15 @@ describe('hostile paths on raw sockets', () => {
   let replica: CountingReplica;
   let tg: TestGateway;
   let base: string;
+  let setup: CountingSetup | undefined;
 
   before(async () => {
-    replica = await startCountingReplica();
-    tg = await startTestGateway(rawService({ urls: [replica.url] }));
-    base = new URL(tg.url('/')).pathname.slice(0, -1);
+    setup = await startCountingGateway();
+    ({ replica, tg, base } = setup);
   });
 
   after(async () => {
-    await tg?.close();
-    await replica?.close();
+    await setup?.close();
   });
 
   function raw(target: string, body = '{}'): string {

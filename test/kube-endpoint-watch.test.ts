@@ -21,7 +21,7 @@ describe('kubernetes EndpointSlice watch', () => {
     api.addDeployment(NS, 'llama', 0);
   });
   after(async () => {
-    assert.deepEqual(api.forbiddenCalls(), [], 'no call outside section 11');
+    assert.deepEqual(api.forbiddenCalls(), [], 'no call outside the Role (docs/kubernetes.md#the-role)');
     await api.close();
   });
 

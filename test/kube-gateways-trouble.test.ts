@@ -80,7 +80,7 @@ describe('kubernetes gateways: API server trouble', () => {
         assert.ok(res.headers['retry-after'] !== undefined, 'with Retry-After');
       });
       assert.equal(kc.sim('mistral').started.length, 0);
-      // Each waited out its budget (section 11: a cold start waits, it does not fail at once).
+      // Each waited out its budget (a cold start waits, it does not fail at once: docs/kubernetes.md).
       for (const [i, gw] of gws.entries()) {
         await eventually(() => gw.lines('request').some((l) => l.service === 'mistral'), 10_000, `gateway ${i}'s access line of the cold request`);
         const line = gw.lines('request').find((l) => l.service === 'mistral')!;

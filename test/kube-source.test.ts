@@ -146,7 +146,7 @@ describe('kubernetes endpoints and readyPath', () => {
 });
 
 describe('the fake API server itself', () => {
-  test('answers 403 to any call outside section 11, 401 without the token, and lists both as not allowed', async () => {
+  test('answers 403 to any call outside the Role (docs/kubernetes.md#the-role), 401 without the token, and lists both as not allowed', async () => {
     const api = await startFakeKube();
     api.addDeployment(NS, 'llama', 0);
     const auth = { authorization: `Bearer ${KUBE_TOKEN}` };

@@ -1,6 +1,6 @@
 // examples/kubernetes/: every manifest parses; kinds and API versions are ones a current cluster
-// serves; names that refer to each other match; the Role grants exactly the calls of contract
-// section 11; the gateways outlive their drain; probes point at the ops endpoints.
+// serves; names that refer to each other match; the Role grants exactly the calls of the Role in
+// docs/kubernetes.md; the gateways outlive their drain; probes point at the ops endpoints.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -60,7 +60,7 @@ describe('examples/kubernetes manifests', () => {
     assert.equal(new Set(keys).size, keys.length);
   });
 
-  test('the Role grants exactly the verbs of section 11, and is bound to the gateways\' ServiceAccount', () => {
+  test('the Role grants exactly the verbs of the Role in docs/kubernetes.md, and is bound to the gateways\' ServiceAccount', () => {
     const role = find('Role', 'sluice');
     const granted: Record<string, Set<string>> = {};
     const groups: Record<string, string> = { 'deployments/scale': 'apps', endpointslices: 'discovery.k8s.io', leases: 'coordination.k8s.io' };

@@ -8,24 +8,13 @@ import { Worker } from 'node:worker_threads';
 import { request } from 'undici';
 import { Metrics } from '../src/metrics/metrics.js';
 import { CounterLayout, PAIR_SLOTS, RequestCounters, sumCounters } from '../src/metrics/request-counters.js';
-import { AUTH, eventually, rawService, startTestGateway } from './helpers/gateway.js';
+import { AUTH, eventually, metricSamples, rawService, startTestGateway } from './helpers/gateway.js';
 import { closedPort, readBody, startReplica } from './helpers/replica.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
   for (const cleanup of cleanups) await cleanup();
 });
-
-/** Every sample of a Prometheus text, by its full name with labels. */
-function samples(text: string): Map<string, number> {
-  const found = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const space = line.lastIndexOf(' ');
-    found.set(line.slice(0, space), Number(line.slice(space + 1)));
-  }
-  return found;
-}
 
 /** The samples of one family whose name starts with `prefix{`. */
 function family(all: Map<string, number>, prefix: string): Map<string, number> {
@@ -79,7 +68,7 @@ test('summing two counter stores (one on a SharedArrayBuffer) gives the sum of w
   local.finished('a', 200, 'ok', 1, 1, 0.002, 0.003);
   metrics.addCounters(two);
   return metrics.render().then((text) => {
-    const all = samples(text);
+    const all = metricSamples(text);
     assert.equal(all.get('sluice_requests_total{service="a",status="200",outcome="ok"}'), 2);
     assert.equal(all.get('sluice_requests_total{service="a",status="502",outcome="upstream_unavailable"}'), 1);
     assert.equal(all.get('sluice_requests_total{service="b",status="404",outcome="ok"}'), 1);
@@ -141,7 +130,7 @@ test('a worker thread counts into a SharedArrayBuffer; the scrape on the main th
   );
   await once(worker, 'message');
   await worker.terminate();
-  const all = samples(await main.render());
+  const all = metricSamples(await main.render());
   assert.equal(all.get('sluice_requests_total{service="b",status="200",outcome="ok"}'), 901);
   assert.equal(all.get('sluice_requests_total{service="b",status="503",outcome="queue_full"}'), 100);
   assert.equal(all.get('sluice_request_duration_seconds_count{service="b"}'), 1001);
@@ -200,7 +189,7 @@ test('/metrics counts every relayed request once by service, status and outcome;
   await eventually(() => requestLines().length === relayed, 5000, `${relayed} request log lines`);
   await eventually(() => tg.logs.filter((l) => l['msg'] === 'request refused').length === 5, 5000, 'five refused lines');
 
-  const all = samples(await (await request(`${tg.origin}/metrics`)).body.text());
+  const all = metricSamples(await (await request(`${tg.origin}/metrics`)).body.text());
   assert.deepEqual(
     Object.fromEntries(family(all, 'sluice_requests_total')),
     {

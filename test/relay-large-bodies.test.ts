@@ -317,7 +317,7 @@ describe('64 MiB bodies through the gateway', () => {
       assert.equal(bytes, SIZE);
       assert.equal(received.bytes, SIZE);
       assert.equal(received.sha256, hash.digest('hex'), 'the replica got exactly the bytes the caller sent');
-      // Contract section 3: Content-Length when the caller sent one (same value), else chunked.
+      // What the replica receives (docs/api.md#what-the-replica-receives): Content-Length when the caller sent one (same value), else chunked.
       if (withLength) {
         assert.equal(received.contentLength, String(SIZE));
         assert.equal(received.transferEncoding, undefined);

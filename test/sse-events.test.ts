@@ -6,27 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { EventScanner, isEventStream } from '../src/relay/sse-events.js';
-
-/** Events an EventSource would dispatch from these bytes (a partial last line is not complete). */
-function referenceCount(bytes: Buffer): number {
-  let text = bytes.toString('latin1');
-  if (text.startsWith('\xef\xbb\xbf')) text = text.slice(3);
-  const lines = text.split(/\r\n|\r|\n/);
-  lines.pop(); // after the last line ending: not a complete line
-  let events = 0;
-  let data = false;
-  for (const line of lines) {
-    if (line === '') {
-      if (data) events++;
-      data = false;
-      continue;
-    }
-    if (line.startsWith(':')) continue;
-    const colon = line.indexOf(':');
-    if ((colon < 0 ? line : line.slice(0, colon)) === 'data') data = true;
-  }
-  return events;
-}
+import { referenceEventCount } from './helpers/sse-reference.js';
 
 /** Scans `bytes` cut at `cuts` (ascending offsets); checks the count after every read. */
 function check(bytes: Buffer, cuts: number[], what: string): void {
@@ -35,7 +15,7 @@ function check(bytes: Buffer, cuts: number[], what: string): void {
   let from = 0;
   for (const to of [...cuts, bytes.length]) {
     total += scanner.scan(bytes.subarray(from, to));
-    assert.equal(total, referenceCount(bytes.subarray(0, to)), `${what}: ${JSON.stringify(bytes.toString('latin1'))} cut at ${JSON.stringify(cuts)}, after ${to} bytes`);
+    assert.equal(total, referenceEventCount(bytes.subarray(0, to).toString('latin1')), `${what}: ${JSON.stringify(bytes.toString('latin1'))} cut at ${JSON.stringify(cuts)}, after ${to} bytes`);
     from = to;
   }
 }
@@ -107,7 +87,7 @@ const FIXED: [string, string, number][] = [
 test('fixed streams: the count is the reference count, whole and cut at every byte', () => {
   for (const [name, text, expected] of FIXED) {
     const bytes = Buffer.from(text, 'utf8');
-    assert.equal(referenceCount(bytes), expected, `the reference agrees with the case: ${name}`);
+    assert.equal(referenceEventCount(bytes.toString('latin1')), expected, `the reference agrees with the case: ${name}`);
     check(bytes, [], name);
     for (let a = 0; a <= bytes.length; a++) {
       for (let b = a; b <= bytes.length; b++) check(bytes, [a, b], name);

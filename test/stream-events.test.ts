@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { AUTH, eventually, metricSamples, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { referenceEventCount } from './helpers/sse-reference.js';
 import type { TestReplica } from './helpers/replica.js';
 import { startSseReplica, type StreamScript } from './helpers/sse-replica.js';
 
@@ -13,23 +14,6 @@ const cleanups: Array<() => Promise<void>> = [];
 after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
-
-/** Events an EventSource would dispatch from `text` (the same reference as test/sse-events.test.ts). */
-function referenceCount(text: string): number {
-  const lines = text.split(/\r\n|\r|\n/);
-  lines.pop();
-  let events = 0;
-  let data = false;
-  for (const line of lines) {
-    if (line === '') {
-      if (data) events++;
-      data = false;
-    } else if (!line.startsWith(':') && (line.indexOf(':') < 0 ? line : line.slice(0, line.indexOf(':'))) === 'data') {
-      data = true;
-    }
-  }
-  return events;
-}
 
 async function setup(workers: number, service: Record<string, unknown> = {}, extra: Record<string, unknown> = {}): Promise<{ tg: TestGateway; replica: TestReplica }> {
   const replica = await startSseReplica();
@@ -60,14 +44,7 @@ async function accessLine(tg: TestGateway, id: string): Promise<Record<string, u
 }
 
 async function metrics(origin: string): Promise<Map<string, number>> {
-  const text = await (await fetch(`${origin}/metrics`)).text();
-  const found = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const space = line.lastIndexOf(' ');
-    found.set(line.slice(0, space), Number(line.slice(space + 1)));
-  }
-  return found;
+  return metricSamples(await (await fetch(`${origin}/metrics`)).text());
 }
 
 let seed = 4242;
@@ -126,8 +103,8 @@ for (const workers of [1, 2]) {
           assert.equal(answer.status, 200);
           assert.equal(answer.text, text, 'relayed byte for byte');
           const line = await accessLine(tg, answer.id);
-          assert.equal(line.events, referenceCount(text), `events of ${JSON.stringify(text)}`);
-          expectedTotal += referenceCount(text);
+          assert.equal(line.events, referenceEventCount(text), `events of ${JSON.stringify(text)}`);
+          expectedTotal += referenceEventCount(text);
         }
       }
       await eventually(async () => (await metrics(tg.origin)).get('sluice_stream_events_total{service="svc"}') === expectedTotal, 5_000, `events_total = ${expectedTotal}`);

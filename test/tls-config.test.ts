@@ -7,7 +7,8 @@ import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, parseConfig, type ConfigProblem } from '../src/config/load.js';
+import { parseConfig } from '../src/config/load.js';
+import { problemsOf } from './helpers/config.js';
 import { tlsWarnings } from '../src/config/tls.js';
 import { createLogger } from '../src/log/logger.js';
 import { startGateway } from '../src/control/gateway.js';
@@ -25,16 +26,6 @@ function config(tls: Record<string, unknown>): Record<string, unknown> {
     listen: { host: '127.0.0.1', port: 0, tls },
     services: [{ slug: 'svc', tokens: [{ name: 't', sha256: TEST_TOKEN_SHA256 }], replicas: { urls: ['http://127.0.0.1:9'] } }],
   };
-}
-
-function problemsOf(raw: unknown): ConfigProblem[] {
-  try {
-    parseConfig(raw);
-  } catch (err) {
-    assert.ok(err instanceof ConfigError, `expected a ConfigError, got ${String(err)}`);
-    return err.problems;
-  }
-  assert.fail('expected the config to be rejected');
 }
 
 /** Asserts exactly one problem, at `key`, naming `file`, with a rule matching `rule`. */

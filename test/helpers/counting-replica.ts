@@ -3,6 +3,7 @@
 // request with its raw headers and body (`complete` false when the body was cut short).
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { rawService, startTestGateway, type TestGateway } from './gateway.js';
 
 export interface ReceivedRequest {
   method: string;
@@ -66,5 +67,28 @@ export async function startCountingReplica(): Promise<CountingReplica> {
         server.closeAllConnections();
         server.close(() => resolve());
       }),
+  };
+}
+
+/** A counting replica with a test gateway in front of it, and the relay path prefix of its service. */
+export interface CountingSetup {
+  replica: CountingReplica;
+  tg: TestGateway;
+  /** `{basePath}/{slug}/request`: a path here is relayed as what follows. */
+  base: string;
+  close(): Promise<void>;
+}
+
+export async function startCountingGateway(): Promise<CountingSetup> {
+  const replica = await startCountingReplica();
+  const tg = await startTestGateway(rawService({ urls: [replica.url] }));
+  return {
+    replica,
+    tg,
+    base: new URL(tg.url('/')).pathname.slice(0, -1),
+    close: async () => {
+      await tg.close();
+      await replica.close();
+    },
   };
 }

@@ -102,3 +102,14 @@ export async function metric(tg: TestGateway, sample: string): Promise<number | 
   const line = text.split('\n').find((l) => l.startsWith(`${sample} `));
   return line === undefined ? undefined : Number(line.slice(sample.length + 1));
 }
+
+/** Every sample of a Prometheus text, by its full name with labels. */
+export function metricSamples(text: string): Map<string, number> {
+  const found = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const space = line.lastIndexOf(' ');
+    found.set(line.slice(0, space), Number(line.slice(space + 1)));
+  }
+  return found;
+}

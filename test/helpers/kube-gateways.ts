@@ -208,7 +208,7 @@ export class KubeCluster {
   }
 
   /**
-   * Stops everything and checks what every test must hold: no call outside section 11, no
+   * Stops everything and checks what every test must hold: no call outside the Role (docs/kubernetes.md#the-role), no
    * credential in any gateway's output, no replica process left running.
    */
   async close(): Promise<void> {

@@ -1,5 +1,6 @@
 // Helpers for the Kubernetes source tests: a fake API server with a kubeconfig that points at it,
 // and sources (the real client library inside) whose log lines are captured.
+import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -107,4 +108,14 @@ export function slice(name: string, port: number, endpoints: [string, boolean | 
     })),
     ports: [{ name: 'http', port, protocol: 'TCP' }],
   };
+}
+
+/** Stops every source a test started and checks that none logged the credential; empties `sources`. */
+export async function stopSources(sources: { source: KubernetesReplicaSource; log: CapturedLog }[]): Promise<void> {
+  await Promise.all(
+    sources.splice(0).map(async ({ source, log }) => {
+      await source.stop();
+      assert.ok(!log.text().includes(KUBE_TOKEN), 'no credential in any log line');
+    }),
+  );
 }

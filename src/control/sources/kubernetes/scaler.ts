@@ -74,8 +74,8 @@ function reading(scale: V1Scale): ScaleReading {
 }
 
 /**
- * What one gateway asks of `spec.replicas`, given what it read and what it sees (contract
- * section 6 and 11, the same rule as for launched replicas):
+ * What one gateway asks of `spec.replicas`, given what it read and what it sees
+ * (docs/kubernetes.md#cold-start-and-scale-up; the same rule as for launched replicas):
  * - no request waiting here: nothing (`current`);
  * - requests wait, and neither the room left on routable pods (`routable × concurrency −
  *   inflight`) nor the pods already coming (`current − routable`, `concurrency` each) can take
