@@ -5,7 +5,8 @@
 // malformed bodies.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { acceptsEventStream, asksForStream, MAX_SCAN } from '../src/relay/stream-request.js';
+import { acceptsEventStream, asksForStream } from '../src/relay/stream-request.js';
+import { STREAM_FLAG_MAX_SCAN as MAX_SCAN } from '../src/tunables.js';
 
 test('Accept: text/event-stream named, in any case and with parameters; not by wildcards, not with q=0', () => {
   for (const yes of ['text/event-stream', 'application/json, text/event-stream', 'TEXT/EVENT-STREAM', ' text/event-stream ; charset=utf-8', 'text/event-stream;q=0.5', 'text/event-stream; q=1']) {

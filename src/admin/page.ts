@@ -9,8 +9,10 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { Config } from '../config/types.js';
 import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { SAMPLE_INTERVAL_MS, StatusBoard } from './status.js';
+import { SAMPLE_INTERVAL_MS } from '../tunables.js';
+import { StatusBoard } from './status.js';
 import { createStatusSource, type SnapshotSource } from './status-source.js';
+import { MAX_EVENT_STREAMS, STALLED_STREAM_MS } from '../tunables.js';
 
 /** The page's files: shipped in the package as source (`src/admin/ui`), found from `dist/src/admin` too. */
 export const UI_DIR = fileURLToPath(new URL('../../../src/admin/ui/', import.meta.url));
@@ -33,11 +35,6 @@ const SECURITY_HEADERS: ReadonlyArray<[string, string]> = [
   ['x-content-type-options', 'nosniff'],
   ['referrer-policy', 'no-referrer'],
 ];
-
-/** At most this many pages streaming at once; more get `503` (each costs a write a second). */
-const MAX_EVENT_STREAMS = 64;
-/** A stream whose caller has not read for this long is closed. */
-const STALLED_STREAM_MS = 30_000;
 
 interface Asset {
   body: Buffer;

@@ -8,19 +8,10 @@
 import type { Config } from '../config/types.js';
 import type { Logger } from '../log/logger.js';
 import type { LiveService, ReplicaLoadStatus, RoutingStatus, ServiceCounters, StatusSource } from './status-source.js';
+import { SAMPLE_INTERVAL_MS, STATUS_HISTORY_SAMPLES, STATUS_MINUTE_SAMPLES, STATUS_POINT_SAMPLES, STATUS_RATE_SAMPLES } from '../tunables.js';
 
 /** The one state of a service that the page and `/status` show. */
 type ServiceState = 'cold' | 'starting' | 'ready' | 'draining';
-
-export const SAMPLE_INTERVAL_MS = 1000;
-/** Five minutes of one-second samples. */
-const HISTORY = 300;
-/** Requests per second are averaged over this many samples (10 s). */
-const RATE_WINDOW = 10;
-/** Time to first byte and errors cover the last minute. */
-const MINUTE_WINDOW = 60;
-/** A chart point's quantiles (time to first byte, to first event, between events) cover this many samples. */
-const POINT_WINDOW = 10;
 
 export interface ServiceStatus {
   slug: string;
@@ -86,19 +77,19 @@ function serviceState(live: LiveService): ServiceState {
 
 /** Samples of one service: cumulative counters at each tick, oldest overwritten first. */
 class Ring {
-  readonly t = new Float64Array(HISTORY);
-  readonly requests = new Float64Array(HISTORY);
-  readonly errors = new Float64Array(HISTORY);
-  readonly queued = new Float64Array(HISTORY);
-  readonly inflight = new Float64Array(HISTORY);
-  readonly events = new Float64Array(HISTORY);
-  readonly streamsActive = new Float64Array(HISTORY);
+  readonly t = new Float64Array(STATUS_HISTORY_SAMPLES);
+  readonly requests = new Float64Array(STATUS_HISTORY_SAMPLES);
+  readonly errors = new Float64Array(STATUS_HISTORY_SAMPLES);
+  readonly queued = new Float64Array(STATUS_HISTORY_SAMPLES);
+  readonly inflight = new Float64Array(STATUS_HISTORY_SAMPLES);
+  readonly events = new Float64Array(STATUS_HISTORY_SAMPLES);
+  readonly streamsActive = new Float64Array(STATUS_HISTORY_SAMPLES);
   readonly ttfb: Histories;
   readonly firstEvent: Histories;
   readonly betweenEvents: Histories;
   /** The chart point of each sample, computed once when it is taken. */
   readonly points: ChartPoint[] = [];
-  /** Samples written so far (the newest is at `(count - 1) % HISTORY`). */
+  /** Samples written so far (the newest is at `(count - 1) % STATUS_HISTORY_SAMPLES`). */
   count = 0;
 
   constructor(ttfbBounds: readonly number[], streamBounds: readonly number[]) {
@@ -108,7 +99,7 @@ class Ring {
   }
 
   push(t: number, c: ServiceCounters, live: LiveService | undefined): void {
-    const i = this.count % HISTORY;
+    const i = this.count % STATUS_HISTORY_SAMPLES;
     this.t[i] = t;
     this.requests[i] = c.requests;
     this.errors[i] = c.errors;
@@ -124,9 +115,9 @@ class Ring {
 
   /** The slot of the sample `back` ticks before the newest, clamped to the oldest kept. */
   slot(back: number): number {
-    const kept = Math.min(this.count, HISTORY);
+    const kept = Math.min(this.count, STATUS_HISTORY_SAMPLES);
     const b = Math.min(back, kept - 1);
-    return (this.count - 1 - b) % HISTORY;
+    return (this.count - 1 - b) % STATUS_HISTORY_SAMPLES;
   }
 }
 
@@ -137,7 +128,7 @@ class Histories {
 
   constructor(readonly bounds: readonly number[]) {
     this.n = bounds.length + 1;
-    this.counts = new Float64Array(HISTORY * this.n);
+    this.counts = new Float64Array(STATUS_HISTORY_SAMPLES * this.n);
   }
 
   set(slot: number, cumulative: readonly number[]): void {
@@ -268,8 +259,8 @@ export class StatusBoard {
       };
     }
     const now = ring.slot(0);
-    const rateFrom = ring.slot(RATE_WINDOW);
-    const minuteFrom = ring.slot(MINUTE_WINDOW);
+    const rateFrom = ring.slot(STATUS_RATE_SAMPLES);
+    const minuteFrom = ring.slot(STATUS_MINUTE_SAMPLES);
     const seconds = (ring.t[now]! - ring.t[rateFrom]!) / 1000;
     const minute = (ring.t[now]! - ring.t[minuteFrom]!) / 1000;
     return {
@@ -290,7 +281,7 @@ export class StatusBoard {
     const out: Record<string, ChartPoint[]> = {};
     for (const [slug, ring] of this.rings) {
       const points: ChartPoint[] = [];
-      for (let back = Math.min(ring.count, HISTORY) - 1; back >= 0; back--) points.push(ring.points[ring.slot(back)]!);
+      for (let back = Math.min(ring.count, STATUS_HISTORY_SAMPLES) - 1; back >= 0; back--) points.push(ring.points[ring.slot(back)]!);
       out[slug] = points;
     }
     return out;
@@ -307,7 +298,7 @@ export class StatusBoard {
     const i = ring.slot(back);
     const prev = ring.slot(back + 1);
     const seconds = (ring.t[i]! - ring.t[prev]!) / 1000;
-    const from = ring.slot(back + POINT_WINDOW);
+    const from = ring.slot(back + STATUS_POINT_SAMPLES);
     const ttfb = ring.ttfb.quantiles(from, i);
     const firstEvent = ring.firstEvent.quantiles(from, i);
     const betweenEvents = ring.betweenEvents.quantiles(from, i);

@@ -10,15 +10,9 @@ import type { ErrorSpec, ReplicaInfo, ViewLink } from '../replicas/link.js';
 import type { FromWorker, ToWorker, WorkerInit } from '../replicas/messages.js';
 import type { ViewRouter } from './replicas/control-types.js';
 import type { ServiceControl } from './replicas/service-control.js';
+import { WORKER_CLOSE_WAIT_MS, WORKER_RESPAWN_BASE_MS, WORKER_RESPAWN_MAX_MS, WORKER_STABLE_MS } from '../tunables.js';
 
 const WORKER_URL = new URL('../data/worker.js', import.meta.url);
-/** A replacement waits this long, doubling per quick death up to 5 s (a crash loop backs off). */
-const RESPAWN_BASE_MS = 100;
-const RESPAWN_MAX_MS = 5_000;
-/** How long closing waits for a worker thread to exit. */
-const CLOSE_WAIT_MS = 5_000;
-/** A worker alive this long resets its quick-death count. */
-const STABLE_MS = 10_000;
 
 export interface WorkerPoolOptions {
   logger: Logger;
@@ -170,9 +164,9 @@ export class WorkerPool {
     this.options.countersOf(h.thread).forgetInflight();
     if (this.closing) return;
     const now = performance.now();
-    if (now - h.startedAt >= STABLE_MS) this.quickDeaths[h.thread] = 0;
+    if (now - h.startedAt >= WORKER_STABLE_MS) this.quickDeaths[h.thread] = 0;
     const deaths = (this.quickDeaths[h.thread] = (this.quickDeaths[h.thread] ?? 0) + 1);
-    const delay = Math.min(RESPAWN_MAX_MS, RESPAWN_BASE_MS * 2 ** (deaths - 1));
+    const delay = Math.min(WORKER_RESPAWN_MAX_MS, WORKER_RESPAWN_BASE_MS * 2 ** (deaths - 1));
     this.options.logger.error({ worker: h.thread, code, slotsGivenBack: given, restartInMs: delay }, 'worker died; replacing it');
     setTimeout(() => {
       if (this.closing) return;
@@ -209,10 +203,10 @@ export class WorkerPool {
         if (h === undefined) return;
         h.post({ t: 'close' });
         let timer: NodeJS.Timeout | undefined;
-        const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)));
+        const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, WORKER_CLOSE_WAIT_MS)));
         const exited = await Promise.race([h.exited.then(() => true), late.then(() => false)]);
         clearTimeout(timer);
-        if (!exited) this.options.logger.error({ worker: h.thread, waitedMs: CLOSE_WAIT_MS }, 'worker did not exit');
+        if (!exited) this.options.logger.error({ worker: h.thread, waitedMs: WORKER_CLOSE_WAIT_MS }, 'worker did not exit');
       }),
     );
   }

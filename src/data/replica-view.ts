@@ -27,9 +27,7 @@ import type { SlotTable } from '../replicas/slots.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { hostAndPort } from '../http/syntax.js';
 import { UpstreamPool } from '../upstream/pool.js';
-
-/** Wake messages of one thread for a cold service: at most one per this many ms. */
-const WAKE_EVERY_MS = 100;
+import { CONNECT_TIMEOUT_MS, WAKE_EVERY_MS } from '../tunables.js';
 
 /** One replica as this thread uses it. */
 class LocalReplica implements Replica {
@@ -245,9 +243,6 @@ async function closePool(pool: UpstreamPool, ms: number): Promise<void> {
   clearTimeout(timer);
   if (!done) pool.destroy();
 }
-
-/** How long a TCP connect to a replica may take before it counts as unreachable. */
-const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * This thread's connection pool to the replica at `origin` (`http://host:port`, as the config

@@ -1,5 +1,5 @@
 // The authentication failure limit (docs/api.md#errors, 429 too_many_requests) for the whole
-// gateway: an address that fails FAILURE_LIMIT times within WINDOW_S is refused for the rest of
+// gateway: an address that fails AUTH_FAILURE_LIMIT times within AUTH_FAILURE_WINDOW_S is refused for the rest of
 // the window, whichever workers its attempts reached. One table in a SharedArrayBuffer that
 // every data plane thread reads and writes with Atomics.
 //
@@ -8,8 +8,8 @@
 //   reused (compare-exchange on its key). If every probed slot is live, the first is taken over:
 //   the table stays bounded.
 // - Hot path with no failure in the last window: one atomic load (`idle`).
-const WINDOW_S = 60;
-const FAILURE_LIMIT = 20;
+import { AUTH_FAILURE_LIMIT, AUTH_FAILURE_WINDOW_S } from '../tunables.js';
+
 const SLOTS = 8192; // a power of two
 const PROBES = 16;
 const EPOCH_S = 1_577_836_800; // 2020-01-01, so seconds fit an Int32 for decades
@@ -44,7 +44,7 @@ export class SharedAuthLimiter {
   /** True when no address has failed within a window: the caller need not look up its address. */
   get idle(): boolean {
     const last = Atomics.load(this.a, LAST_FAILURE);
-    return last === 0 || seconds(Date.now()) >= last + WINDOW_S;
+    return last === 0 || seconds(Date.now()) >= last + AUTH_FAILURE_WINDOW_S;
   }
 
   /** Seconds until the address may try again, or 0 if it is not blocked. */
@@ -54,7 +54,7 @@ export class SharedAuthLimiter {
     const a = this.a;
     const end = Atomics.load(a, slot + 2);
     const nowS = seconds(now);
-    if (nowS >= end || Atomics.load(a, slot + 1) < FAILURE_LIMIT) return 0;
+    if (nowS >= end || Atomics.load(a, slot + 1) < AUTH_FAILURE_LIMIT) return 0;
     return Math.max(1, Math.ceil(end + EPOCH_S - now / 1000));
   }
 
@@ -88,7 +88,7 @@ export class SharedAuthLimiter {
 
   private open(slot: number, nowS: number): void {
     Atomics.store(this.a, slot + 1, 1);
-    Atomics.store(this.a, slot + 2, nowS + WINDOW_S);
+    Atomics.store(this.a, slot + 2, nowS + AUTH_FAILURE_WINDOW_S);
   }
 
   private find(key: number): number {

@@ -1,5 +1,6 @@
 // The one error type Sluice produces itself (docs/api.md#errors), and its JSON body.
 // Errors relayed from a replica are not RelayErrors: they pass through untouched.
+import { DRAINING_RETRY_AFTER_S } from '../tunables.js';
 
 export type ErrorCode =
   | 'bad_request'
@@ -76,9 +77,6 @@ export class RelayError extends Error {
     return JSON.stringify({ error: { code: this.code, message: this.message } });
   }
 }
-
-/** How long a caller refused while the gateway drains should wait before trying again (seconds). */
-const DRAINING_RETRY_AFTER_S = 5;
 
 /** `503 draining` with its `Retry-After`: a request that arrives, or still waits, while the gateway shuts down. */
 export function drainingError(): RelayError {

@@ -6,17 +6,9 @@
 // about 6 µs through pino.destination with minLength alone, about 3 µs with the batching and
 // the clock below. redact on these exact paths costs next to nothing, so it stays.
 import { pino, type Logger } from 'pino';
+import { LOG_BATCH_BYTES, LOG_BATCH_CAPACITY, LOG_FLUSH_EVERY_MS, LOG_MAX_WRITE } from '../tunables.js';
 
 export type { Logger };
-
-/** Log text is written in batches of this many bytes… */
-const BATCH_BYTES = 16 * 1024;
-/** …gathered in a buffer this large (room for a batch and the line that completes it). */
-const BATCH_CAPACITY = 32 * 1024;
-/** sonic-boom's largest single write (its default, 16 KiB, must stay above minLength). */
-const MAX_WRITE = 64 * 1024;
-/** …or at least this often, so a quiet gateway's lines are not held back. */
-const FLUSH_EVERY_MS = 250;
 
 export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
   return pino(
@@ -67,12 +59,12 @@ function destroyed(out: SonicBoom): boolean {
  * every call.)
  */
 function batchedStdout(): pino.DestinationStream {
-  const out = pino.destination({ fd: 1, sync: false, minLength: BATCH_BYTES, maxWrite: MAX_WRITE, contentMode: 'buffer' });
+  const out = pino.destination({ fd: 1, sync: false, minLength: LOG_BATCH_BYTES, maxWrite: LOG_MAX_WRITE, contentMode: 'buffer' });
   const batcher = new LineBatcher(out);
   const timer = setInterval(() => {
     if (destroyed(out)) clearInterval(timer);
     else batcher.flush();
-  }, FLUSH_EVERY_MS).unref();
+  }, LOG_FLUSH_EVERY_MS).unref();
   // Before pino's own exit handler (registered when `out` was made) flushes sonic-boom.
   const handOver = (): void => batcher.handOver();
   process.prependListener('beforeExit', handOver);
@@ -82,22 +74,22 @@ function batchedStdout(): pino.DestinationStream {
 
 /** Gathers lines, encoded, and passes them to sonic-boom in batches; `flush` passes what is left. */
 class LineBatcher implements pino.DestinationStream {
-  private batch = Buffer.allocUnsafe(BATCH_CAPACITY);
+  private batch = Buffer.allocUnsafe(LOG_BATCH_CAPACITY);
   private used = 0;
 
   constructor(private readonly out: SonicBoom) {}
 
   write(line: string): void {
     // At most 3 UTF-8 bytes per UTF-16 unit: a line that might not fit goes after a hand-over.
-    if (this.used + line.length * 3 > BATCH_CAPACITY) {
+    if (this.used + line.length * 3 > LOG_BATCH_CAPACITY) {
       this.handOver();
-      if (line.length * 3 > BATCH_CAPACITY) {
+      if (line.length * 3 > LOG_BATCH_CAPACITY) {
         this.pass(Buffer.from(line, 'utf8'));
         return;
       }
     }
     this.used += this.batch.write(line, this.used, 'utf8');
-    if (this.used >= BATCH_BYTES) this.handOver();
+    if (this.used >= LOG_BATCH_BYTES) this.handOver();
   }
 
   /** What pino's `logger.flush(cb)` calls: everything gathered, then sonic-boom's flush. */
@@ -111,7 +103,7 @@ class LineBatcher implements pino.DestinationStream {
     if (this.used === 0) return;
     // sonic-boom keeps the buffer until it is written: the next batch gets a new one.
     const full = this.batch.subarray(0, this.used);
-    this.batch = Buffer.allocUnsafe(BATCH_CAPACITY);
+    this.batch = Buffer.allocUnsafe(LOG_BATCH_CAPACITY);
     this.used = 0;
     this.pass(full);
   }

@@ -4,8 +4,7 @@
 // posted as one message per 4 KiB or per turn of its event loop, whichever comes first: under
 // load one message carries many lines; a quiet worker's line leaves at once.
 import { pino, type Logger } from 'pino';
-
-const BATCH_BYTES = 4096;
+import { WORKER_LOG_BATCH_BYTES } from '../tunables.js';
 
 /** A pino destination that posts batches of whole lines with `post`. */
 export class PostingDestination {
@@ -20,7 +19,7 @@ export class PostingDestination {
 
   write(line: string): boolean {
     this.buffer += line;
-    if (this.buffer.length >= BATCH_BYTES) this.flush();
+    if (this.buffer.length >= WORKER_LOG_BATCH_BYTES) this.flush();
     else if (!this.scheduled) {
       this.scheduled = true;
       setImmediate(this.flushSoon);

@@ -6,22 +6,7 @@
 // buffer is full, or while no replica has been assigned yet, so a body is never held whole.
 import type { HttpResponse } from 'uWebSockets.js';
 import type { UpstreamConnection } from '../upstream/connection.js';
-
-/** How many bytes may wait for a connection before the caller's socket is paused. */
-const QUEUE_HIGH_WATER = 256 * 1024;
-/**
- * The same while the request waits in the service's queue: lower, since a thousand requests may
- * wait. The socket is not paused below it, so a caller that leaves while queued is noticed at
- * once (a paused socket is not read, and its close would only be seen on resume).
- */
-const HOLD_HIGH_WATER = 64 * 1024;
-/**
- * After an answer that came before the whole body, the most of the body's rest that is still read
- * and dropped so the connection can serve the next request. Only a declared rest this small is
- * read: uWS renews its 10 s idle timer only after 160 KB have arrived, so reading at most this
- * much ends within about two of its timeouts however slowly the caller sends.
- */
-const DRAIN_MAX_BYTES = 128 * 1024;
+import { DRAIN_MAX_BYTES, HOLD_HIGH_WATER, QUEUE_HIGH_WATER } from '../tunables.js';
 
 const EMPTY = Buffer.alloc(0);
 

@@ -17,6 +17,7 @@ import { type Ticking, unwatch, watch } from '../upstream/ticker.js';
 import type { CallerBody } from './caller-body.js';
 import { isEventStream } from './sse-events.js';
 import { acceptsEventStream, asksForStream } from './stream-request.js';
+import { ANSWER_MESSAGE_MAX } from '../tunables.js';
 
 /** A request the clock ticks while it waits. */
 export interface KeptAlive {
@@ -26,9 +27,6 @@ export interface KeptAlive {
 
 /** What the caller receives every `keepAliveMs` while its request waits (a comment ends with a blank line). */
 export const WAITING_COMMENT = ': waiting for a replica\n\n';
-
-/** The most of a replica's answer that goes into the error event's message. */
-const ANSWER_MESSAGE_MAX = 4096;
 
 const waiting = new Set<KeptAlive>();
 const clock: Ticking = {

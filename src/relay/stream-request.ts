@@ -7,11 +7,12 @@
 // objects: a search for the bytes `"stream"` (native, so a body without them costs next to nothing),
 // then, if they occur, a walk over the top-level object that skips each value (strings by
 // searching for their closing quote) until it meets the key. Limits, and why:
-// - at most the first MAX_SCAN bytes are walked: a chat body is far smaller, and a body built to
+// - at most the first STREAM_FLAG_MAX_SCAN bytes are walked: a chat body is far smaller, and a body built to
 //   be slow to walk (a megabyte of `[`, of `\"`, of tiny strings) costs about 10 ms at most, once,
 //   for a request that is still waiting after `keepAliveMs`;
 // - the key must be spelled `"stream"` (JSON allows `"str\u0065am"`; no client writes that);
 // - a key that occurs twice counts with its last value, as JSON.parse and Python's json decide.
+import { STREAM_FLAG_MAX_SCAN } from '../tunables.js';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -23,9 +24,6 @@ const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 const STREAM_KEY = Buffer.from('"stream"');
 const TRUE = Buffer.from('true');
-
-/** The most of a body walked for its `stream` key. */
-export const MAX_SCAN = 1024 * 1024;
 
 /** The Accept header lists `text/event-stream` (in any case, with any parameters but `q=0`). */
 export function acceptsEventStream(accept: string | undefined): boolean {
@@ -47,8 +45,8 @@ export function asksForStream(body: Buffer, final: boolean): boolean | undefined
   // Without the key, a complete body is decided at once (a body still arriving is walked: its
   // object may be complete already).
   if (final && body.indexOf(STREAM_KEY) < 0) return false;
-  const end = Math.min(body.length, MAX_SCAN);
-  const undecided = final || body.length > MAX_SCAN ? false : undefined;
+  const end = Math.min(body.length, STREAM_FLAG_MAX_SCAN);
+  const undecided = final || body.length > STREAM_FLAG_MAX_SCAN ? false : undefined;
   let found = false;
   let i = skipSpace(body, 0, end);
   if (i >= end) return undecided;

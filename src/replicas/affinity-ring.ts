@@ -14,9 +14,7 @@
 // - The hash is FNV-1a over the value's UTF-16 code units, finished with MurmurHash3's 32-bit mixer
 //   (FNV-1a alone spreads short, similar strings like `replica#1`, `replica#2` poorly). No
 //   allocation, no string copy.
-
-/** Points per replica: with 128 the largest share of 4 replicas is within about 10 % of a quarter. */
-export const POINTS_PER_REPLICA = 128;
+import { POINTS_PER_REPLICA } from '../tunables.js';
 
 /** A request without an affinity value. */
 export const NO_AFFINITY = -1;

@@ -12,7 +12,8 @@ import { connect, type Socket } from 'node:net';
 import type { RelayError } from '../http/errors.js';
 import { bodyTimedOut, connectFailed, connectionLost, connectTimedOut, headersTimedOut, malformedResponse, poolClosed } from './errors.js';
 import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink } from './response-parser.js';
-import { type Ticking, TICK_MS, ticksFor, unwatch, watch } from './ticker.js';
+import { type Ticking, ticksFor, unwatch, watch } from './ticker.js';
+import { JOIN_LIMIT, UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS, TICK_MS } from '../tunables.js';
 
 /**
  * What a request needs to implement to go through a pool: the relay's per-request object, so
@@ -45,15 +46,6 @@ export interface ConnectionOwner {
   /** The connection is closed (called once). */
   closed(connection: UpstreamConnection): void;
 }
-
-/** How long an idle connection is kept when the replica sends no `Keep-Alive: timeout` hint (below
- *  the 5 s idle timeout of common servers: uvicorn, Node's http). */
-const KEEP_ALIVE_MS = 4_000;
-/** With a hint of T seconds, an idle connection is closed before T*1000 - this (and the ticks). */
-const KEEP_ALIVE_MARGIN_MS = 500;
-/** A whole body up to this size is copied next to the head for one write; a larger one goes in a
- *  corked second write instead of being copied. */
-const JOIN_LIMIT = 16 * 1024;
 
 /** The read buffer shared by every upstream socket of this thread. */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
@@ -312,7 +304,7 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     this.handler = undefined;
     this.paused = false;
     const hint = this.parser.keepAliveTimeout;
-    const keepMs = hint < 0 ? KEEP_ALIVE_MS : Math.min(KEEP_ALIVE_MS, hint * 1000 - KEEP_ALIVE_MARGIN_MS);
+    const keepMs = hint < 0 ? UPSTREAM_KEEP_ALIVE_MS : Math.min(UPSTREAM_KEEP_ALIVE_MS, hint * 1000 - UPSTREAM_KEEP_ALIVE_MARGIN_MS);
     // Reusable only if the replica has the whole request: written completely and flushed to the
     // kernel (an answer that came first may mean the replica never reads the rest).
     const requestSent = this.requestDone && this.socket.writableLength === 0;

@@ -14,9 +14,7 @@
 // are written on the next poll for I/O while later sockets are still being created.
 import { connectFailed, poolClosed } from './errors.js';
 import { type ConnectionOwner, type UpstreamHandler, UpstreamConnection } from './connection.js';
-
-/** New connections opened synchronously per turn of the event loop; more wait for the next turn. */
-export const CONNECTS_PER_TURN = 32;
+import { CONNECTS_PER_TURN } from '../tunables.js';
 
 export interface PoolOptions {
   /** Connections at most (0: no limit). */

@@ -23,11 +23,8 @@ import {
   nameIs,
   statusLineProblem,
 } from './http-syntax.js';
+import { MAX_CHUNK_LINE_BYTES, MAX_HEAD_BYTES } from '../tunables.js';
 
-/** The largest response head accepted: status line and header fields, CRLFs included (each 1xx too). */
-const MAX_HEAD_BYTES = 64 * 1024;
-/** The longest chunk-size line (size, extensions, CRLF) accepted. */
-const MAX_CHUNK_LINE_BYTES = 4 * 1024;
 /** Chunk sizes are at most 13 hex digits, so every length stays a safe integer. */
 const MAX_CHUNK_SIZE_DIGITS = 13;
 

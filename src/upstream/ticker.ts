@@ -3,9 +3,7 @@
 // single process-wide interval and compares them with its current limit; arming a deadline is an
 // integer store. The interval runs only while some connection is live, and never keeps the
 // process alive.
-
-/** Tick length: every deadline fires between its value and its value plus two ticks. */
-export const TICK_MS = 100;
+import { TICK_MS } from '../tunables.js';
 
 export interface Ticking {
   /** Called once per tick while watched. */

@@ -13,7 +13,7 @@
 //   gone from the list             → `stopped`: the pod is gone; the data planes close its pools
 //
 // The queue, its budget and `concurrency` stay the control plane's, as for launched replicas: the
-// source never holds a request. Demand is reported on every enqueue and every REPORT_MS: the
+// source never holds a request. Demand is reported on every enqueue and every DEMAND_REPORT_MS: the
 // queue length, the requests in flight on the service's replicas (from the shared slot table),
 // and whether any request was relayed since the last report (the slot table's idle clock), so a
 // gateway whose requests are too short to be seen in flight still keeps the Lease fresh.
@@ -26,9 +26,7 @@ import type { Endpoint } from '../sources/source.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { ManagedReplica } from './replica.js';
-
-/** How often the service's demand is reported to the source besides each enqueue. */
-const REPORT_MS = 200;
+import { DEMAND_REPORT_MS } from '../../tunables.js';
 
 /** What the feed needs of the service that owns the replicas. */
 export interface EndpointOwner {
@@ -92,7 +90,7 @@ export class EndpointReplicas {
       // An endpoint that found no slot gets one once a gone replica's last request has ended.
       if (this.skipped.size > 0) this.update(this.source.endpoints());
       this.report();
-    }, REPORT_MS);
+    }, DEMAND_REPORT_MS);
     this.timer.unref();
   }
 

@@ -24,13 +24,7 @@ import type { SlotTable } from '../../replicas/slots.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import { readMetric } from './prometheus-text.js';
 import type { ManagedReplica } from './replica.js';
-
-/** A reading older than this many intervals is stale. */
-const STALE_INTERVALS = 3;
-/** The longest a reading may take (or twice the interval, if shorter). */
-const MAX_TIMEOUT_MS = 10_000;
-/** An exposition larger than this is refused (vLLM's, histograms included, is well under 1 MiB). */
-const MAX_BYTES = 8 * 1024 * 1024;
+import { LOAD_READ_MAX_BYTES, LOAD_READ_MAX_TIMEOUT_MS, LOAD_STALE_INTERVALS } from '../../tunables.js';
 
 /** What /status shows of a replica's load. */
 export interface LoadSnapshot {
@@ -80,7 +74,7 @@ export class LoadReader {
     private readonly log: Logger,
     private readonly events: ReplicaEvents | undefined,
   ) {
-    this.timeoutMs = Math.min(2 * load.intervalMs, MAX_TIMEOUT_MS);
+    this.timeoutMs = Math.min(2 * load.intervalMs, LOAD_READ_MAX_TIMEOUT_MS);
     this.timer = setInterval(() => this.tick(), load.intervalMs);
     this.timer.unref();
   }
@@ -96,7 +90,7 @@ export class LoadReader {
         state = new ReplicaLoad();
         this.states.set(r, state);
       }
-      if (state.valid && now - state.readAt > STALE_INTERVALS * this.load.intervalMs) {
+      if (state.valid && now - state.readAt > LOAD_STALE_INTERVALS * this.load.intervalMs) {
         this.failed(r, state, `stale (no reading for ${Math.round(now - state.readAt)} ms)`);
       }
       if (!state.fetching) this.read(r, state);
@@ -216,8 +210,8 @@ function fetchText(agent: Agent, url: string, timeoutMs: number): Promise<FetchR
         let bytes = 0;
         res.on('data', (chunk: Buffer) => {
           bytes += chunk.length;
-          if (bytes > MAX_BYTES) {
-            done({ ok: false, problem: `larger than ${MAX_BYTES} bytes` });
+          if (bytes > LOAD_READ_MAX_BYTES) {
+            done({ ok: false, problem: `larger than ${LOAD_READ_MAX_BYTES} bytes` });
             req.destroy();
             return;
           }

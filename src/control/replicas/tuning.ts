@@ -1,4 +1,5 @@
-// Timings of the control plane that tests shorten; production uses the defaults.
+// Timings of the control plane that tests shorten; production uses the defaults (src/tunables.ts).
+import { REPLICA_TIMINGS } from '../../tunables.js';
 
 export interface ReplicaSetTuning {
   /** Readiness poll of a starting replica: this interval (at least) for its first 2 s, then at
@@ -21,17 +22,7 @@ export interface ReplicaSetTuning {
   poolCloseMs: number;
 }
 
-export const DEFAULT_TUNING: Readonly<ReplicaSetTuning> = Object.freeze({
-  readinessPollMs: 10,
-  probeIntervalMs: 2_000,
-  recoveryProbeMs: 500,
-  probeTimeoutMs: 2_000,
-  backoffBaseMs: 250,
-  backoffMaxMs: 5_000,
-  stableMs: 10_000,
-  stopGraceMs: 5_000,
-  poolCloseMs: 1_000,
-});
+export const DEFAULT_TUNING: Readonly<ReplicaSetTuning> = Object.freeze({ ...REPLICA_TIMINGS });
 
 /**
  * The wait before the next start after failed ones: `backoffBaseMs`, doubling per consecutive

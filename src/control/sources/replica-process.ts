@@ -13,6 +13,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import type { Logger } from '../../log/logger.js';
+import { PORT_QUARANTINE_MS, REPLICA_LOG_LINE_CHARS, REPLICA_RECENT_LINES, REPLICA_STDIO_DRAIN_MS } from '../../tunables.js';
 
 export interface ProcessExit {
   /** Exit code, or null when killed by a signal or never spawned. */
@@ -45,15 +46,6 @@ export interface SpawnReplicaOptions {
   /** Called once, synchronously from the child's 'exit' (or spawn 'error') event. */
   onExit(exit: ProcessExit): void;
 }
-
-/** Lines longer than this are cut (the rest of the line is dropped). */
-const MAX_LINE_CHARS = 8 * 1024;
-/** Lines kept for the log of a failed start. */
-const RECENT_LINES = 20;
-/** After the process exits, how long to wait for the rest of its output. */
-const STDIO_DRAIN_MS = 100;
-/** A port handed out is not handed out again for this long. */
-const PORT_QUARANTINE_MS = 60_000;
 
 const recentPorts = new Map<number, number>();
 
@@ -127,7 +119,7 @@ export function spawnReplica(options: SpawnReplicaOptions): ReplicaProcess {
     liveChildren.delete(child);
     // 'close' follows once stdout and stderr have ended: waiting for it (briefly: a grandchild
     // may hold the pipes open) lets the last lines of output reach the log of a failure.
-    const late = setTimeout(() => finish({ code, signal }), STDIO_DRAIN_MS);
+    const late = setTimeout(() => finish({ code, signal }), REPLICA_STDIO_DRAIN_MS);
     child.once('close', () => {
       clearTimeout(late);
       finish({ code, signal });
@@ -143,7 +135,7 @@ export function spawnReplica(options: SpawnReplicaOptions): ReplicaProcess {
   });
 
   const keep = (line: string): void => {
-    if (recent.length >= RECENT_LINES) recent.shift();
+    if (recent.length >= REPLICA_RECENT_LINES) recent.shift();
     recent.push(line);
   };
   readLines(child.stdout, (line) => {
@@ -192,15 +184,15 @@ function readLines(stream: NodeJS.ReadableStream | null, onLine: (line: string) 
       const nl = chunk.indexOf('\n', start);
       if (nl === -1) break;
       const piece = chunk.slice(start, nl);
-      if (!cut) onLine(trimCr(partial + piece).slice(0, MAX_LINE_CHARS));
+      if (!cut) onLine(trimCr(partial + piece).slice(0, REPLICA_LOG_LINE_CHARS));
       partial = '';
       cut = false;
       start = nl + 1;
     }
     if (start < chunk.length && !cut) {
       partial += chunk.slice(start);
-      if (partial.length > MAX_LINE_CHARS) {
-        onLine(partial.slice(0, MAX_LINE_CHARS));
+      if (partial.length > REPLICA_LOG_LINE_CHARS) {
+        onLine(partial.slice(0, REPLICA_LOG_LINE_CHARS));
         partial = '';
         cut = true;
       }

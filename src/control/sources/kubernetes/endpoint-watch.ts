@@ -11,7 +11,7 @@
 // - a clean end of the watch resumes from the last resourceVersion seen (bookmarks move it);
 // - `410 Gone` (an ERROR event or the status) relists: the new list replaces the cache, so a
 //   slice that is still there is never dropped, and one deleted meanwhile goes;
-// - a watch is working once the API server has accepted it (200) and it has stayed up `HELD_MS`,
+// - a watch is working once the API server has accepted it (200) and it has stayed up `WATCH_HELD_MS`,
 //   or sooner if a line came: that is a success (the backoff starts again from its base, and a
 //   recovery after failures is logged). When a working watch ends or breaks (a load balancer
 //   cutting long connections, an API server restart), the next one starts at once, without a
@@ -25,6 +25,7 @@ import { Watch } from '@kubernetes/client-node';
 import type { Logger } from '../../../log/logger.js';
 import { type ApiTrouble, callOptions, describeApiError, sleep, statusOf } from './api-trouble.js';
 import { SERVICE_NAME_LABEL } from './endpoints.js';
+import { WATCH_HELD_MS } from '../../../tunables.js';
 
 export interface WatchTuning {
   /** `timeoutSeconds` asked of the API server: it ends the watch cleanly after this long. */
@@ -35,17 +36,10 @@ export interface WatchTuning {
   callTimeoutMs: number;
 }
 
-/**
- * An accepted watch that stays up this long is working, even without a line (the API server sends
- * a bookmark about once a minute). One that ends or breaks sooner is a failure, so an API server
- * or proxy that accepts watches and cuts them at once is retried with a backoff, not in a loop.
- */
-const HELD_MS = 1_000;
-
 /** How one watch request ended: `ended` (clean end), `gone` (410), or the error that ended it. */
 interface WatchEnd {
   outcome: 'ended' | 'gone' | unknown;
-  /** It was working before it ended (accepted and up `HELD_MS`, or a line came). */
+  /** It was working before it ended (accepted and up `WATCH_HELD_MS`, or a line came). */
   held: boolean;
 }
 
@@ -157,7 +151,7 @@ export class EndpointSliceWatch {
         settled = true;
         clearTimeout(stallTimer);
         // Measured here too: a busy event loop may not have run the timer yet.
-        if (acceptedAt !== undefined && Date.now() - acceptedAt >= HELD_MS) hold();
+        if (acceptedAt !== undefined && Date.now() - acceptedAt >= WATCH_HELD_MS) hold();
         clearTimeout(heldTimer);
         this.current = undefined;
         request?.abort();
@@ -211,7 +205,7 @@ export class EndpointSliceWatch {
             // `watch()` resolves once the response is in; when it is not a 200 (or none came) it
             // has called `done` with the error first. Still running here means accepted.
             acceptedAt = Date.now();
-            heldTimer = setTimeout(hold, HELD_MS);
+            heldTimer = setTimeout(hold, WATCH_HELD_MS);
             heldTimer.unref();
           },
           (err: unknown) => finish(err),

@@ -23,9 +23,7 @@ import { type ConfigurationOptions, type CoordinationV1Api, V1MicroTime, type V1
 import type { Logger } from '../../../log/logger.js';
 import { type ApiTrouble, callOptions, statusOf } from './api-trouble.js';
 import { CONFLICT, type DeploymentScaler } from './scaler.js';
-
-/** The Lease is written at most this often by one gateway, whatever idleTimeoutMs is. */
-const MIN_RENEW_MS = 250;
+import { LEASE_MIN_RENEW_MS } from '../../../tunables.js';
 
 interface LeaseReading {
   lease: V1Lease | undefined;
@@ -49,7 +47,7 @@ export class IdleCoordinator {
   private watching = true;
   private stopped = false;
   private readonly options: ConfigurationOptions;
-  /** idleTimeoutMs / 4, but never more often than MIN_RENEW_MS: a tiny idleTimeoutMs must not
+  /** idleTimeoutMs / 4, but never more often than LEASE_MIN_RENEW_MS: a tiny idleTimeoutMs must not
    *  turn the Lease into a stream of API calls. */
   private readonly renewEveryMs: number;
 
@@ -67,7 +65,7 @@ export class IdleCoordinator {
   ) {
     this.lastActiveAt = Date.now();
     this.options = callOptions(callTimeoutMs);
-    this.renewEveryMs = Math.max(MIN_RENEW_MS, Math.floor(idleTimeoutMs / 4));
+    this.renewEveryMs = Math.max(LEASE_MIN_RENEW_MS, Math.floor(idleTimeoutMs / 4));
   }
 
   start(): void {

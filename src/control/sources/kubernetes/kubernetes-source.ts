@@ -26,6 +26,7 @@ import { AppsV1Api, CoordinationV1Api, DiscoveryV1Api, type V1EndpointSlice } fr
 import type { KubernetesTarget } from '../../../config/types.js';
 import type { Logger } from '../../../log/logger.js';
 import { ApiTrouble, sleep, statusOf } from './api-trouble.js';
+import { KUBERNETES_TIMINGS } from '../../../tunables.js';
 import { type CredentialOptions, type KubeCredentials, loadCredentials } from './credentials.js';
 import { EndpointProbes } from './endpoint-probes.js';
 import { EndpointSliceWatch } from './endpoint-watch.js';
@@ -59,16 +60,7 @@ export interface KubernetesTuning {
   callTimeoutMs: number;
 }
 
-const DEFAULT_KUBERNETES_TUNING: Readonly<KubernetesTuning> = Object.freeze({
-  backoffBaseMs: 250,
-  backoffMaxMs: 10_000,
-  watchTimeoutSeconds: 300,
-  watchStallMs: 330_000,
-  probeIntervalMs: 200,
-  probeTimeoutMs: 2_000,
-  scaleCacheMs: 2_000,
-  callTimeoutMs: 10_000,
-});
+const DEFAULT_KUBERNETES_TUNING: Readonly<KubernetesTuning> = Object.freeze({ ...KUBERNETES_TIMINGS });
 
 export interface KubernetesSourceOptions {
   /** The service's slug (logs). */
