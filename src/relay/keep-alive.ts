@@ -5,9 +5,12 @@
 // replica's event stream follows, or anything else becomes one `event: error` and a clean end.
 //
 // - One clock for every waiting request of the thread: the upstream deadlines' tick (ticker.ts),
-//   running only while some request is watched. A request is watched from its arrival (a Set
-//   insertion, for services that keep requests alive) and dropped at the first tick after it has
-//   its answer, so the hot path pays no removal and no timer.
+//   running only while some request is watched. A request is watched from its arrival to its
+//   answer's status line or its end (a Set insertion and a deletion, for services that keep
+//   requests alive), and no longer: one left in the set until the next tick (up to 100 ms) would
+//   be alive at a young-generation collection, and at a few thousand requests a second the
+//   collector copied and promoted megabytes of finished requests each time, for pauses of 4 to
+//   8 ms (measured: `npm run bench:pauses`; see docs/architecture.md#where-the-time-goes).
 // - Whether the request asked for a stream is looked at only when its `keepAliveMs` has passed
 //   (stream-request.ts): a request answered before then costs nothing more, and is relayed exactly
 //   as without the option.
@@ -29,18 +32,31 @@ export interface KeptAlive {
 export const WAITING_COMMENT = ': waiting for a replica\n\n';
 
 const waiting = new Set<KeptAlive>();
+/** The clock is watched (it stops itself at a tick that finds nothing waiting). */
+let ticking = false;
 const clock: Ticking = {
   onTick() {
     const now = performance.now();
     for (const request of waiting) if (!request.keepAliveTick(now)) waiting.delete(request);
-    if (waiting.size === 0) unwatch(clock);
+    if (waiting.size === 0) {
+      ticking = false;
+      unwatch(clock);
+    }
   },
 };
 
-/** Ticks `request` until it says it no longer waits. */
+/** Ticks `request` until it says it no longer waits, or `stopKeepingAlive`. */
 export function keepAliveWhileWaiting(request: KeptAlive): void {
-  if (waiting.size === 0) watch(clock);
   waiting.add(request);
+  if (!ticking) {
+    ticking = true;
+    watch(clock);
+  }
+}
+
+/** The request has its answer's status line, or is over: the clock forgets it now. */
+export function stopKeepingAlive(request: KeptAlive): void {
+  waiting.delete(request);
 }
 
 /** The request asked for a streamed answer; undefined while the part of its body that would tell is still arriving. */

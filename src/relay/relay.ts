@@ -25,7 +25,7 @@ import { requestHead } from './replica-request-head.js';
 import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
 import type { CallerHeaders } from './headers.js';
-import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting } from './keep-alive.js';
+import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from './keep-alive.js';
 import { isEventStream } from './sse-events.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
 
@@ -231,6 +231,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void {
     this.phase = 'receiving';
+    if (this.keepAliveAt !== 0) stopKeepingAlive(this);
     const bodyless = this.method === 'HEAD' || status === 204 || status === 304;
     if (this.downstream.keptAlive && !continuesStream(status, contentType, bodyless)) {
       this.asError = new AnswerAsError(status);
@@ -371,6 +372,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
       this.abortUpstream();
     }
     this.phase = 'done';
+    if (this.keepAliveAt !== 0) stopKeepingAlive(this);
     this.outcome = outcome;
     this.error = error;
     this.stream?.closed(this.interruption);
