@@ -4,9 +4,17 @@
 //   BENCH_REPLICA_URL    the replica (static service `bench`); required unless BENCH_COLD_STATS is set
 //   BENCH_LOG_LEVEL      default warn
 //   BENCH_WORKERS        the config's `workers` (default 1, set explicitly)
+//   BENCH_OPTIONS        `on` (default): the inference options a production service would turn on,
+//                        so the benchmark measures them: keep-alive comments for queued streams
+//                        (queue.keepAliveMs), the replica's queue read from its /metrics every
+//                        250 ms (replicas.load), session affinity by X-Session-Id (the clients
+//                        send one) and a token priority; `off`: none of them (event timing of
+//                        streamed answers is always on)
 //   BENCH_COLD_STATS     cold-start mode: the service's replica is launched by the gateway
 //                        (bench/replica.js, readyPath /ready, min 0, max 1), and writes its
 //                        timings to this file; BENCH_REPLICA_STARTUP_MS is passed on to it
+//   BENCH_PAUSES_FILE    record garbage collections and event loop delay, written here on stop
+//                        (bench/pauses.ts)
 // Logs go where production sends them: pino's default destination, fd 1 (the parent points it at
 // a file, so the cost of writing every access-log line at `info` is measured, not a pipe's).
 import { fileURLToPath } from 'node:url';
@@ -14,7 +22,8 @@ import { parseConfig } from '../src/config/load.js';
 import { createLogger } from '../src/log/logger.js';
 import { startGateway } from '../src/control/gateway.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
-import { BENCH_SLUG, BENCH_TOKEN_SHA256, READY_PATH } from './lib/workload.js';
+import { recordPausesIfAsked } from './lib/pause-recorder.js';
+import { BENCH_SLUG, BENCH_TOKEN_SHA256, METRICS_PATH, READY_PATH, SESSION_HEADER } from './lib/workload.js';
 
 const replicaUrl = process.env['BENCH_REPLICA_URL'] ?? '';
 const coldStats = process.env['BENCH_COLD_STATS'] ?? '';
@@ -23,10 +32,13 @@ if (replicaUrl === '' && coldStats === '') {
   process.exit(2);
 }
 
+const options = process.env['BENCH_OPTIONS'] !== 'off';
+const load = options ? { load: { waiting: 'bench_waiting', cacheUsage: 'bench_cache_usage', path: METRICS_PATH, intervalMs: 250 } } : {};
 const replicas =
   coldStats === ''
-    ? { urls: [replicaUrl] }
+    ? { urls: [replicaUrl], ...load }
     : {
+        ...load,
         command: [process.execPath, fileURLToPath(new URL('./replica.js', import.meta.url))],
         env: { BENCH_COLD_STATS: coldStats, BENCH_REPLICA_STARTUP_MS: process.env['BENCH_REPLICA_STARTUP_MS'] || '0' },
         readyPath: READY_PATH,
@@ -39,12 +51,21 @@ const config = parseConfig({
   listen: { host: '127.0.0.1', port: 0 },
   workers: Number(process.env['BENCH_WORKERS'] || 1),
   log: { level: process.env['BENCH_LOG_LEVEL'] || 'warn' },
-  services: [{ slug: BENCH_SLUG, tokens: [{ name: 'bench', sha256: BENCH_TOKEN_SHA256 }], replicas }],
+  services: [
+    {
+      slug: BENCH_SLUG,
+      tokens: [{ name: 'bench', sha256: BENCH_TOKEN_SHA256, ...(options ? { priority: 10 } : {}) }],
+      replicas,
+      ...(options ? { queue: { keepAliveMs: 15_000 }, routing: { affinityHeader: SESSION_HEADER } } : {}),
+    },
+  ],
 });
 const logger = createLogger(config.log.level);
 const gateway = await startGateway(config, { logger });
 announceReady(gateway.port);
+const writePauses = recordPausesIfAsked();
 exitOnStop(async () => {
+  writePauses?.();
   await gateway.close();
   logger.flush();
 });

@@ -12,6 +12,8 @@
 //   GET /v1/blob?bytes=N → N bytes, written as fast as the reader takes them (backpressure).
 //   POST /v1/idle → SSE headers and one comment, then nothing until the caller leaves.
 //   GET /ready → 200 (the readiness probe of a launched replica).
+//   GET /metrics → Prometheus text: bench_waiting 0, bench_cache_usage 0.1 (what Sluice's
+//     `replicas.load` reads, as from a model server).
 // Settings: PORT (set by the gateway when it launches this), else BENCH_REPLICA_PORT (default 0);
 // BENCH_REPLICA_STARTUP_MS: wait this long before listening (a model load);
 // BENCH_COLD_STATS: a file where the replica writes, when the first non-probe request arrives,
@@ -19,11 +21,13 @@
 // and when that request was read (µs, CLOCK_MONOTONIC). A burst of queued requests opens hundreds
 // of connections at once: Node accepts them all before it reads any, so the first accepted
 // connection is when the first queued request reached the replica, and the first request read
-// includes the replica's own accept work.
+// includes the replica's own accept work. BENCH_PAUSES_FILE: record garbage collections and event
+// loop delay (bench/pauses.ts).
 import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { announceReady, exitOnStop } from './lib/child-side.js';
-import { BLOB_PATH, IDLE_PATH, INFER_ANSWER, READY_PATH, STREAM_PATH } from './lib/workload.js';
+import { recordPausesIfAsked } from './lib/pause-recorder.js';
+import { BLOB_PATH, IDLE_PATH, INFER_ANSWER, METRICS_PATH, METRICS_TEXT, READY_PATH, STREAM_PATH } from './lib/workload.js';
 
 const ANSWER = Buffer.from(INFER_ANSWER);
 const ANSWER_HEADERS = { 'content-type': 'application/json', 'content-length': String(ANSWER.length) };
@@ -136,6 +140,11 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
     if (readyAnsweredUs === 0) readyAnsweredUs = nowUs();
     return;
   }
+  if (url === METRICS_PATH) {
+    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
+    res.end(METRICS_TEXT);
+    return;
+  }
   recordFirstRequest();
   // Read (and drop) the whole body before answering, like a real replica.
   req.on('data', noop);
@@ -170,7 +179,9 @@ setTimeout(() => {
     announceReady(typeof address === 'object' && address !== null ? address.port : 0);
   });
 }, startupMs);
+const writePauses = recordPausesIfAsked();
 exitOnStop(() => {
+  writePauses?.();
   server.closeAllConnections();
   server.close();
 });

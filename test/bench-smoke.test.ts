@@ -1,6 +1,7 @@
 // The benchmark's `--smoke` run (tiny sizes): it starts every peer and scenario, measures, writes
 // its outputs, and stops every process it started. No figure is asserted — benchmarks are never
-// timed tests; this only proves the suite runs end to end and leaves nothing behind.
+// timed tests; this only proves the suite runs end to end and leaves nothing behind. The same for
+// `bench:pauses` at its smallest size.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -10,6 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const RUN = fileURLToPath(new URL('../bench/run.js', import.meta.url));
+const PAUSES = fileURLToPath(new URL('../bench/pauses.js', import.meta.url));
 
 interface Run {
   code: number | null;
@@ -17,11 +19,11 @@ interface Run {
   stderr: string;
 }
 
-function bench(args: string[], env: Record<string, string> = {}): Promise<Run> {
+function bench(args: string[], env: Record<string, string> = {}, script = RUN): Promise<Run> {
   const base = { ...process.env };
   for (const name of Object.keys(base)) if (name.startsWith('BENCH_') || name.startsWith('SLUICE_')) delete base[name];
   return new Promise((resolve, reject) => {
-    const child = execFile(process.execPath, [RUN, ...args], { env: { ...base, ...env }, timeout: 240_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+    const child = execFile(process.execPath, [script, ...args], { env: { ...base, ...env }, timeout: 240_000, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
       if (err && typeof err.code !== 'number') reject(err);
       else resolve({ code: child.exitCode, stdout, stderr });
     });
@@ -72,7 +74,7 @@ test('npm run bench -- --smoke starts, measures and stops every process, and wri
       rec.peers.filter((p) => system.has(p.id) && p.skipped !== undefined).map((p) => p.id),
     );
     for (const p of rec.peers.filter((p) => p.skipped !== undefined)) assert.match(p.skipped!, /is not installed/, `${p.id} skipped only for want of its program`);
-    assert.ok(ran.includes('direct') && ran.includes('sluice-info') && ran.includes('sluice-warn') && ran.includes('sluice-info-w2'));
+    assert.ok(['direct', 'sluice-info', 'sluice-info-plain', 'sluice-warn', 'sluice-info-w2'].every((id) => ran.includes(id)), ran.join(', '));
     assert.ok(ran.includes('http-proxy') && ran.includes('fastify-proxy'));
     for (const scenario of ['throughput', 'ttfb', 'tokens', 'tokensFew'] as const) {
       assert.deepEqual(Object.keys(rec.scenarios[scenario].rounds).sort(), [...ran].sort(), `${scenario}: every peer measured`);
@@ -100,4 +102,12 @@ test('the bench refuses an unknown argument before starting anything', async () 
   const run = await bench(['--fast']);
   assert.equal(run.code, 1);
   assert.match(run.stderr, /unknown argument "--fast"/);
+});
+
+test('bench:pauses measures the TTFB tail of the replica and Sluice, with the collections of each process', async () => {
+  const run = await bench([], { BENCH_PAUSES_REQUESTS: '1000' }, PAUSES);
+  assert.equal(run.code, 0, run.stderr);
+  for (const peer of ['direct', 'sluice']) assert.match(run.stdout, new RegExp(`^${peer}: TTFB p50 \\d+ µs, p90 \\d+, p99 \\d+`, 'm'));
+  assert.match(run.stdout, /^sluice: .*\n {2}the \d+ requests above p99 overlapped a collection in: the gateway \d+/m);
+  for (const process of ['gateway', 'replica', 'client']) assert.match(run.stdout, new RegExp(`^ {2}${process} +[\\d.]+ collections per 1,000 requests`, 'm'));
 });

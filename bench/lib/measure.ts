@@ -222,6 +222,7 @@ export async function coldStart(s: Settings): Promise<ColdStartRun> {
     BENCH_REPLICA_STARTUP_MS: String(s.coldStartupMs),
     BENCH_LOG_LEVEL: 'info',
     BENCH_WORKERS: '1',
+    BENCH_OPTIONS: 'on',
   });
   try {
     const target = sluiceTarget(gateway.port);

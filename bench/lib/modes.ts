@@ -3,7 +3,7 @@
 // gets measured and stops (tiny sizes, never installs anything). BENCH_* variables override.
 import { intEnv, listEnv } from './settings.js';
 
-const PEERS = ['direct', 'sluice-info', 'sluice-warn', 'sluice-info-w2', 'nginx', 'haproxy', 'caddy', 'http-proxy', 'fastify-proxy', 'bare'] as const;
+const PEERS = ['direct', 'sluice-info', 'sluice-info-plain', 'sluice-warn', 'sluice-info-w2', 'nginx', 'haproxy', 'caddy', 'http-proxy', 'fastify-proxy', 'bare'] as const;
 export type PeerId = (typeof PEERS)[number];
 
 const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'slowReader', 'idleStreams', 'coldStart'] as const;
@@ -48,7 +48,7 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     connections: 50,
     durationS: 5,
     warmupS: 2,
-    ttfbRequests: 2_000,
+    ttfbRequests: 10_000,
     streams: 1_000,
     streamTokens: 30,
     streamGapMs: 100,
@@ -66,7 +66,7 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     connections: 50,
     durationS: 2,
     warmupS: 1,
-    ttfbRequests: 1_000,
+    ttfbRequests: 2_000,
     streams: 1_000,
     streamTokens: 15,
     streamGapMs: 100,

@@ -9,11 +9,12 @@ import { startCaddy } from './caddy.js';
 import { startHaproxy } from './haproxy.js';
 import { startNginx } from './nginx.js';
 import type { SystemPeerId } from './system-peers.js';
-import { BENCH_SLUG, BENCH_TOKEN } from './workload.js';
+import { BENCH_SLUG, BENCH_TOKEN, SESSION_HEADER } from './workload.js';
 
 export const LABEL: Record<PeerId, string> = {
   direct: 'direct (no relay)',
   'sluice-info': 'Sluice info',
+  'sluice-info-plain': 'Sluice info, options off',
   'sluice-warn': 'Sluice warn',
   'sluice-info-w2': 'Sluice info, workers: 2',
   nginx: 'nginx (1 worker)',
@@ -35,10 +36,11 @@ export interface Peer {
 const script = (name: string): URL => new URL(`../${name}.js`, import.meta.url);
 const plain = (port: number): Target => ({ origin: `http://127.0.0.1:${port}`, prefix: '', headers: {} });
 
-export const sluiceTarget = (port: number): Target => ({
+/** A Sluice peer; `withOptions`: its clients send the session header its affinity reads (gateway.ts). */
+export const sluiceTarget = (port: number, withOptions = true): Target => ({
   origin: `http://127.0.0.1:${port}`,
   prefix: `/api/v1/services/${BENCH_SLUG}/request`,
-  headers: { authorization: `Bearer ${BENCH_TOKEN}` },
+  headers: withOptions ? { authorization: `Bearer ${BENCH_TOKEN}`, [SESSION_HEADER]: 'bench-session' } : { authorization: `Bearer ${BENCH_TOKEN}` },
 });
 
 /**
@@ -70,14 +72,17 @@ export async function startPeer(id: PeerId, replica: Child, binaries: SystemBina
     case 'direct':
       return peer(undefined, plain(replica.port));
     case 'sluice-info':
+    case 'sluice-info-plain':
     case 'sluice-warn':
     case 'sluice-info-w2': {
+      const plainOptions = id === 'sluice-info-plain';
       const relay = await startSluice(id, {
         BENCH_REPLICA_URL: replicaUrl,
         BENCH_LOG_LEVEL: id === 'sluice-warn' ? 'warn' : 'info',
         BENCH_WORKERS: id === 'sluice-info-w2' ? '2' : '1',
+        BENCH_OPTIONS: plainOptions ? 'off' : 'on',
       });
-      return peer(relay, sluiceTarget(relay.port));
+      return peer(relay, sluiceTarget(relay.port, !plainOptions));
     }
     case 'nginx':
     case 'haproxy':

@@ -215,9 +215,11 @@ function describe(id: PeerId): string {
     case 'direct':
       return 'the replica itself (`bench/replica.ts`, node:http)';
     case 'sluice-info':
-      return 'the real gateway (`bench/gateway.ts`), `workers: 1`, log level info: an access-log line per request to a file';
+      return 'the real gateway (`bench/gateway.ts`), `workers: 1`, log level info: an access-log line per request to a file; with the inference options on: `queue.keepAliveMs` 15 s, `replicas.load` read from the replica every 250 ms, session affinity on `X-Session-Id` (sent by the clients), a token priority (event timing of streams is always on)';
+    case 'sluice-info-plain':
+      return 'Sluice info with none of those options (the clients send no session header): their cost is the difference';
     case 'sluice-warn':
-      return 'the same at log level warn (no access log)';
+      return 'Sluice info at log level warn (no access log)';
     case 'sluice-info-w2':
       return 'the same as Sluice info with `workers: 2`';
     case 'nginx':

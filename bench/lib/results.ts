@@ -164,6 +164,15 @@ export function derive(rec: Record): Derived {
   tpRatio('Sluice info req/s ÷ http-proxy', 'sluice-info', 'http-proxy', rps);
   tpRatio('Sluice info req/s ÷ @fastify/http-proxy', 'sluice-info', 'fastify-proxy', rps);
   tpRatio('Sluice info workers 2 ÷ workers 1, req/s', 'sluice-info-w2', 'sluice-info', rps);
+  tpRatio('Sluice info options on ÷ off, req/s', 'sluice-info', 'sluice-info-plain', rps);
+  tpRatio('Sluice info options on ÷ off, relay CPU/req', 'sluice-info', 'sluice-info-plain', cpu);
+  const tokenRatio = (name: string, runsOf: Partial<globalThis.Record<PeerId, TokensRun[]>>): void => {
+    const on = runsOf['sluice-info'];
+    const off = runsOf['sluice-info-plain'];
+    if (on !== undefined && off !== undefined) d.ratios.push({ name, value: paired(on, off, (x, y) => ratio(x.relayCpuUsPerToken, y.relayCpuUsPerToken)) });
+  };
+  tokenRatio(`Sluice info options on ÷ off, relay CPU/token (${rec.settings.streams} streams)`, tk.rounds);
+  tokenRatio(`Sluice info options on ÷ off, relay CPU/token (${rec.settings.fewStreams} streams)`, rec.scenarios.tokensFew.rounds);
   tpRatio('Sluice info req/s ÷ direct', 'sluice-info', 'direct', rps);
   d.targets = targets(rec, d);
   return d;

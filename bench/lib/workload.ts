@@ -28,6 +28,12 @@ export const BLOB_PATH = '/v1/blob';
 export const IDLE_PATH = '/v1/idle';
 /** GET /ready: the replica's readiness probe (answered once it listens). */
 export const READY_PATH = '/ready';
+/** GET /metrics: the replica's queue in Prometheus text, as a model server exposes it (read by Sluice's `replicas.load`). */
+export const METRICS_PATH = '/metrics';
+/** What the bench replica's /metrics shows: nothing waiting, a tenth of its cache in use. */
+export const METRICS_TEXT = '# TYPE bench_waiting gauge\nbench_waiting 0\n# TYPE bench_cache_usage gauge\nbench_cache_usage 0.1\n';
+/** The header Sluice's session affinity reads in the benchmark (`routing.affinityHeader`). */
+export const SESSION_HEADER = 'x-session-id';
 
 /** The bearer token the benchmark's gateway accepts (a fixed, public, bench-only value). */
 export const BENCH_TOKEN = 'slc_bench_token_not_a_secret_0123456789abcdefghijklmnop';
