@@ -146,7 +146,7 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
         } else {
           const r = await measure.tokens(p, s, scenario === 'tokensFew');
           (sc[scenario].rounds[p.id] ??= []).push(r);
-          summary = `${r.tokens} tokens, delivery p50 ${r.deliveryP50Us.toFixed(0)} µs, p99 ${r.deliveryP99Us.toFixed(0)} µs, relay ${r.relayCpuUsPerToken?.toFixed(1) ?? '–'} µs/token`;
+          summary = `${r.tokens} tokens${r.incompleteStreams > 0 ? ` (${r.incompleteStreams} streams cut short)` : ''}, delivery p50 ${r.deliveryP50Us.toFixed(0)} µs, p99 ${r.deliveryP99Us.toFixed(0)} µs, relay ${r.relayCpuUsPerToken?.toFixed(1) ?? '–'} µs/token`;
         }
         log(`round ${round + 1}/${s.rounds} ${scenario} ${p.label}: ${summary}`);
       }

@@ -153,7 +153,7 @@ function timedStream(pool: Pool, options: Dispatcher.DispatchOptions, batch?: Ba
  * streams at the same time); each must deliver `tokens` token events, written by the replica's
  * batch clock (a token to every open stream per tick, see replica.ts). `steadyDeliveryUs` keeps
  * the tokens written after every stream had started, so the burst of connections opening is not
- * counted as token delivery.
+ * counted as token delivery. A stream cut short resolves with the tokens it got.
  */
 export async function measureStreams(target: Target, streams: number, tokens: number, gapMs: number): Promise<StreamTiming[]> {
   const pool = new Pool(target.origin, { connections: streams, pipelining: 1, headersTimeout: 60_000, bodyTimeout: 60_000 });
@@ -165,11 +165,8 @@ export async function measureStreams(target: Target, streams: number, tokens: nu
   };
   try {
     const batch: Batch = { size: streams, started: 0, allStartedNs: 0n };
-    const results = await Promise.all(Array.from({ length: streams }, () => timedStream(pool, options, batch)));
-    for (const timing of results) {
-      if (timing.tokens !== tokens) throw new Error(`stream delivered ${timing.tokens} of ${tokens} tokens`);
-    }
-    return results;
+    // A stream that ends early (a relay that cut it) is returned as it is: the caller counts it.
+    return await Promise.all(Array.from({ length: streams }, () => timedStream(pool, options, batch)));
   } finally {
     await pool.close();
   }

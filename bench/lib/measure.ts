@@ -41,6 +41,8 @@ export interface TokensRun {
   streams: number;
   /** Tokens delivered. */
   tokens: number;
+  /** Streams that ended before their last token (the relay cut them). */
+  incompleteStreams: number;
   /** Tokens whose delivery is counted: those written once every stream had started. */
   measuredTokens: number;
   deliveryP50Us: number;
@@ -133,6 +135,7 @@ export async function ttfb(peer: Peer, s: Settings): Promise<TtfbRun> {
 /** `tokens`: s.streams streams; `tokensFew`: s.fewStreams, faster. */
 export async function tokens(peer: Peer, s: Settings, few = false): Promise<TokensRun> {
   const pid = peer.relay?.pid;
+  const expected = few ? s.fewStreamTokens : s.streamTokens;
   const cpu0 = pid === undefined ? undefined : cpuTimes(pid);
   const streams = few
     ? await measureStreams(peer.target, s.fewStreams, s.fewStreamTokens, s.fewStreamGapMs)
@@ -158,6 +161,7 @@ export async function tokens(peer: Peer, s: Settings, few = false): Promise<Toke
   return {
     streams: streams.length,
     tokens: delivered,
+    incompleteStreams: streams.filter((t) => t.tokens !== expected).length,
     measuredTokens: delivery.length,
     deliveryP50Us: percentile(delivery, 50),
     deliveryP90Us: percentile(delivery, 90),

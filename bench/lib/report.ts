@@ -62,11 +62,11 @@ function headline(rec: Record): string {
 /** The table of one token scenario. */
 function tokensTable(ran: PeerId[], figures: Partial<globalThis.Record<PeerId, TokensFigures>>): string {
   return table(
-    ['peer', 'delivery p50', 'p90', 'p99', 'added p50', 'added p99', 'relay CPU µs/token', '÷ nginx', 'user / system µs/token'],
+    ['peer', 'delivery p50', 'p90', 'p99', 'added p50', 'added p99', 'relay CPU µs/token', '÷ nginx', 'user / system µs/token', 'streams cut short'],
     ran.filter((id) => figures[id] !== undefined).map((id) => {
       const t = figures[id]!;
       const split = t.userUsPerToken.median === null || t.sysUsPerToken.median === null ? '–' : `${med(t.userUsPerToken, 1)} / ${med(t.sysUsPerToken, 1)}`;
-      return [LABEL[id], med(t.p50), med(t.p90), med(t.p99), medSigned(t.addedP50) + rounds(t.addedP50), medSigned(t.addedP99) + rounds(t.addedP99), med(t.cpuUsPerToken, 1) + rounds(t.cpuUsPerToken, 1), ratio(t.cpuVsNginx), split];
+      return [LABEL[id], med(t.p50), med(t.p90), med(t.p99), medSigned(t.addedP50) + rounds(t.addedP50), medSigned(t.addedP99) + rounds(t.addedP99), med(t.cpuUsPerToken, 1) + rounds(t.cpuUsPerToken, 1), ratio(t.cpuVsNginx), split, String(t.incompleteStreams)];
     }),
   );
 }

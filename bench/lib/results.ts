@@ -82,6 +82,8 @@ export interface TokensFigures {
   userUsPerToken: Figure;
   sysUsPerToken: Figure;
   cpuVsNginx: Figure;
+  /** Streams cut short, over every round. */
+  incompleteStreams: number;
 }
 
 function figure(values: readonly (number | null | undefined)[]): Figure {
@@ -114,6 +116,7 @@ function tokenFigures(all: Partial<globalThis.Record<PeerId, TokensRun[]>>): Par
       userUsPerToken: figure(runs.map((r) => r.relayUserUsPerToken)),
       sysUsPerToken: figure(runs.map((r) => r.relaySysUsPerToken)),
       cpuVsNginx: id === 'direct' ? figure([]) : paired(runs, nginx, (x, y) => ratio(x.relayCpuUsPerToken, y.relayCpuUsPerToken)),
+      incompleteStreams: runs.reduce((n, r) => n + (r.incompleteStreams ?? 0), 0),
     };
   }
   return out;
@@ -207,6 +210,8 @@ function targets(rec: Record, d: Derived): Target[] {
   const s = rec.settings;
   check(`Sluice info: relay CPU per token vs nginx, ${s.streams} streams`, '≤ 1.1×', k?.cpuVsNginx.median ?? null, 1.1, true, x);
   check(`Sluice info: added token delivery p50 vs nginx's, ${s.streams} streams`, "≤ nginx's", k?.addedP50.median == null || kn?.addedP50.median == null ? null : k.addedP50.median - kn.addedP50.median, 0, true, (v) => `${us(v)} over nginx`);
+  const cut = k === undefined && d.tokensFew['sluice-info'] === undefined ? null : (k?.incompleteStreams ?? 0) + (d.tokensFew['sluice-info']?.incompleteStreams ?? 0);
+  check('Sluice info: token streams cut short', '0', cut, 0, true, (v) => String(v));
   const f = d.tokensFew['sluice-info'];
   check(`Sluice info: relay CPU per token vs nginx, ${s.fewStreams} streams`, '≤ 1.3×', f?.cpuVsNginx.median ?? null, 1.3, true, x);
   const slow = rec.scenarios.slowReader.peers['sluice-info'];
