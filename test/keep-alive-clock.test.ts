@@ -16,9 +16,15 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 class Waiter implements KeptAlive {
   ticks = 0;
+  /** Called at each tick, before it answers (to end another request from inside a tick). */
+  onTick: (() => void) | undefined = undefined;
+  keepAlivePrev: KeptAlive | undefined = undefined;
+  keepAliveNext: KeptAlive | undefined = undefined;
+  keepAliveWatched = false;
   constructor(private readonly waitsFor: number) {}
   keepAliveTick(): boolean {
     this.ticks += 1;
+    this.onTick?.();
     return this.ticks < this.waitsFor;
   }
 }
@@ -39,6 +45,37 @@ test('a request that has its answer is not ticked again', async () => {
   stopKeepingAlive(w);
   await sleep(TICK_MS * 3);
   assert.equal(w.ticks, before);
+});
+
+test('requests answered first, last or in the middle of the watched ones leave the others ticking', async () => {
+  const w = Array.from({ length: 6 }, () => new Waiter(1_000));
+  for (const x of w) keepAliveWhileWaiting(x);
+  keepAliveWhileWaiting(w[3]!); // twice: still once
+  for (const i of [0, 2, 5]) stopKeepingAlive(w[i]!); // the oldest, a middle one, the newest
+  stopKeepingAlive(w[0]!); // twice: nothing
+  await sleep(TICK_MS * 2.5);
+  assert.deepEqual(
+    w.map((x) => x.ticks > 0),
+    [false, true, false, true, true, false],
+  );
+  const ticks = w.map((x) => x.ticks);
+  assert.ok(ticks[1] === ticks[3] && ticks[3] === ticks[4], `ticked alike: ${ticks.join(', ')}`);
+  for (const x of w) stopKeepingAlive(x);
+});
+
+test('a request that ends another during a tick: the other is not ticked again', async () => {
+  const a = new Waiter(1_000);
+  const b = new Waiter(1_000);
+  keepAliveWhileWaiting(a);
+  keepAliveWhileWaiting(b);
+  const c = new Waiter(1_000);
+  keepAliveWhileWaiting(c); // ticked first (the newest), then b, then a
+  c.onTick = () => stopKeepingAlive(b);
+  await sleep(TICK_MS * 2.5);
+  assert.ok(c.ticks >= 1 && a.ticks === c.ticks, `a ${a.ticks}, c ${c.ticks}`);
+  assert.equal(b.ticks, 0);
+  stopKeepingAlive(a);
+  stopKeepingAlive(c);
 });
 
 test('a request that has its answer is not kept reachable until the next tick', async () => {

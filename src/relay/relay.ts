@@ -88,6 +88,10 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   private interruption: Interruption | undefined = undefined;
   /** Kept alive while waiting (`queue.keepAliveMs`): when the next tick sends `200` or a comment. */
   private keepAliveAt = 0;
+  /** The keep-alive clock's list (keep-alive.ts). */
+  keepAlivePrev: KeptAlive | undefined = undefined;
+  keepAliveNext: KeptAlive | undefined = undefined;
+  keepAliveWatched = false;
   /** After keep-alive comments, a replica's answer that cannot follow them: it becomes an error event. */
   private asError: AnswerAsError | undefined = undefined;
 
@@ -231,7 +235,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void {
     this.phase = 'receiving';
-    if (this.keepAliveAt !== 0) stopKeepingAlive(this);
+    stopKeepingAlive(this);
     const bodyless = this.method === 'HEAD' || status === 204 || status === 304;
     if (this.downstream.keptAlive && !continuesStream(status, contentType, bodyless)) {
       this.asError = new AnswerAsError(status);
@@ -372,7 +376,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
       this.abortUpstream();
     }
     this.phase = 'done';
-    if (this.keepAliveAt !== 0) stopKeepingAlive(this);
+    stopKeepingAlive(this);
     this.outcome = outcome;
     this.error = error;
     this.stream?.closed(this.interruption);
