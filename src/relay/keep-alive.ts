@@ -8,15 +8,14 @@
 //   running only while some request is watched. A request is watched from its arrival to its
 //   answer's status line or its end, and no longer: one left until the next tick (up to 100 ms)
 //   would be alive at young-generation collections, which then copied and promoted megabytes of
-//   finished requests, for pauses of 4 to 8 ms.
+//   finished requests, for pauses of 4 to 8 ms (fact 19).
 // - The watched requests are an intrusive doubly linked list through the requests themselves
 //   (two fields each): linking and unlinking allocate nothing, and an unlinked request points to
 //   nothing. A `Set` with a request added and deleted per request rehashed its table every few
 //   hundred requests, and V8 links an old table to its successor: once one such table had been
 //   promoted, dead tables in the old generation held new ones and the requests in them through
 //   every scavenge, and the process promoted a fifth of all it allocated until the next full
-//   collection (measured: 4 identical gateways under the same load, 1 at 0 % promoted and 32 µs
-//   per request, 3 at 22 % and 37-40 µs; see docs/architecture.md#where-the-time-goes).
+//   collection (docs/architecture.md#fact-19).
 // - Whether the request asked for a stream is looked at only when its `keepAliveMs` has passed
 //   (stream-request.ts): a request answered before then costs nothing more, and is relayed exactly
 //   as without the option.
