@@ -79,6 +79,8 @@ export interface PolicyResult {
   errors: number;
   ttftMs: Summary;
   totalMs: Summary;
+  /** TTFT p99 of each round on its own (each round has its own seeded sessions). */
+  ttftP99ByRound: number[];
   /** Share of prompt tokens served from the replicas' prefix caches. */
   cachedShare: number;
   /** Requests per replica (simulated servers' own counts). */
@@ -152,6 +154,7 @@ function summarizePolicy(runs: { turns: TurnResult[]; stats: Record<string, Engi
     errors: turns.length - ok.length,
     ttftMs: summarize(ok.map((t) => t.ttftMs)),
     totalMs: summarize(ok.map((t) => t.totalMs)),
+    ttftP99ByRound: runs.map((r) => summarize(r.turns.filter((t) => t.status === 200 && t.ttftMs >= 0).map((t) => t.ttftMs)).p99),
     cachedShare: prompt === 0 ? 0 : cached / prompt,
     perReplica,
     maxWaiting,
@@ -193,7 +196,7 @@ export function routingMarkdown(rec: RoutingRecord, chart: string): string {
     '',
     `Three simulated batching model servers (\`bench/sim-model-server.ts\`) of uneven speeds behind the real gateway (\`workers: 1\`), a fresh set per policy and round: ${rec.replicas.map((r) => `**${r.name}** (batch ${r.batch}, ${r.decodeMs} ms per decode step +${Math.round(r.batchSlowdown * 100)} % per extra sequence, prefill ${r.prefillMsPer1k} ms per 1,000 uncached tokens, KV cache ${r.kvTokens.toLocaleString('en-US')} tokens)`).join(', ')}. Workload: multi-turn chat sessions starting over ${s.durationS} s at ${s.sessionsPerS} per second, 3 to 6 turns each, 0.3 to 1.5 s apart, each prompt the whole conversation so far (600 to 1,500 tokens of context, growing), 60 to 160 tokens out; the same seeded sessions for every policy; ${s.rounds} round(s), policies interleaved, requests pooled. Load readings every ${s.intervalMs} ms. Time to first token (TTFT) and completion are measured by the client, from sending the request.`,
     '',
-    '| policy | turns | errors | TTFT p50 ms | TTFT p99 ms | completion p50 ms | completion p99 ms | prefix-cache share | requests per replica (most queued) |',
+    '| policy | turns | errors | TTFT p50 ms | TTFT p99 ms [per round] | completion p50 ms | completion p99 ms | prefix-cache share | requests per replica (most queued) |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
   ];
   for (const p of POLICIES) {
@@ -202,13 +205,23 @@ export function routingMarkdown(rec: RoutingRecord, chart: string): string {
     const spread = Object.entries(r.perReplica)
       .map(([name, n]) => `${name} ${n} (${r.maxWaiting[name] ?? 0})`)
       .join(', ');
-    out.push(`| ${p} | ${r.turns} | ${r.errors} | ${ms(r.ttftMs.p50)} | ${ms(r.ttftMs.p99)} | ${ms(r.totalMs.p50)} | ${ms(r.totalMs.p99)} | ${Math.round(r.cachedShare * 100)} % | ${spread} |`);
+    out.push(`| ${p} | ${r.turns} | ${r.errors} | ${ms(r.ttftMs.p50)} | ${ms(r.ttftMs.p99)} [${r.ttftP99ByRound.map(ms).join(', ')}] | ${ms(r.totalMs.p50)} | ${ms(r.totalMs.p99)} | ${Math.round(r.cachedShare * 100)} % | ${spread} |`);
   }
   const base = rec.policies['fewest-in-flight'];
   const aware = rec.policies['queue-aware'];
   if (base !== undefined && aware !== undefined) {
-    const cut = 1 - aware.ttftMs.p99 / base.ttftMs.p99;
-    out.push('', `Queue-aware vs fewest in flight, TTFT p99: ${ms(base.ttftMs.p99)} → ${ms(aware.ttftMs.p99)} ms (${cut >= 0 ? '−' : '+'}${Math.abs(Math.round(cut * 100))} %).`);
+    const change = (from: number, to: number): string => {
+      const cut = 1 - to / from;
+      return `${cut >= 0 ? '−' : '+'}${Math.abs(Math.round(cut * 100))} %`;
+    };
+    const byRound = (other: PolicyResult): string => base.ttftP99ByRound.map((b, i) => change(b, other.ttftP99ByRound[i] ?? Number.NaN)).join(', ');
+    const affinity = rec.policies['queue-aware+affinity'];
+    out.push(
+      '',
+      `Queue-aware vs fewest in flight, TTFT p99: ${ms(base.ttftMs.p99)} → ${ms(aware.ttftMs.p99)} ms (${change(base.ttftMs.p99, aware.ttftMs.p99)}; per round ${byRound(aware)})` +
+        (affinity === undefined ? '.' : `; with affinity ${ms(affinity.ttftMs.p99)} ms (${change(base.ttftMs.p99, affinity.ttftMs.p99)}; per round ${byRound(affinity)}).`) +
+        ' Rounds differ in their seeded sessions, and a round whose sessions overload the three servers has every policy\'s tail in its queues.',
+    );
   }
   out.push('', `![TTFT and completion time per policy](${chart})`, '', 'Per-request figures and settings: `results/routing.json`.', END);
   return out.join('\n');
