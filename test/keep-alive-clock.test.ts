@@ -78,6 +78,21 @@ test('a request that ends another during a tick: the other is not ticked again',
   stopKeepingAlive(c);
 });
 
+test('a request that ends itself during its tick leaves the others ticking', async () => {
+  const older = new Waiter(1_000);
+  keepAliveWhileWaiting(older);
+  const self = new Waiter(1);
+  self.onTick = () => stopKeepingAlive(self); // ends, then also answers false
+  keepAliveWhileWaiting(self);
+  const newer = new Waiter(1_000);
+  keepAliveWhileWaiting(newer);
+  await sleep(TICK_MS * 3.5);
+  assert.equal(self.ticks, 1);
+  assert.ok(older.ticks >= 2 && newer.ticks === older.ticks, `older ${older.ticks}, newer ${newer.ticks}`);
+  stopKeepingAlive(older);
+  stopKeepingAlive(newer);
+});
+
 test('a request that has its answer is not kept reachable until the next tick', async () => {
   // Each waits for a thousand ticks: only stopKeepingAlive can let it go. (A WeakRef keeps its
   // target until the end of the turn that made it: collect on a later one.)

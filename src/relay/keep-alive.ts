@@ -51,7 +51,8 @@ const clock: Ticking = {
   onTick() {
     const now = performance.now();
     for (let r = first; r !== undefined; r = r.keepAliveNext) due.push(r);
-    for (const r of due) if (r.keepAliveWatched && !r.keepAliveTick(now)) unlink(r);
+    // A tick may end its own request (or another) before it answers: unlinking twice must not happen.
+    for (const r of due) if (r.keepAliveWatched && !r.keepAliveTick(now)) stopKeepingAlive(r);
     due.length = 0;
     if (first === undefined) {
       ticking = false;
