@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Dispatcher, Pool } from 'undici';
 import { type Child, installCleanup, startChild } from './lib/children.js';
-import type { Target } from './lib/client.js';
+import { type Target, type Timed, timedRequest } from './lib/client.js';
 import { type GcPause, PauseRecorder, type Pauses } from './lib/pause-recorder.js';
 import { sluiceTarget, startSluice } from './lib/peers.js';
 import { startNginx } from './lib/nginx.js';
@@ -34,38 +34,7 @@ const PEERS = ['direct', 'sluice', 'nginx'] as const;
 type PeerName = (typeof PEERS)[number];
 const plain = (port: number): Target => ({ origin: `http://127.0.0.1:${port}`, prefix: '', headers: {} });
 
-interface Sample {
-  /** CLOCK_MONOTONIC, µs. */
-  startUs: number;
-  ttfbUs: number;
-}
-
-const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
-
-/** One request; resolves with its start and time to first byte. */
-function timed(pool: Pool, o: Dispatcher.DispatchOptions): Promise<Sample> {
-  return new Promise((resolve, reject) => {
-    const startUs = nowUs();
-    let first = 0;
-    let status = 0;
-    pool.dispatch(o, {
-      onRequestStart() {},
-      onResponseStart(_c, code) {
-        status = code;
-      },
-      onResponseData() {
-        if (first === 0) first = nowUs();
-      },
-      onResponseEnd() {
-        if (status !== 200) reject(new Error(`status ${status}`));
-        else resolve({ startUs, ttfbUs: (first === 0 ? nowUs() : first) - startUs });
-      },
-      onResponseError(_c, err) {
-        reject(err);
-      },
-    });
-  });
-}
+type Sample = Pick<Timed, 'startUs' | 'ttfbUs'>;
 
 const dispatchOptions = (t: Target): Dispatcher.DispatchOptions => ({
   method: 'POST',
@@ -121,14 +90,14 @@ async function main(): Promise<void> {
     const pools = new Map(peers.map((p) => [p, new Pool(targets[p]!.origin, { connections: 1 })]));
     const samples = new Map<PeerName, Sample[]>(peers.map((p) => [p, []]));
     process.stderr.write(`pauses: ${requests} requests per peer, one at a time, in blocks of ${BLOCK} (gateway: log level ${logLevel}, options ${options}${flags === '' ? '' : `, ${flags}`})\n`);
-    for (const peer of peers) for (let i = 0; i < 2_000; i++) await timed(pools.get(peer)!, dispatchOptions(targets[peer]!));
+    for (const peer of peers) for (let i = 0; i < 2_000; i++) await timedRequest(pools.get(peer)!, dispatchOptions(targets[peer]!));
     process.kill(replica.pid, 'SIGUSR2');
     process.kill(gateway.pid, 'SIGUSR2');
     client.reset();
     for (let done = 0; done < requests; done += BLOCK) {
       for (const peer of peers) {
         const o = dispatchOptions(targets[peer]!);
-        for (let i = 0; i < BLOCK; i++) samples.get(peer)!.push(await timed(pools.get(peer)!, o));
+        for (let i = 0; i < BLOCK; i++) samples.get(peer)!.push(await timedRequest(pools.get(peer)!, o));
       }
     }
     await Promise.all([...pools.values()].map((p) => p.close()));

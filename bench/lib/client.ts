@@ -12,14 +12,17 @@ export interface Target {
   headers: Record<string, string>;
 }
 
-interface Timed {
+export interface Timed {
+  /** When the request was sent: CLOCK_MONOTONIC, µs (the clock every process of the run shares). */
+  startUs: number;
   /** Request sent (dispatch called) → first body chunk in JS, µs. */
   ttfbUs: number;
   /** Request sent → end of the answer, µs. */
   totalUs: number;
 }
 
-function timedRequest(pool: Pool, options: Dispatcher.DispatchOptions): Promise<Timed> {
+/** One request on `pool`; rejects unless the answer is a 200. */
+export function timedRequest(pool: Pool, options: Dispatcher.DispatchOptions): Promise<Timed> {
   return new Promise((resolve, reject) => {
     let status = 0;
     let first = 0n;
@@ -35,7 +38,7 @@ function timedRequest(pool: Pool, options: Dispatcher.DispatchOptions): Promise<
       onResponseEnd() {
         const end = process.hrtime.bigint();
         if (status !== 200) reject(new Error(`status ${status}`));
-        else resolve({ ttfbUs: nsToUs((first === 0n ? end : first) - t0), totalUs: nsToUs(end - t0) });
+        else resolve({ startUs: nsToUs(t0), ttfbUs: nsToUs((first === 0n ? end : first) - t0), totalUs: nsToUs(end - t0) });
       },
       onResponseError(_c, err) {
         reject(err);
