@@ -7,7 +7,7 @@
 //   late-length the same with a Content-Length
 //   long-line   a valid-looking waiting sample on a line of 5 KiB (a label padded), then nothing
 //   small       a small valid exposition (waiting 1)
-// Anything else: 200 `<name>` once the body is in.
+// Anything else: 200 `<name>` once the body is in, `delayMs` later.
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
@@ -22,6 +22,8 @@ export interface HostileReplica {
   scrapes: number;
   /** /metrics responses whose connection closed before the whole body was written. */
   cut: number;
+  /** How long other requests take, after their body is in (a slow model server). */
+  delayMs: number;
   close(): Promise<void>;
 }
 
@@ -45,6 +47,7 @@ export async function startHostileReplica(name: string, mode: HostileMode, bytes
     bytes,
     scrapes: 0,
     cut: 0,
+    delayMs: 0,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
@@ -94,7 +97,8 @@ export async function startHostileReplica(name: string, mode: HostileMode, bytes
       }
     }
     req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(name) }).end(name));
+    const answer = (): void => void res.writeHead(200, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(name) }).end(name);
+    req.on('end', () => (replica.delayMs > 0 ? setTimeout(answer, replica.delayMs) : answer()));
   });
   server.on('connection', (socket: Socket) => {
     sockets.add(socket);
