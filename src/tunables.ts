@@ -114,9 +114,20 @@ export const LOAD_STALE_INTERVALS = 3;
 /** The longest a reading may take (or twice the interval, if shorter). */
 export const LOAD_READ_MAX_TIMEOUT_MS = 10_000;
 
-// used by control/replicas/load-reader.ts
-/** An exposition larger than this is refused (vLLM's, histograms included, is well under 1 MiB). */
-export const LOAD_READ_MAX_BYTES = 8 * 1024 * 1024;
+// used by control/replicas/load-fetch.ts
+/**
+ * An exposition larger than this fails the reading: its body is read no further and its socket is
+ * destroyed (vLLM's, histograms included, is well under 1 MiB). docs/configuration.md#the-model-servers-own-queue
+ */
+export const LOAD_READ_MAX_BYTES = 1024 * 1024;
+
+// used by control/replicas/metric-scanner.ts
+/** Lines longer than this (in bytes, without the line break) are skipped, never copied or split. */
+export const LOAD_LINE_MAX_BYTES = 4 * 1024;
+
+// used by control/replicas/metric-scanner.ts
+/** Series of one metric read per reading; samples beyond are counted as ignored. */
+export const LOAD_MAX_SERIES = 1_000;
 
 // used by control/sources/replica-process.ts
 /** Lines longer than this are cut (the rest of the line is dropped). */

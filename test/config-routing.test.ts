@@ -26,16 +26,20 @@ test('presets fill in the metric names of vLLM, SGLang, TGI and llama.cpp; expli
     intervalMs: 250,
     waiting: ['vllm:num_requests_waiting'],
     cacheUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],
+    running: ['vllm:num_requests_running'],
     cacheUsageHigh: 0.9,
   });
+  assert.deepEqual(load({ preset: 'sglang' })?.running, ['sglang:num_running_reqs']);
+  assert.deepEqual(load({ preset: 'tgi' })?.running, ['tgi_batch_current_size']);
+  assert.deepEqual(load({ preset: 'llamacpp' })?.running, ['llamacpp:requests_processing']);
   assert.deepEqual(load({ preset: 'sglang' })?.waiting, ['sglang:num_queue_reqs']);
   assert.deepEqual(load({ preset: 'sglang' })?.cacheUsage, ['sglang:token_usage']);
   assert.deepEqual(load({ preset: 'tgi' })?.waiting, ['tgi_queue_size']);
   assert.deepEqual(load({ preset: 'tgi' })?.cacheUsage, []);
   assert.deepEqual(load({ preset: 'llamacpp' })?.waiting, ['llamacpp:requests_deferred']);
   const custom = load({ preset: 'vllm', waiting: 'my:queue', path: '/stats/prom', intervalMs: 1000, cacheUsageHigh: 0.8 });
-  assert.deepEqual(custom, { preset: 'vllm', path: '/stats/prom', intervalMs: 1000, waiting: ['my:queue'], cacheUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'], cacheUsageHigh: 0.8 });
-  assert.deepEqual(load({ waiting: 'llamacpp:requests_deferred', cacheUsage: 'x_cache' }), { path: '/metrics', intervalMs: 250, waiting: ['llamacpp:requests_deferred'], cacheUsage: ['x_cache'], cacheUsageHigh: 0.9 });
+  assert.deepEqual(custom, { preset: 'vllm', path: '/stats/prom', intervalMs: 1000, waiting: ['my:queue'], cacheUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'], running: ['vllm:num_requests_running'], cacheUsageHigh: 0.8 });
+  assert.deepEqual(load({ waiting: 'llamacpp:requests_deferred', cacheUsage: 'x_cache' }), { path: '/metrics', intervalMs: 250, waiting: ['llamacpp:requests_deferred'], cacheUsage: ['x_cache'], running: [], cacheUsageHigh: 0.9 });
   assert.equal(parseConfig(service()).services[0]!.replicas.load, undefined, 'not reading loads by default');
 });
 

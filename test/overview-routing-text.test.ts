@@ -19,15 +19,15 @@ test('the policy, with the affinity header when there is one', () => {
   assert.equal(routingText(undefined), '', 'an older gateway without the field');
 });
 
-test('each reading on its line: waiting, cache, age; or why the replica is weighed by in flight', () => {
+test('each reading on its line: waiting, running, cache, age; or why the replica is weighed by in flight', () => {
   assert.equal(
     loadsText([
-      { replica: 'llm-1', waiting: 3, cacheUsage: 0.424, ageMs: 120, used: true, problem: null },
-      { replica: 'llm-2', waiting: 0, cacheUsage: null, ageMs: 2500, used: true, problem: null },
+      { replica: 'llm-1', waiting: 3, running: 12, cacheUsage: 0.424, ageMs: 120, used: true, problem: null },
+      { replica: 'llm-2', waiting: 0, running: null, cacheUsage: null, ageMs: 2500, used: true, problem: null },
       { replica: 'llm-3', waiting: 7, cacheUsage: 0.5, ageMs: 4000, used: false, problem: 'stale (no reading for 4000 ms)' },
       { replica: 'llm-4', waiting: null, cacheUsage: null, ageMs: null, used: false, problem: null },
     ]),
-    ['llm-1: 3 waiting · cache 42 % · 120 ms ago', 'llm-2: 0 waiting · 2.5 s ago', 'llm-3: weighed by in flight (stale (no reading for 4000 ms))', 'llm-4: weighed by in flight'].join('\n'),
+    ['llm-1: 3 waiting · 12 running · cache 42 % · 120 ms ago', 'llm-2: 0 waiting · 2.5 s ago', 'llm-3: weighed by in flight (stale (no reading for 4000 ms))', 'llm-4: weighed by in flight'].join('\n'),
   );
   assert.equal(loadsText([]), '');
   assert.equal(loadsText(undefined), '');

@@ -1,8 +1,17 @@
-// The load reader's Prometheus text reader on its own: the samples of one metric summed and maxed
-// over series, everything else ignored, malformed samples skipped, never a throw.
+// The load reader's Prometheus text reading on its own (the scanner fed a whole exposition, and the
+// sample grammar behind it): the samples of one metric summed and maxed over series, everything
+// else ignored, malformed samples skipped, never a throw. Reading in chunks: metric-scanner.test.ts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { readMetric } from '../src/control/replicas/prometheus-text.js';
+import { type MetricSamples, MetricScanner } from '../src/control/replicas/metric-scanner.js';
+
+/** The samples of `name` in `text`, read in one chunk. */
+function readMetric(text: string, name: string): MetricSamples | undefined {
+  const scanner = new MetricScanner([name]);
+  scanner.write(Buffer.from(text, 'latin1'));
+  scanner.end();
+  return scanner.samples(0);
+}
 
 /** What vLLM 0.11 exposes, trimmed: HELP/TYPE, two engines, histograms, a similarly named metric. */
 const VLLM = `# HELP vllm:num_requests_running Number of requests in model execution batches.

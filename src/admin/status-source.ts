@@ -29,6 +29,8 @@ export interface ReplicaLoadStatus {
   replica: string;
   waiting: number | null;
   cacheUsage: number | null;
+  /** The requests the server was running at that reading (a preset's running gauge). */
+  running: number | null;
   ageMs: number | null;
   /** True while the reading weighs in the choice; false: the replica is weighed by in flight. */
   used: boolean;

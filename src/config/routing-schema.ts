@@ -71,6 +71,7 @@ export const load = strict(
       intervalMs: l.intervalMs,
       waiting: l.waiting !== undefined ? [l.waiting] : [...(preset?.waiting ?? [])],
       cacheUsage: l.cacheUsage !== undefined ? [l.cacheUsage] : [...(preset?.cacheUsage ?? [])],
+      running: [...(preset?.running ?? [])],
       cacheUsageHigh: l.cacheUsageHigh,
     };
   })

@@ -23,6 +23,8 @@ export interface LoadConfig {
   waiting: string[];
   /** Metric names of its cache usage (0 to 1); the first exported counts; empty: not read. */
   cacheUsage: string[];
+  /** Metric names of the requests it is running (the preset's; shown on /status); empty: not read. */
+  running: string[];
   /** A replica whose cache usage is at or above this is chosen only when every other is too. */
   cacheUsageHigh: number;
 }

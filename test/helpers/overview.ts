@@ -29,7 +29,7 @@ export interface ServiceStatusJson {
     betweenEventsMs: { p50: number | null; p99: number | null };
   };
   routing: { policy: string; affinityHeader: string | null };
-  loads: { replica: string; waiting: number | null; cacheUsage: number | null; ageMs: number | null; used: boolean; problem: string | null }[];
+  loads: { replica: string; waiting: number | null; running?: number | null; cacheUsage: number | null; ageMs: number | null; used: boolean; problem: string | null }[];
 }
 
 export interface StatusJson {

@@ -10,7 +10,8 @@ export function routingText(routing) {
 }
 
 /**
- * One line per replica reading: `svc-1: 3 waiting · cache 42 % · 120 ms ago`, or why it is not
+ * One line per replica reading: `svc-1: 3 waiting · 12 running · cache 42 % · 120 ms ago` (running
+ * with a preset that reads it), or why it is not
  * used (`svc-2: weighed by in flight (status 500)`). Empty without readings.
  */
 export function loadsText(loads) {
@@ -19,6 +20,7 @@ export function loadsText(loads) {
     .map((l) => {
       if (!l.used) return `${l.replica}: weighed by in flight${l.problem ? ` (${l.problem})` : ''}`;
       const parts = [`${l.waiting} waiting`];
+      if (typeof l.running === 'number') parts.push(`${l.running} running`);
       if (l.cacheUsage !== null) parts.push(`cache ${Math.round(l.cacheUsage * 100)} %`);
       if (l.ageMs !== null) parts.push(l.ageMs < 1000 ? `${l.ageMs} ms ago` : `${(l.ageMs / 1000).toFixed(1)} s ago`);
       return `${l.replica}: ${parts.join(' · ')}`;

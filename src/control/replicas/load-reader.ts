@@ -1,13 +1,15 @@
 // The model servers' own load (`replicas.load`), read on the control plane, off the request path:
 // every `intervalMs`, a GET of each ready replica's Prometheus endpoint (at most one per replica at
-// a time), the configured metrics read out of it (prometheus-text.ts), and the result published to
-// every thread through the shared slot table (slots.ts `publishReading`): no message per reading
-// or per request.
+// a time, load-fetch.ts: at most 1 MiB), the configured metrics read out of its body as it arrives
+// (metric-scanner.ts: one pass for every name, lines over 4 KiB skipped), and the result published
+// to every thread through the shared slot table (slots.ts `publishReading`): no message per
+// reading or per request.
 //
 // - The score a thread weighs is the replica's waiting requests (summed over the metric's
 //   series, e.g. one per engine) plus what this gateway sent it since the reading began and still
 //   has in flight; a replica whose cache usage (the highest over its series) is at or above
-//   `cacheUsageHigh` is chosen only when every other ready replica is as full.
+//   `cacheUsageHigh` is chosen only when every other ready replica is as full. The requests the
+//   server is running (a preset's `running` gauge, summed) are read too and shown on /status.
 // - Fallback: a reading older than three intervals, an endpoint that fails (refused, timed out,
 //   not 2xx, too large) or that lacks the waiting metric clears the replica's reading: threads
 //   weigh it by its requests in flight until a reading succeeds again. The control plane decides
@@ -17,14 +19,15 @@
 //   be nearly stale, and a hanging endpoint must not hold the replica's one fetch for long. A
 //   request never waits for a reading.
 // - Connections: one keep-alive agent for the service, at most one socket per replica.
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import type { LoadConfig, ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
 import type { SlotTable } from '../../replicas/slots.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
-import { readMetric } from './prometheus-text.js';
+import { readExposition } from './load-fetch.js';
+import { type MetricSamples, MetricScanner } from './metric-scanner.js';
 import type { ManagedReplica } from './replica.js';
-import { LOAD_READ_MAX_BYTES, LOAD_READ_MAX_TIMEOUT_MS, LOAD_STALE_INTERVALS } from '../../tunables.js';
+import { LOAD_READ_MAX_TIMEOUT_MS, LOAD_STALE_INTERVALS } from '../../tunables.js';
 
 /** What /status shows of a replica's load. */
 export interface LoadSnapshot {
@@ -32,6 +35,8 @@ export interface LoadSnapshot {
   waiting: number | null;
   /** Its cache usage (null: not read, or not exported). */
   cacheUsage: number | null;
+  /** The requests the server was running, summed over series (null: not read, or not exported). */
+  running: number | null;
   /** How old that reading is, in ms (null: none yet). */
   ageMs: number | null;
   /** True while the reading is valid and weighs in the choice; false: weighed by in flight. */
@@ -43,20 +48,25 @@ export interface LoadSnapshot {
 /** One replica's reading state. */
 class ReplicaLoad {
   fetching = false;
+  /** Reads this replica's body as it arrives (one reading at a time, so one scanner). */
+  readonly scanner: MetricScanner;
   valid = false;
   /** performance.now() when the last valid reading began (0: none). */
   readAt = 0;
   waiting: number | null = null;
   cacheUsage: number | null = null;
+  running: number | null = null;
   /** The current failure (logged once when it began), or undefined while readings succeed. */
   problem: string | undefined = undefined;
   /** performance.now() when the failure began. */
   failingSince = 0;
   /** A configured cache metric the server does not export (logged once). */
   cacheMissingLogged = false;
-}
 
-type FetchResult = { ok: true; text: string } | { ok: false; problem: string };
+  constructor(names: readonly string[]) {
+    this.scanner = new MetricScanner(names);
+  }
+}
 
 export class LoadReader {
   readonly timeoutMs: number;
@@ -64,6 +74,12 @@ export class LoadReader {
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 1 });
   private readonly timer: NodeJS.Timeout;
   private closed = false;
+  /** Every metric name read, once: the scanner's indexes. */
+  private readonly names: string[];
+  /** The indexes of `load.waiting`, `load.cacheUsage` and `load.running` in `names`. */
+  private readonly waitingAt: number[];
+  private readonly cacheAt: number[];
+  private readonly runningAt: number[];
 
   constructor(
     private readonly service: ServiceConfig,
@@ -75,6 +91,10 @@ export class LoadReader {
     private readonly events: ReplicaEvents | undefined,
   ) {
     this.timeoutMs = Math.min(2 * load.intervalMs, LOAD_READ_MAX_TIMEOUT_MS);
+    this.names = [...new Set([...load.waiting, ...load.cacheUsage, ...load.running])];
+    this.waitingAt = load.waiting.map((n) => this.names.indexOf(n));
+    this.cacheAt = load.cacheUsage.map((n) => this.names.indexOf(n));
+    this.runningAt = load.running.map((n) => this.names.indexOf(n));
     this.timer = setInterval(() => this.tick(), load.intervalMs);
     this.timer.unref();
   }
@@ -87,7 +107,7 @@ export class LoadReader {
       if (r.state !== 'ready' || r.origin === '') continue;
       let state = this.states.get(r);
       if (state === undefined) {
-        state = new ReplicaLoad();
+        state = new ReplicaLoad(this.names);
         this.states.set(r, state);
       }
       if (state.valid && now - state.readAt > LOAD_STALE_INTERVALS * this.load.intervalMs) {
@@ -112,6 +132,7 @@ export class LoadReader {
     return {
       waiting: state.waiting,
       cacheUsage: state.cacheUsage,
+      running: state.running,
       ageMs: state.readAt === 0 ? null : Math.round(performance.now() - state.readAt),
       used: state.valid,
       problem: state.valid ? null : (state.problem ?? null),
@@ -128,7 +149,9 @@ export class LoadReader {
     state.fetching = true;
     const startedAt = performance.now();
     const takenAtStart = this.slots.taken(r.slot);
-    void fetchText(this.agent, r.origin + this.load.path, this.timeoutMs).then((result) => {
+    const scanner = state.scanner;
+    scanner.reset();
+    void readExposition(this.agent, r.origin + this.load.path, this.timeoutMs, scanner).then((result) => {
       state.fetching = false;
       // Gone, out of rotation or closed meanwhile: the result describes nothing current.
       if (this.closed || this.states.get(r) !== state || r.state !== 'ready') return;
@@ -136,16 +159,18 @@ export class LoadReader {
         this.failed(r, state, result.problem);
         return;
       }
-      const waiting = firstMetric(result.text, this.load.waiting);
+      const waiting = firstMetric(scanner, this.waitingAt);
       if (waiting === undefined) {
         this.failed(r, state, `no ${this.load.waiting.join(' or ')} sample`);
         return;
       }
-      const cache = this.load.cacheUsage.length === 0 ? undefined : firstMetric(result.text, this.load.cacheUsage);
+      const cache = firstMetric(scanner, this.cacheAt);
       if (cache === undefined && this.load.cacheUsage.length > 0 && !state.cacheMissingLogged) {
         state.cacheMissingLogged = true;
         this.log.warn({ service: this.service.slug, replica: r.id, metric: this.load.cacheUsage.join(' or ') }, 'load reading has no cache usage; the replica is never treated as full');
       }
+      const running = firstMetric(scanner, this.runningAt);
+      state.running = running === undefined ? null : Math.max(0, running.sum);
       this.succeeded(r, state, startedAt, takenAtStart, Math.max(0, waiting.sum), cache === undefined ? null : cache.max);
     });
   }
@@ -178,69 +203,11 @@ export class LoadReader {
   }
 }
 
-/** The samples of the first of `names` the text has. */
-function firstMetric(text: string, names: readonly string[]): { sum: number; max: number } | undefined {
-  for (const name of names) {
-    const found = readMetric(text, name);
+/** The samples of the first of the names at `indexes` the exposition had. */
+function firstMetric(scanner: MetricScanner, indexes: readonly number[]): MetricSamples | undefined {
+  for (const i of indexes) {
+    const found = scanner.samples(i);
     if (found !== undefined) return found;
   }
   return undefined;
-}
-
-/** `GET url` → its body as latin1 text (metric names are ASCII), or why not. Never rejects. */
-function fetchText(agent: Agent, url: string, timeoutMs: number): Promise<FetchResult> {
-  return new Promise((resolve) => {
-    let settled = false;
-    const done = (result: FetchResult): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(result);
-    };
-    let req: ReturnType<typeof request>;
-    try {
-      req = request(url, { agent, method: 'GET', headers: { accept: 'text/plain;version=0.0.4, */*;q=0.1', 'accept-encoding': 'identity', 'user-agent': 'sluice-load' } }, (res) => {
-        const status = res.statusCode ?? 0;
-        if (status < 200 || status > 299) {
-          res.resume();
-          done({ ok: false, problem: `status ${status}` });
-          return;
-        }
-        const chunks: Buffer[] = [];
-        let bytes = 0;
-        res.on('data', (chunk: Buffer) => {
-          bytes += chunk.length;
-          if (bytes > LOAD_READ_MAX_BYTES) {
-            done({ ok: false, problem: `larger than ${LOAD_READ_MAX_BYTES} bytes` });
-            req.destroy();
-            return;
-          }
-          chunks.push(chunk);
-        });
-        res.on('end', () => done({ ok: true, text: Buffer.concat(chunks).toString('latin1') }));
-        res.on('error', (err) => done({ ok: false, problem: errorCode(err) }));
-        res.on('aborted', () => done({ ok: false, problem: 'aborted' }));
-      });
-    } catch (err) {
-      resolve({ ok: false, problem: errorCode(err) });
-      return;
-    }
-    const timer = setTimeout(() => {
-      done({ ok: false, problem: `no answer within ${timeoutMs} ms` });
-      req.destroy();
-    }, timeoutMs);
-    timer.unref();
-    req.on('error', (err) => done({ ok: false, problem: errorCode(err) }));
-    req.on('close', () => done({ ok: false, problem: 'closed' }));
-    req.end();
-  });
-}
-
-function errorCode(err: unknown): string {
-  if (typeof err === 'object' && err !== null) {
-    const code = (err as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-    if (err instanceof Error) return err.message;
-  }
-  return 'error';
 }

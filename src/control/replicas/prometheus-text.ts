@@ -1,33 +1,19 @@
-// Reading one metric out of a Prometheus text exposition (format 0.0.4, and the OpenMetrics text
-// that model servers may answer with): the samples of exactly one metric name, summed and maxed
-// over their series. Only what the load reader needs, strictly, and nothing else:
+// The Prometheus text sample grammar (format 0.0.4, and the OpenMetrics text that model servers may
+// answer with), for the load reader's scanner (metric-scanner.ts), which finds the lines of the
+// names it reads and hands over what follows the name on such a line. Only what the load reader
+// needs, strictly, and nothing else:
 //
 //   sample   = name [ blanks ] [ "{" labels "}" ] blanks value [ blanks timestamp ] [ " # " exemplar ]
 //   labels   = label "=" '"' escaped value '"' { "," label "=" ... } [ "," ]
 //   value    = a Go float: decimal, exponent, NaN, +Inf, -Inf (any case)
 //
-// - A sample of the name is a line that starts with it (after blanks), the name followed by `{`
-//   or a blank: `# HELP name`, `# TYPE name`, `name_bucket`, `name_total` or `namespace:name2` are
-//   other lines. Lines are found with indexOf, so the rest of a big exposition (vLLM's runs to
-//   hundreds of kilobytes of histograms) is never split or scanned line by line.
-// - A malformed sample of the name (an unterminated label value, a raw newline in one, a value that
-//   is not a float, junk after it) is skipped and counted, never guessed at. NaN and infinite
-//   values are skipped too (counted as `ignored`): a queue of +Inf requests is not a reading.
+// - A malformed sample (an unterminated label value, a value that is not a float, junk after it)
+//   yields undefined: the scanner skips and counts it, never guesses at it.
 // - Label values may hold anything escaped (`\\`, `\"`, `\n`) including `}` and the metric's name.
 // - Never throws, whatever the text.
 //
 // The UTF-8 quoted names of Prometheus 3 (`{"my.metric", a="b"}`) are not read: model servers
 // expose classic names.
-
-/** The finite samples of one metric, over its series. */
-export interface MetricSamples {
-  sum: number;
-  max: number;
-  /** Series read (finite values). */
-  series: number;
-  /** Samples of the name skipped: malformed, NaN or infinite. */
-  ignored: number;
-}
 
 /** A Go float as Prometheus writes (and parses) sample values. */
 const FLOAT_RE = /^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])$/;
@@ -35,58 +21,21 @@ const FLOAT_RE = /^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[iI]
 const TIMESTAMP_RE = /^-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$/;
 
 /**
- * The samples of metric `name` in `text`; undefined when the text has no well-formed, finite
- * sample of it.
+ * The value of a sample given what follows its name on its line (`rest`: no line break): labels
+ * skipped (checked), then the value, then an optional timestamp and an optional exemplar.
+ * Undefined when the line is malformed; NaN and infinities are returned as such.
  */
-export function readMetric(text: string, name: string): MetricSamples | undefined {
-  const out: MetricSamples = { sum: 0, max: -Infinity, series: 0, ignored: 0 };
-  if (name.length === 0) return undefined;
-  for (let at = text.indexOf(name); at >= 0; at = text.indexOf(name, at + name.length)) {
-    if (!atLineStart(text, at)) continue;
-    const after = at + name.length;
-    const c = text.charCodeAt(after);
-    // `{`, a blank, or the end of the line: this name; anything else is a longer name.
-    if (c !== 0x7b && c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d && !Number.isNaN(c)) continue;
-    const value = sampleValue(text, after);
-    if (value === undefined || !Number.isFinite(value)) {
-      out.ignored++;
-      continue;
-    }
-    out.sum += value;
-    if (value > out.max) out.max = value;
-    out.series++;
-  }
-  return out.series === 0 ? undefined : out;
-}
-
-/** True when only blanks stand between the start of the line and `at`. */
-function atLineStart(text: string, at: number): boolean {
-  for (let i = at - 1; i >= 0; i--) {
-    const c = text.charCodeAt(i);
-    if (c === 0x0a) return true;
-    if (c !== 0x20 && c !== 0x09) return false;
-  }
-  return true;
-}
-
-/**
- * The value of the sample whose name ends at `from`: labels skipped (checked), then the value,
- * then an optional timestamp and an optional exemplar. Undefined when the line is malformed.
- */
-function sampleValue(text: string, from: number): number | undefined {
-  let end = text.indexOf('\n', from);
-  if (end < 0) end = text.length;
-  if (end > from && text.charCodeAt(end - 1) === 0x0d) end--;
-  let i = skipBlanks(text, from, end);
-  if (text.charCodeAt(i) === 0x7b) {
-    const close = labelsEnd(text, i + 1, end);
+export function sampleValue(rest: string): number | undefined {
+  const end = rest.length;
+  let i = skipBlanks(rest, 0, end);
+  if (rest.charCodeAt(i) === 0x7b) {
+    const close = labelsEnd(rest, i + 1, end);
     if (close < 0) return undefined;
     i = close + 1;
   } else {
-    i = from;
+    i = 0;
   }
-  const rest = text.slice(i, end);
-  const tokens = rest.split(/[ \t]+/);
+  const tokens = rest.slice(i).split(/[ \t]+/);
   // tokens[0] is what stood between the name (or `}`) and the first blank: it must be empty.
   if (tokens[0] !== '' || tokens.length < 2) return undefined;
   const value = tokens[1]!;
