@@ -6,8 +6,9 @@
 // session's replica when it has an affinity value) and tells that thread which replica it has.
 //
 // A full queue: an arrival whose priority is higher than the last waiter's (the most recent
-// arrival among the lowest priority) takes its place, and that waiter gets `503 queue_full`;
-// otherwise the arrival gets it.
+// arrival among the lowest priority) takes its place, and that waiter gets `503 queue_full` with
+// a message of its own (docs/api.md#errors: it was queued, then displaced); otherwise the arrival
+// gets `queue_full`.
 //
 // The queue's order rules across workers: while anyone is queued anywhere in the process, a new
 // request queues too (the slot table's `queued`), whatever its priority. A worker cannot know the
@@ -44,6 +45,8 @@ export interface GrantAffinity {
 export class Demand {
   private readonly queue: WaiterQueue<number>;
   private readonly queueFull: ErrorSpec;
+  /** What a waiter a higher-priority arrival displaced is told: `queue_full`, saying so. */
+  private readonly displacedSpec: ErrorSpec;
   private readonly waitExpired: ErrorSpec;
   private readonly known: Int32Array;
   /** Queued requests per priority, for `sluice_queue_depth{priority}`. */
@@ -74,6 +77,12 @@ export class Demand {
     this.queueFull = errorSpec(
       new RelayError('queue_full', {
         message: `The service queue is full (${service.queue.maxRequests} requests); retry later.`,
+        headers: { 'retry-after': String(QUEUE_FULL_RETRY_AFTER_S) },
+      }),
+    );
+    this.displacedSpec = errorSpec(
+      new RelayError('queue_full', {
+        message: "The queue is full and a higher-priority request took this request's place.",
         headers: { 'retry-after': String(QUEUE_FULL_RETRY_AFTER_S) },
       }),
     );
@@ -113,8 +122,9 @@ export class Demand {
         return false;
       }
       this.left(displaced, 'displaced');
-      this.log.debug({ service: this.service.slug, priority: displaced.priority, for: priority }, 'queued request displaced');
-      this.tell(displaced.waiter, this.queueFull);
+      const waitedMs = Math.round(sharedClock() - displaced.enqueuedAt);
+      this.log.info({ service: this.service.slug, priority: displaced.priority, for: priority, waitedMs }, 'queued request displaced');
+      this.tell(displaced.waiter, this.displacedSpec);
     }
     this.queue.push(key, arrivedAt, priority, maxWaitMs < 0 ? this.service.queue.maxWaitMs : maxWaitMs);
     if (affinity >= 0) this.affinityOf.set(key, affinity);
