@@ -253,6 +253,8 @@ class ControlPlane implements Gateway, OpsSource {
 
   reload(config: Config): void {
     const services = config.services.map((s) => ({ slug: s.slug, tokens: s.tokens }));
+    // The queue's depth series follow the tokens' priorities (a restart adds services).
+    for (const { slug, tokens } of services) this.services.find((service) => service.slug === slug)?.tokensReloaded(tokens);
     if (this.local !== undefined) {
       const ignored = this.local.plane.reload(services);
       this.logger.info({ services: services.map((s) => s.slug).filter((slug) => !ignored.includes(slug)), ignored }, 'tokens reloaded');

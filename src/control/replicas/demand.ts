@@ -19,7 +19,7 @@
 // A request that will not wait (`X-Sluice-Max-Wait-Ms: 0`) never queues; when it found the
 // service cold its thread says so, and the service is `wanted` as if one request were queued, for
 // up to `queue.maxWaitMs` or until a replica is ready, so a retry finds it warm.
-import type { ServiceConfig } from '../../config/types.js';
+import type { ServiceConfig, TokenConfig } from '../../config/types.js';
 import { RelayError } from '../../http/errors.js';
 import type { Logger } from '../../log/logger.js';
 import type { AffinityRing } from '../../replicas/affinity-ring.js';
@@ -52,7 +52,7 @@ export class Demand {
   /** Queued requests per priority, for `sluice_queue_depth{priority}`. */
   private readonly atPriority = new Map<number, number>();
   /** The priorities of the service's tokens (and 0): their depth series stay at 0 when empty. */
-  private readonly kept: ReadonlySet<number>;
+  private kept: ReadonlySet<number>;
   /** Affinity hashes of queued requests that have one. */
   private readonly affinityOf = new Map<number, number>();
   private dispatching = false;
@@ -72,7 +72,7 @@ export class Demand {
     private readonly affinity: GrantAffinity | undefined = undefined,
   ) {
     this.known = known;
-    this.kept = new Set([0, ...service.tokens.map((t) => t.priority)]);
+    this.kept = keptPriorities(service.tokens);
     this.queue = new WaiterQueue<number>(service.queue.maxRequests, service.queue.maxWaitMs, (key, waitedMs, entry) => this.expired(key, waitedMs, entry));
     this.queueFull = errorSpec(
       new RelayError('queue_full', {
@@ -131,6 +131,16 @@ export class Demand {
     this.count(priority, 1);
     this.dispatch();
     return true;
+  }
+
+  /**
+   * The service's tokens were reloaded (SIGHUP): their priorities keep their depth series from now
+   * on, and a priority no token has any more loses its series once none waits at it.
+   */
+  tokensReloaded(tokens: readonly TokenConfig[]): void {
+    const before = this.kept;
+    this.kept = keptPriorities(tokens);
+    for (const priority of before) if (!this.kept.has(priority) && this.atPriority.get(priority) === 0) this.reportDepth(priority);
   }
 
   cancel(thread: number, id: number): void {
@@ -256,4 +266,9 @@ export class Demand {
       this.log.error({ service: this.service.slug, err }, 'waiter failure not delivered');
     }
   }
+}
+
+/** The priorities whose depth series stay when empty: the tokens' and 0. */
+function keptPriorities(tokens: readonly TokenConfig[]): ReadonlySet<number> {
+  return new Set([0, ...tokens.map((t) => t.priority)]);
 }
