@@ -10,9 +10,12 @@ import { AUTH, eventually, rawService, secret, startTestGateway, TEST_TOKEN_SHA2
 import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
 import { connectionsOnEveryWorker } from './helpers/workers.js';
 import { sha256Hex } from '../src/cli/token.js';
+import { parseConfig } from '../src/config/load.js';
 
 const CHAT = secret('slc_test_chat_token_priority_ten_0123456789abcdef');
 const BATCH = secret('slc_test_batch_token_priority_minus_ten_0123456789');
+const BULK = secret('slc_test_bulk_token_priority_five_added_by_reload_0123');
+const DISPLACED = "The queue is full and a higher-priority request took this request's place.";
 const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
 const TOKENS = [
   { name: 'default', sha256: TEST_TOKEN_SHA256 },
@@ -133,13 +136,14 @@ test('a full queue: a higher arrival displaces the most recent of the lowest (50
   const displaced = await batch2;
   assert.equal(displaced.status, 503);
   assert.equal(displaced.error, 'queue_full');
+  assert.equal((JSON.parse(displaced.text) as { error: { message: string } }).error.message, DISPLACED, 'told it was displaced, not that the queue was full when it came');
   assert.deepEqual(await depths(s.tg), { '10': 1, '0': 1, '-10': 1 });
   // Another batch request: nothing lower to displace, so it is refused itself.
   const refused = await request(s.tg.url('/x'), { method: 'POST', headers: bearer(BATCH), body: 'batch-3' });
   assert.equal(refused.statusCode, 503);
   assert.equal(refused.headers['x-sluice-error'], 'queue_full');
   assert.equal(refused.headers['retry-after'], '1');
-  await refused.body.text();
+  assert.equal(((await refused.body.json()) as { error: { message: string } }).error.message, 'The service queue is full (3 requests); retry later.');
   // A default request displaces batch-1; a second one displaces nobody (only its equal and higher are left).
   const default2 = request(s.tg.url('/x'), { method: 'POST', headers: AUTH, body: 'default-2' });
   assert.equal((await batch1).error, 'queue_full');
@@ -155,6 +159,36 @@ test('a full queue: a higher arrival displaces the most recent of the lowest (50
   assert.deepEqual(s.order, ['hold', 'chat', 'default-1', 'default-2']);
   const waits = await (await fetch(`${s.tg.origin}/metrics`)).text();
   assert.match(waits, /^sluice_queue_wait_seconds_count\{service="svc",outcome="displaced"\} 2$/m);
+  // Each displacement is logged at info, with the priorities and how long the waiter had waited.
+  const displacedLines = () => s.tg.logs.filter((l) => l.msg === 'queued request displaced');
+  await eventually(() => displacedLines().length === 2, 10_000, 'both displacements logged');
+  const lines = displacedLines();
+  assert.deepEqual(
+    lines.map((l) => ({ level: l.level, service: l.service, priority: l.priority, for: l.for, waited: typeof l.waitedMs === 'number' })),
+    [
+      { level: 30, service: 'svc', priority: -10, for: 10, waited: true },
+      { level: 30, service: 'svc', priority: -10, for: 0, waited: true },
+    ],
+  );
+});
+
+test('a reload (SIGHUP) that adds a token of a new priority keeps its depth series; a priority no token has any more loses its series once empty', async () => {
+  const s = await setup();
+  const held = await hold(s);
+  const batch = (await queueOne(s.tg, 'batch-1', bearer(BATCH))).answer;
+  assert.deepEqual(await depths(s.tg), { '-10': 1 });
+  // The tokens reloaded as SIGHUP does: batch (-10) removed, bulk (5) added.
+  const tokens = [...TOKENS.filter((t) => t.name !== 'batch'), { name: 'bulk', sha256: sha256Hex(BULK), priority: 5 }];
+  s.tg.gateway.reload(parseConfig({ listen: { host: '127.0.0.1', port: 0 }, services: [rawService({ urls: [s.replica.url], concurrency: 1 }, { tokens, queue: { maxWaitMs: 30_000 } })] }));
+  assert.deepEqual(await depths(s.tg), { '-10': 1 }, 'a request still waits at -10');
+  const bulk = (await queueOne(s.tg, 'bulk-1', bearer(BULK))).answer;
+  assert.deepEqual(await depths(s.tg), { '5': 1, '-10': 1 });
+  s.release();
+  await held.answer;
+  assert.equal((await bulk).status, 200);
+  assert.equal((await batch).status, 200, 'queued before the reload, served after it');
+  assert.deepEqual(s.order, ['hold', 'bulk-1', 'batch-1']);
+  assert.deepEqual(await depths(s.tg), { '5': 0 }, 'the new token’s priority stays at 0; the removed one’s series is gone');
 });
 
 test('X-Sluice-Priority only lowers: above the token counts as the token, below lowers it; not an integer is 400; never forwarded', async () => {

@@ -23,7 +23,7 @@ import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
 import { Refusals } from '../relay/refusal.js';
 import { RequestIds } from '../relay/request-ids.js';
-import { FLAG_COUNT, FLAG_DRAINING } from '../replicas/messages.js';
+import { FLAG_COUNT, FLAG_DRAINING, FLAG_READY } from '../replicas/messages.js';
 import { checkPortFree } from './port-check.js';
 import type { EndpointReplicasOptions } from './replicas/endpoint-replicas.js';
 import { ServiceControl } from './replicas/service-control.js';
@@ -155,6 +155,10 @@ class ControlPlane implements Gateway, OpsSource {
 
   // ── OpsSource ────────────────────────────────────────────────────────────────────────────
 
+  get ready(): boolean {
+    return Atomics.load(this.flags, FLAG_READY) === 1;
+  }
+
   get draining(): boolean {
     return Atomics.load(this.flags, FLAG_DRAINING) === 1;
   }
@@ -191,6 +195,9 @@ class ControlPlane implements Gateway, OpsSource {
       this.adminSocket = await listenOn(this.adminApp, this.config.admin!.host, this.config.admin!.port, true);
       this.adminPort = uWS.us_socket_local_port(this.adminSocket);
     }
+    // Ready only now: a worker that listens alone would get every connection a client opens as
+    // soon as /readyz says 200, and keep-alive keeps them there.
+    Atomics.store(this.flags, FLAG_READY, 1);
     this.logger.info(
       { host, port: this.port, adminPort: this.adminPort, workers: this.workers, basePath: this.config.basePath, services: this.config.services.map((s) => s.slug) },
       'gateway listening',
@@ -253,6 +260,8 @@ class ControlPlane implements Gateway, OpsSource {
 
   reload(config: Config): void {
     const services = config.services.map((s) => ({ slug: s.slug, tokens: s.tokens }));
+    // The queue's depth series follow the tokens' priorities (a restart adds services).
+    for (const { slug, tokens } of services) this.services.find((service) => service.slug === slug)?.tokensReloaded(tokens);
     if (this.local !== undefined) {
       const ignored = this.local.plane.reload(services);
       this.logger.info({ services: services.map((s) => s.slug).filter((slug) => !ignored.includes(slug)), ignored }, 'tokens reloaded');

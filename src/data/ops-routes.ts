@@ -1,7 +1,7 @@
 // The operations endpoints (docs/operations.md#operations-endpoints): /healthz, /readyz, /metrics. On the relay
 // listener each data plane thread serves them; on the `admin` listener the main thread does.
-// Either way they speak for the whole gateway: `draining` is the gateway's flag and the metrics
-// text is rendered by the main thread from every thread's counters.
+// Either way they speak for the whole gateway: `ready` and `draining` are the gateway's flags and
+// the metrics text is rendered by the main thread from every thread's counters.
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { RelayError } from '../http/errors.js';
 import type { Logger } from '../log/logger.js';
@@ -10,6 +10,12 @@ import { readCallerHeaders } from '../relay/headers.js';
 import type { Refusals } from '../relay/refusal.js';
 
 export interface OpsSource {
+  /**
+   * True once every thread of the gateway listens (it logs `gateway listening` then): until then a
+   * ready answer would send callers' connections to the threads that listen already, and keep
+   * them there (docs/operations.md#operations-endpoints).
+   */
+  readonly ready: boolean;
   /** True once the gateway drains (every thread, every listener). */
   readonly draining: boolean;
   /** The Prometheus text of the whole gateway. */
@@ -17,6 +23,8 @@ export interface OpsSource {
 }
 
 const JSON_OK = '{"status":"ok"}';
+const JSON_STARTING = '{"status":"starting"}';
+const JSON_DRAINING = '{"status":"draining"}';
 const NO_FORWARD: ReadonlySet<string> = new Set();
 
 /**
@@ -36,7 +44,7 @@ export function addOpsRoutes(app: TemplatedApp, ops: OpsSource, logger: Logger, 
   for (const path of ['/healthz', '/readyz', '/metrics']) {
     app.head(path, (res, req) => {
       if (refusedOpsRequest(res, req, true, refusals)) return;
-      const status = path === '/readyz' && ops.draining ? '503 Service Unavailable' : '200 OK';
+      const status = path === '/readyz' && (ops.draining || !ops.ready) ? '503 Service Unavailable' : '200 OK';
       res.cork(() => res.writeStatus(status).endWithoutBody());
     });
   }
@@ -46,12 +54,9 @@ export function addOpsRoutes(app: TemplatedApp, ops: OpsSource, logger: Logger, 
   });
   app.get('/readyz', (res, req) => {
     if (refusedOpsRequest(res, req, false, refusals)) return;
+    const answer = ops.draining ? JSON_DRAINING : ops.ready ? JSON_OK : JSON_STARTING;
     res.cork(() => {
-      if (ops.draining) {
-        res.writeStatus('503 Service Unavailable').writeHeader('content-type', 'application/json').end('{"status":"draining"}');
-      } else {
-        res.writeStatus('200 OK').writeHeader('content-type', 'application/json').end(JSON_OK);
-      }
+      res.writeStatus(answer === JSON_OK ? '200 OK' : '503 Service Unavailable').writeHeader('content-type', 'application/json').end(answer);
     });
   });
   app.get('/metrics', (res, req) => {

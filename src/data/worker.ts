@@ -14,7 +14,7 @@ import { PostingDestination } from '../log/transport.js';
 import { CounterLayout, RequestCounters } from '../metrics/request-counters.js';
 import type { DemandLink } from '../replicas/link.js';
 import { SlotTable } from '../replicas/slots.js';
-import { FLAG_DRAINING, type FromWorker, type ToWorker, type WorkerInit } from '../replicas/messages.js';
+import { FLAG_DRAINING, FLAG_READY, type FromWorker, type ToWorker, type WorkerInit } from '../replicas/messages.js';
 import { DataPlane } from './data-plane.js';
 import { ReplicaView } from './replica-view.js';
 
@@ -56,6 +56,9 @@ const plane = new DataPlane({
   ops:
     config.admin === undefined
       ? {
+          get ready() {
+            return Atomics.load(flags, FLAG_READY) === 1;
+          },
           get draining() {
             return Atomics.load(flags, FLAG_DRAINING) === 1;
           },
@@ -141,7 +144,12 @@ port.on('message', (message: ToWorker) => {
 });
 
 plane.listen(config.listen.host, init.port, false).then(
-  (chosen) => post({ t: 'listening', port: chosen }),
+  (chosen) => {
+    // Sent before `listening`, so the main thread writes it before `gateway listening`.
+    logger.info({ port: chosen }, 'worker listening');
+    destination.flush();
+    post({ t: 'listening', port: chosen });
+  },
   (err: unknown) => {
     post({ t: 'listen-failed', reason: err instanceof Error ? err.message : String(err) });
     exit(1);

@@ -59,11 +59,14 @@ const WWW_AUTHENTICATE_INVALID = 'Bearer realm="sluice", error="invalid_token"';
 const REQUEST_SEGMENT = '/request/';
 const NO_FORWARD: ReadonlySet<string> = new Set();
 
-/** Repeated authentication failures per address (shared-auth-limiter.ts: gateway-wide). */
+/**
+ * Repeated authentication failures per caller (shared-auth-limiter.ts: gateway-wide), by the
+ * binary peer address uWS gives (`getRemoteAddress`: 4 or 16 bytes).
+ */
 export interface AuthLimiter {
   readonly idle: boolean;
-  blockedFor(address: string, now: number): number;
-  recordFailure(address: string, now: number): void;
+  blockedFor(address: ArrayBuffer, now: number): number;
+  recordFailure(address: ArrayBuffer, now: number): void;
 }
 
 export class RequestFilter {
@@ -117,9 +120,9 @@ export class RequestFilter {
       this.refuse(res, drainingError(), true, service, head);
       return;
     }
-    let address: string | undefined;
+    let address: ArrayBuffer | undefined;
     if (!this.limiter.idle) {
-      address = Buffer.from(res.getRemoteAddressAsText()).toString();
+      address = res.getRemoteAddress();
       const wait = this.limiter.blockedFor(address, Date.now());
       if (wait > 0) {
         this.refuse(res, new RelayError('too_many_requests', { headers: { 'retry-after': String(wait) } }), hasBody, service, head);
@@ -132,7 +135,7 @@ export class RequestFilter {
         this.refuse(res, new RelayError('bad_request', { message: 'The Authorization header must be "Bearer <token>".' }), hasBody, service, head);
         return;
       }
-      this.limiter.recordFailure(address ?? Buffer.from(res.getRemoteAddressAsText()).toString(), Date.now());
+      this.limiter.recordFailure(address ?? res.getRemoteAddress(), Date.now());
       const challenge = auth === 'missing' ? WWW_AUTHENTICATE : WWW_AUTHENTICATE_INVALID;
       this.refuse(res, new RelayError('unauthorized', { headers: { 'www-authenticate': challenge } }), hasBody, service, head);
       return;

@@ -16,7 +16,7 @@ export interface WorkerInit {
   slots: SlotTableInit[];
   /** This thread's request counters (metrics/request-counters.ts). */
   store: SharedArrayBuffer;
-  /** Gateway-wide flags (gateway.ts: [0] draining). */
+  /** Gateway-wide flags (gateway.ts: [0] draining, [1] ready). */
   flags: SharedArrayBuffer;
   /** The gateway-wide authentication failure table (data/shared-auth-limiter.ts). */
   authFailures: SharedArrayBuffer;
@@ -50,4 +50,6 @@ export type FromWorker =
 
 /** Index of the gateway-wide flags in `WorkerInit.flags`. */
 export const FLAG_DRAINING = 0;
-export const FLAG_COUNT = 1;
+/** 1 once every data plane thread listens (and the admin listener, if any): `/readyz` says 200. */
+export const FLAG_READY = 1;
+export const FLAG_COUNT = 2;

@@ -6,8 +6,9 @@
 // session's replica when it has an affinity value) and tells that thread which replica it has.
 //
 // A full queue: an arrival whose priority is higher than the last waiter's (the most recent
-// arrival among the lowest priority) takes its place, and that waiter gets `503 queue_full`;
-// otherwise the arrival gets it.
+// arrival among the lowest priority) takes its place, and that waiter gets `503 queue_full` with
+// a message of its own (docs/api.md#errors: it was queued, then displaced); otherwise the arrival
+// gets `queue_full`.
 //
 // The queue's order rules across workers: while anyone is queued anywhere in the process, a new
 // request queues too (the slot table's `queued`), whatever its priority. A worker cannot know the
@@ -18,7 +19,7 @@
 // A request that will not wait (`X-Sluice-Max-Wait-Ms: 0`) never queues; when it found the
 // service cold its thread says so, and the service is `wanted` as if one request were queued, for
 // up to `queue.maxWaitMs` or until a replica is ready, so a retry finds it warm.
-import type { ServiceConfig } from '../../config/types.js';
+import type { ServiceConfig, TokenConfig } from '../../config/types.js';
 import { RelayError } from '../../http/errors.js';
 import type { Logger } from '../../log/logger.js';
 import type { AffinityRing } from '../../replicas/affinity-ring.js';
@@ -44,12 +45,14 @@ export interface GrantAffinity {
 export class Demand {
   private readonly queue: WaiterQueue<number>;
   private readonly queueFull: ErrorSpec;
+  /** What a waiter a higher-priority arrival displaced is told: `queue_full`, saying so. */
+  private readonly displacedSpec: ErrorSpec;
   private readonly waitExpired: ErrorSpec;
   private readonly known: Int32Array;
   /** Queued requests per priority, for `sluice_queue_depth{priority}`. */
   private readonly atPriority = new Map<number, number>();
   /** The priorities of the service's tokens (and 0): their depth series stay at 0 when empty. */
-  private readonly kept: ReadonlySet<number>;
+  private kept: ReadonlySet<number>;
   /** Affinity hashes of queued requests that have one. */
   private readonly affinityOf = new Map<number, number>();
   private dispatching = false;
@@ -69,11 +72,17 @@ export class Demand {
     private readonly affinity: GrantAffinity | undefined = undefined,
   ) {
     this.known = known;
-    this.kept = new Set([0, ...service.tokens.map((t) => t.priority)]);
+    this.kept = keptPriorities(service.tokens);
     this.queue = new WaiterQueue<number>(service.queue.maxRequests, service.queue.maxWaitMs, (key, waitedMs, entry) => this.expired(key, waitedMs, entry));
     this.queueFull = errorSpec(
       new RelayError('queue_full', {
         message: `The service queue is full (${service.queue.maxRequests} requests); retry later.`,
+        headers: { 'retry-after': String(QUEUE_FULL_RETRY_AFTER_S) },
+      }),
+    );
+    this.displacedSpec = errorSpec(
+      new RelayError('queue_full', {
+        message: "The queue is full and a higher-priority request took this request's place.",
         headers: { 'retry-after': String(QUEUE_FULL_RETRY_AFTER_S) },
       }),
     );
@@ -113,14 +122,25 @@ export class Demand {
         return false;
       }
       this.left(displaced, 'displaced');
-      this.log.debug({ service: this.service.slug, priority: displaced.priority, for: priority }, 'queued request displaced');
-      this.tell(displaced.waiter, this.queueFull);
+      const waitedMs = Math.round(sharedClock() - displaced.enqueuedAt);
+      this.log.info({ service: this.service.slug, priority: displaced.priority, for: priority, waitedMs }, 'queued request displaced');
+      this.tell(displaced.waiter, this.displacedSpec);
     }
     this.queue.push(key, arrivedAt, priority, maxWaitMs < 0 ? this.service.queue.maxWaitMs : maxWaitMs);
     if (affinity >= 0) this.affinityOf.set(key, affinity);
     this.count(priority, 1);
     this.dispatch();
     return true;
+  }
+
+  /**
+   * The service's tokens were reloaded (SIGHUP): their priorities keep their depth series from now
+   * on, and a priority no token has any more loses its series once none waits at it.
+   */
+  tokensReloaded(tokens: readonly TokenConfig[]): void {
+    const before = this.kept;
+    this.kept = keptPriorities(tokens);
+    for (const priority of before) if (!this.kept.has(priority) && this.atPriority.get(priority) === 0) this.reportDepth(priority);
   }
 
   cancel(thread: number, id: number): void {
@@ -246,4 +266,9 @@ export class Demand {
       this.log.error({ service: this.service.slug, err }, 'waiter failure not delivered');
     }
   }
+}
+
+/** The priorities whose depth series stay when empty: the tokens' and 0. */
+function keptPriorities(tokens: readonly TokenConfig[]): ReadonlySet<number> {
+  return new Set([0, ...tokens.map((t) => t.priority)]);
 }

@@ -56,7 +56,7 @@ class ReplicaLoad {
   waiting: number | null = null;
   cacheUsage: number | null = null;
   running: number | null = null;
-  /** The current failure (logged once when it began), or undefined while readings succeed. */
+  /** The latest failure (the first of a run is logged), or undefined while readings succeed. */
   problem: string | undefined = undefined;
   /** performance.now() when the failure began. */
   failingSince = 0;
@@ -164,13 +164,19 @@ export class LoadReader {
         this.failed(r, state, `no ${this.load.waiting.join(' or ')} sample`);
         return;
       }
+      // Every sample is finite, but their sum can overflow (two near 1.8e308): no reading, like an
+      // infinite sample (docs/configuration.md#the-model-servers-own-queue).
+      if (!Number.isFinite(waiting.sum)) {
+        this.failed(r, state, `${this.load.waiting.join(' or ')} sums past the largest number`);
+        return;
+      }
       const cache = firstMetric(scanner, this.cacheAt);
       if (cache === undefined && this.load.cacheUsage.length > 0 && !state.cacheMissingLogged) {
         state.cacheMissingLogged = true;
         this.log.warn({ service: this.service.slug, replica: r.id, metric: this.load.cacheUsage.join(' or ') }, 'load reading has no cache usage; the replica is never treated as full');
       }
       const running = firstMetric(scanner, this.runningAt);
-      state.running = running === undefined ? null : Math.max(0, running.sum);
+      state.running = running === undefined || !Number.isFinite(running.sum) ? null : Math.max(0, running.sum);
       this.succeeded(r, state, startedAt, takenAtStart, Math.max(0, waiting.sum), cache === undefined ? null : cache.max);
     });
   }
@@ -193,8 +199,9 @@ export class LoadReader {
     state.valid = false;
     this.slots.clearReading(r.slot);
     if (wasValid) this.events?.replicaLoad(this.service.slug, r.id, null);
-    if (state.problem !== undefined) return; // logged when it began
-    state.problem = problem;
+    const ongoing = state.problem !== undefined;
+    state.problem = problem; // /status shows the latest
+    if (ongoing) return; // logged when it began
     state.failingSince = performance.now();
     this.log.warn(
       { service: this.service.slug, replica: r.id, url: r.origin + this.load.path, problem },

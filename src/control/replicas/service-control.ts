@@ -26,7 +26,7 @@
 //   replica is out of rotation, the one taken out longest ago is handed out anyway (the "panic"
 //   rule of Envoy): if the probe was wrong the request succeeds; if the replica is really down the
 //   retry finds nothing and the caller gets `502 upstream_unavailable` within milliseconds.
-import { type ReplicaKind, replicaKind, type ServiceConfig } from '../../config/types.js';
+import { type ReplicaKind, replicaKind, type ServiceConfig, type TokenConfig } from '../../config/types.js';
 import { drainingError, RelayError } from '../../http/errors.js';
 import type { Logger } from '../../log/logger.js';
 import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
@@ -169,6 +169,11 @@ export class ServiceControl {
     if (!this.acceptingRequests || this.kind === 'static' || this.readyCount > 0) return;
     this.demand.wake();
     this.scale();
+  }
+
+  /** SIGHUP reloaded the service's tokens: the queue keeps their priorities' depth series. */
+  tokensReloaded(tokens: readonly TokenConfig[]): void {
+    this.demand.tokensReloaded(tokens);
   }
 
   cancel(thread: number, id: number): void {
