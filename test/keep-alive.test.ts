@@ -81,6 +81,9 @@ for (const workers of [1, 2]) {
         ['a slow stream to a request without "stream": true', JSON.stringify({ headDelayMs: 700, pieces: [[0, EVENTS]] }), { accept: '*/*' }],
         ['"stream": true nested, not at the top level', JSON.stringify({ options: { stream: true }, headDelayMs: 700, status: 500, contentType: 'text/plain', pieces: [[0, 'boom']] }), {}],
         ['Accept with text/event-stream;q=0', JSON.stringify({ headDelayMs: 700, pieces: [[0, EVENTS]] }), { accept: 'text/event-stream;q=0' }],
+        // An explicit "stream": false wins over an Accept that names both types, as MCP clients send it.
+        ['a slow JSON answer to "stream": false with Accept: application/json, text/event-stream', asking({ headDelayMs: 700, contentType: 'application/json', withLength: true, pieces: [[0, '{"id":"x","choices":[]}']] }, false), { accept: 'application/json, text/event-stream' }],
+        ['a slow JSON error to "stream": false with Accept: text/event-stream', asking({ headDelayMs: 700, status: 500, contentType: 'application/json', withLength: true, pieces: [[0, '{"error":"boom"}']] }, false), { accept: 'text/event-stream' }],
       ];
       for (const [name, body, headers] of cases) {
         const wire = async (slug: string): Promise<string> => {
