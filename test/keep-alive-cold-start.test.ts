@@ -2,8 +2,8 @@
 // service whose replica (the demo model server) starts when the test opens its gate. Real clients
 // read the streams to their end: the OpenAI SDK and curl. The queue's own answers after the
 // comments (a failed start, the wait running out, a full queue, a drain) are one error event; a
-// caller leaving takes its request out of the queue; a request that did not ask for a stream waits
-// as before. With one data plane thread and two.
+// caller leaving takes its request out of the queue; a request that did not ask for a stream (also
+// one whose `"stream": false` overrules its Accept) waits as before. With one data plane thread and two.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -46,9 +46,9 @@ async function cold(workers: number, options: { command?: string[]; queue?: Reco
 const CHAT = (stream: boolean, content = 'hello cold start'): string => JSON.stringify({ model: 'demo', messages: [{ role: 'user', content }], ...(stream ? { stream: true } : {}) });
 
 /** curl reading the answer to its end: its exit code, and what it printed (with -i, the head too). */
-function curl(url: string, body: string): Promise<{ code: number | null; out: string }> {
+function curl(url: string, body: string, headers: string[] = []): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('curl', ['-sS', '-N', '-i', '--max-time', '30', url, '-H', `Authorization: ${AUTH.authorization}`, '-H', 'Content-Type: application/json', '-d', body]);
+    const child = spawn('curl', ['-sS', '-N', '-i', '--max-time', '30', url, '-H', `Authorization: ${AUTH.authorization}`, '-H', 'Content-Type: application/json', ...headers.flatMap((h) => ['-H', h]), '-d', body]);
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -74,7 +74,7 @@ function requestLines(tg: TestGateway): Record<string, unknown>[] {
 
 for (const workers of [1, 2]) {
   describe(`workers: ${workers}`, { timeout: 60_000 }, () => {
-    test('through a cold start: the OpenAI SDK and curl read comments and then every event to the end; a request without "stream" waits as before', async () => {
+    test('through a cold start: the OpenAI SDK and curl read comments and then every event to the end; a request without "stream", and one with "stream": false and an Accept naming both types (MCP), wait as before', async () => {
       const { tg, open } = await cold(workers);
       const client = new OpenAI({ baseURL: tg.url('/v1', 'llm'), apiKey: TEST_TOKEN, maxRetries: 0, timeout: 30_000 });
       const sdk = (async () => {
@@ -90,7 +90,9 @@ for (const workers of [1, 2]) {
       })();
       const streamed = curl(tg.url('/v1/chat/completions', 'llm'), CHAT(true));
       const plain = curl(tg.url('/v1/chat/completions', 'llm'), CHAT(false));
-      await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="llm",priority="0"}')) === 3, 10_000, 'three queued requests');
+      // As an MCP client asks for a plain answer: both media types in Accept, `"stream": false` in the body.
+      const mcp = curl(tg.url('/v1/chat/completions', 'llm'), JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: 'hello cold start' }], stream: false }), ['Accept: application/json, text/event-stream']);
+      await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="llm",priority="0"}')) === 4, 10_000, 'four queued requests');
       // Long enough for two or three comments, then the model is "loaded".
       await new Promise((resolve) => setTimeout(resolve, 3 * KEEP_ALIVE_MS + 100));
       open();
@@ -110,13 +112,16 @@ for (const workers of [1, 2]) {
       assert.ok(body.indexOf('data: ') > body.lastIndexOf(WAITING), 'then only events');
       assert.ok(body.endsWith('data: [DONE]\n\n'), 'read to its end');
 
-      const p = await plain;
-      assert.equal(p.code, 0, p.out);
-      const plainParts = split(p.out);
-      assert.match(plainParts.head, /\r\ncontent-type: application\/json\r\n/i);
-      assert.equal((JSON.parse(plainParts.body) as { choices: { message: { content: string } }[] }).choices[0]!.message.content, 'You said: hello cold start');
+      for (const p of [await plain, await mcp]) {
+        assert.equal(p.code, 0, p.out);
+        const plainParts = split(p.out);
+        assert.match(plainParts.head, /^HTTP\/1\.1 200 OK\r\n/);
+        assert.match(plainParts.head, /\r\ncontent-type: application\/json\r\n/i);
+        assert.ok(!plainParts.body.includes(WAITING), 'no comment');
+        assert.equal((JSON.parse(plainParts.body) as { choices: { message: { content: string } }[] }).choices[0]!.message.content, 'You said: hello cold start');
+      }
 
-      await eventually(() => requestLines(tg).length === 3, 10_000, 'three access lines');
+      await eventually(() => requestLines(tg).length === 4, 10_000, 'four access lines');
       const lines = requestLines(tg);
       const kept = lines.filter((l) => l.keptAlive === true);
       assert.equal(kept.length, 2, 'the two streamed requests were kept alive');
@@ -127,7 +132,7 @@ for (const workers of [1, 2]) {
         assert.ok(Number(line.events) >= 6, 'its events were counted');
         assert.ok(Number(line.firstEventMs) >= Number(line.queuedMs), 'the first event came after the wait');
       }
-      assert.equal(lines.filter((l) => l.keptAlive === undefined && l.events === undefined && l.status === 200).length, 1, 'the plain request');
+      assert.equal(lines.filter((l) => l.keptAlive === undefined && l.events === undefined && l.status === 200).length, 2, 'the two plain requests');
     });
 
     test('a failed start after the comments: one error event no_replica, for curl and for the OpenAI SDK (an APIError with the code)', async () => {

@@ -66,7 +66,7 @@ for (const workers of [1, 2]) {
         assert.equal(line.keptAlive, true);
         assert.equal(line.events, 3);
         assert.ok(Number(line.ttfbMs) >= 950, `time to first byte is the replica's answer, not the first comment: ${String(line.ttfbMs)}`);
-        assert.equal(line.bytesOut, Buffer.byteLength(EVENTS), 'the replica\'s bytes, not the comments');
+        assert.equal(line.bytesOut, Buffer.byteLength(read.text), 'every byte written to the caller: the comments and the replica\'s events');
       }
       assert.equal(await metric(tg, 'sluice_requests_total{service="on",status="200",outcome="ok"}'), 2);
       assert.equal(await metric(tg, 'sluice_stream_events_total{service="on"}'), 6);
@@ -81,6 +81,9 @@ for (const workers of [1, 2]) {
         ['a slow stream to a request without "stream": true', JSON.stringify({ headDelayMs: 700, pieces: [[0, EVENTS]] }), { accept: '*/*' }],
         ['"stream": true nested, not at the top level', JSON.stringify({ options: { stream: true }, headDelayMs: 700, status: 500, contentType: 'text/plain', pieces: [[0, 'boom']] }), {}],
         ['Accept with text/event-stream;q=0', JSON.stringify({ headDelayMs: 700, pieces: [[0, EVENTS]] }), { accept: 'text/event-stream;q=0' }],
+        // An explicit "stream": false wins over an Accept that names both types, as MCP clients send it.
+        ['a slow JSON answer to "stream": false with Accept: application/json, text/event-stream', asking({ headDelayMs: 700, contentType: 'application/json', withLength: true, pieces: [[0, '{"id":"x","choices":[]}']] }, false), { accept: 'application/json, text/event-stream' }],
+        ['a slow JSON error to "stream": false with Accept: text/event-stream', asking({ headDelayMs: 700, status: 500, contentType: 'application/json', withLength: true, pieces: [[0, '{"error":"boom"}']] }, false), { accept: 'text/event-stream' }],
       ];
       for (const [name, body, headers] of cases) {
         const wire = async (slug: string): Promise<string> => {
@@ -128,6 +131,7 @@ for (const workers of [1, 2]) {
         assert.equal(line.outcome, 'ok', name);
         assert.equal(line.keptAlive, true, name);
         assert.equal(line.events, undefined, `${name}: no stream was relayed`);
+        assert.equal(line.bytesOut, Buffer.byteLength(read.text), `${name}: bytesOut counts the comments and the error event`);
         assert.ok(Number(line.ttfbMs) >= 450, name);
       }
       for (const status of [404, 500, 429, 200, 503]) {
@@ -150,6 +154,7 @@ for (const workers of [1, 2]) {
       assert.equal(timeoutLine.status, 504);
       assert.equal(timeoutLine.outcome, 'upstream_timeout');
       assert.equal(timeoutLine.keptAlive, true);
+      assert.equal(timeoutLine.bytesOut, Buffer.byteLength(timeout.text), 'the comments and Sluice\'s error event');
 
       const reset = await readStream(tg.url('/v1/chat/completions', 'on'), asking({ headDelayMs: 500, head: 'reset', pieces: [] }));
       assert.equal(reset.ending, 'clean');

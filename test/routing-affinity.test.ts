@@ -8,6 +8,7 @@ import { after, test } from 'node:test';
 import { request } from 'undici';
 import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { type LoadReplica, startLoadReplica } from './helpers/load-replica.js';
+import { parseResponse, rawExchange } from './helpers/raw-http.js';
 import { connectionsOnEveryWorker } from './helpers/workers.js';
 
 const open: { close(): Promise<void> }[] = [];
@@ -61,6 +62,23 @@ test('a session stays on its replica; sessions spread evenly; the header is not 
   const plain = new Set<string>();
   for (let i = 0; i < 6; i++) plain.add(await ask(tg, undefined));
   assert.equal(plain.size, 3);
+});
+
+test('an empty affinity value names no session: such requests are spread as without the header', async () => {
+  const list = await replicas(2);
+  const tg = await gateway(list);
+  const path = new URL(tg.url('/v1/chat/completions')).pathname;
+  const names: string[] = [];
+  // Written raw: an empty value, and one of spaces only (the value is what is left of it, empty).
+  for (const field of ['X-Session-Id:', 'X-Session-Id:   ', 'x-session-id:', 'X-Session-Id: ', 'X-Session-Id:', 'X-Session-Id:\t']) {
+    const head = `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\n${field}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`;
+    const exchange = await rawExchange(tg.port, head, 10_000);
+    const response = parseResponse(exchange.bytes);
+    assert.equal(response.status, 200, JSON.stringify(field));
+    names.push(response.body.toString());
+  }
+  // Equal replicas in turn, as requests without the header go (one hashed value would stay on one).
+  assert.deepEqual(names, ['a', 'b', 'a', 'b', 'a', 'b']);
 });
 
 test('the affinity header is forwarded when forwardHeaders lists it', async () => {

@@ -137,3 +137,36 @@ test('isEventStream: the media type, any case, with or without parameters', () =
     assert.equal(isEventStream(no), false, String(no));
   }
 });
+
+/**
+ * `bytes` as a Buffer whose searches (`indexOf`, which the scanner uses to skip to the next line
+ * ending) add the bytes they pass to `searched`: the work of a scan, counted, not timed.
+ */
+function counted(bytes: Buffer): { buf: Buffer; searched(): number } {
+  const buf = Buffer.from(bytes);
+  const native = Buffer.prototype.indexOf;
+  let searched = 0;
+  Object.defineProperty(buf, 'indexOf', {
+    value(this: Buffer, value: number, from = 0): number {
+      const at = native.call(this, value, from);
+      searched += (at < 0 ? this.length : at + 1) - from;
+      return at;
+    },
+  });
+  return { buf, searched: () => searched };
+}
+
+test('the work of a scan is linear whatever the line endings: lone CR costs no more than LF', () => {
+  // A 64 KiB read of token events (the size of one socket read), with each kind of line ending.
+  const event = (ending: string): string => `data: {"choices":[{"delta":{"content":"tok"}}]}${ending}${ending}`;
+  const counts: Record<string, number> = {};
+  for (const [name, ending] of [['LF', '\n'], ['CRLF', '\r\n'], ['CR', '\r']] as const) {
+    const text = event(ending).repeat(Math.floor((64 * 1024) / event(ending).length));
+    const { buf, searched } = counted(Buffer.from(text));
+    assert.equal(new EventScanner().scan(buf), Math.floor((64 * 1024) / event(ending).length), name);
+    counts[name] = searched();
+    // One search for each kind of line ending passes each byte at most once.
+    assert.ok(searched() <= 2 * buf.length, `${name}: ${searched()} bytes searched in a read of ${buf.length}`);
+  }
+  assert.ok(counts['CR']! <= 3 * counts['LF']!, `CR ${counts['CR']} vs LF ${counts['LF']} bytes searched`);
+});

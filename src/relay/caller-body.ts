@@ -8,8 +8,6 @@ import type { HttpResponse } from 'uWebSockets.js';
 import type { UpstreamConnection } from '../upstream/connection.js';
 import { DRAIN_MAX_BYTES, HOLD_HIGH_WATER, QUEUE_HIGH_WATER } from '../tunables.js';
 
-const EMPTY = Buffer.alloc(0);
-
 export interface CallerBodyListener {
   /** The first bytes (or the whole body) are here: the request can be dispatched. */
   onBodyStart(): void;
@@ -137,14 +135,15 @@ export class CallerBody {
   }
 
   /**
-   * What this request holds of its body now (nothing is kept for this): the whole body, or what
-   * waits for a connection. `final`: no more will be held (the body is complete, the caller is
-   * paused at the high-water mark, or what arrived was already sent on).
+   * What this request holds of its body now, from its first byte, as it is held (nothing is kept
+   * or copied for this; valid until the next onData): the whole body, or the chunks that wait for
+   * a connection. `final`: no more will be held (the body is complete, the caller is paused at the
+   * high-water mark, or what arrived was already sent on).
    */
-  held(): { bytes: Buffer; final: boolean } {
-    if (this.whole !== undefined) return { bytes: this.whole, final: true };
-    if (this.sent || this.stopped) return { bytes: EMPTY, final: true };
-    return { bytes: this.queue.length === 1 ? this.queue[0]! : Buffer.concat(this.queue), final: this.complete || this.paused };
+  held(): { chunks: readonly Buffer[]; final: boolean } {
+    if (this.whole !== undefined) return { chunks: [this.whole], final: true };
+    if (this.sent || this.stopped) return { chunks: [], final: true };
+    return { chunks: this.queue, final: this.complete || this.paused };
   }
 
   /** The request waits for a replica: keep at most HOLD_HIGH_WATER bytes, then pause the caller. */

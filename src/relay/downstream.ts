@@ -27,7 +27,7 @@ export class Downstream {
   closed = false;
   /** The status line has been written. */
   headersSent = false;
-  /** Body bytes handed to uWS. */
+  /** Body bytes handed to uWS: the replica's, and a kept-alive request's comments and error event. */
   bytesOut = 0;
   /** `performance.now()` when the answer's status line and first bytes were written (for a kept-alive
    *  request, when the replica's answer or the error event followed the comments); 0 before. */
@@ -123,6 +123,7 @@ export class Downstream {
       res.writeHeader('x-request-id', this.requestId);
       if (this.closeAfter) res.writeHeader('connection', 'close');
     }
+    this.bytesOut += WAITING_COMMENT.length; // ASCII: one byte a character
     this.writable = res.write(WAITING_COMMENT);
     if (!this.writable) this.hookWritable();
   };
@@ -155,6 +156,7 @@ export class Downstream {
     this.firstByteAt = performance.now();
     this.listener.onResponseEnding();
     const text = errorEvent(json);
+    this.bytesOut += Buffer.byteLength(text);
     this.res.cork(() => this.res.end(text));
   }
 

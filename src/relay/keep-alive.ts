@@ -18,13 +18,14 @@
 //   collection (docs/architecture.md#fact-19).
 // - Whether the request asked for a stream is looked at only when its `keepAliveMs` has passed
 //   (stream-request.ts): a request answered before then costs nothing more, and is relayed exactly
-//   as without the option.
+//   as without the option. A body still arriving then is looked at again at each tick, its walk
+//   resumed where the last one stopped (a stalled body is not walked again).
 // - The comments go to the caller only: the replica's deadlines (response head, body idle) are its
 //   connection's and do not see them, so a replica that stalls is still cut off in time.
 import { type Ticking, unwatch, watch } from '../upstream/ticker.js';
 import type { CallerBody } from './caller-body.js';
 import { isEventStream } from './sse-events.js';
-import { acceptsEventStream, asksForStream } from './stream-request.js';
+import { acceptsEventStream, type StreamFlag } from './stream-request.js';
 import { ANSWER_MESSAGE_MAX } from '../tunables.js';
 
 /** A request the clock ticks while it waits. */
@@ -90,11 +91,17 @@ export function stopKeepingAlive(request: KeptAlive): void {
   if (request.keepAliveWatched) unlink(request);
 }
 
-/** The request asked for a streamed answer; undefined while the part of its body that would tell is still arriving. */
-export function asksForStreamedAnswer(accept: string | undefined, body: CallerBody): boolean | undefined {
-  if (acceptsEventStream(accept)) return true;
+/**
+ * The request asked for a streamed answer (stream-request.ts: an explicit `"stream": false` in the
+ * body wins; else `"stream": true` or an Accept naming text/event-stream); undefined while the part
+ * of its body that would tell is still arriving. `flag`: the request's own walk over its body,
+ * resumed at every look.
+ */
+export function asksForStreamedAnswer(accept: string | undefined, body: CallerBody, flag: StreamFlag): boolean | undefined {
   const held = body.held();
-  return asksForStream(held.bytes, held.final);
+  const said = flag.look(held.chunks, held.final);
+  if (said === undefined) return undefined;
+  return said === 'unsaid' ? acceptsEventStream(accept) : said === 'true';
 }
 
 /** The replica's answer can follow the comments: a 2xx event stream. */

@@ -27,6 +27,7 @@ import { Downstream, type DownstreamListener } from './downstream.js';
 import type { CallerHeaders } from './headers.js';
 import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from './keep-alive.js';
 import { isEventStream } from './sse-events.js';
+import { StreamFlag } from './stream-request.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
 
 /** What a relayed request needs to know about its service (rebuilt on token reload). */
@@ -92,6 +93,8 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   keepAlivePrev: KeptAlive | undefined = undefined;
   keepAliveNext: KeptAlive | undefined = undefined;
   keepAliveWatched = false;
+  /** The walk over the body for its `stream` key, from the first look on (kept alive while waiting). */
+  private streamFlag: StreamFlag | undefined = undefined;
   /** After keep-alive comments, a replica's answer that cannot follow them: it becomes an error event. */
   private asError: AnswerAsError | undefined = undefined;
 
@@ -154,7 +157,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     if (this.phase === 'receiving' || this.phase === 'done') return false;
     if (now < this.keepAliveAt) return true;
     if (!this.downstream.keptAlive) {
-      const asks = asksForStreamedAnswer(this.headers.accept, this.body);
+      const asks = asksForStreamedAnswer(this.headers.accept, this.body, (this.streamFlag ??= new StreamFlag()));
       if (asks !== true) return asks === undefined; // undecided: look again at the next tick
     }
     this.downstream.keepAlive(this.body.closesAfterAnswer);

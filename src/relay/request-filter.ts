@@ -167,7 +167,8 @@ export class RequestFilter {
       this.refuse(res, new RelayError('bad_request', { message: `${problem}.` }), hasBody, service, head);
       return;
     }
-    const affinity = headers.affinity === undefined ? NO_AFFINITY : hashKey(headers.affinity);
+    // An empty value names no session: the request is routed as one without the header.
+    const affinity = headers.affinity === undefined || headers.affinity === '' ? NO_AFFINITY : hashKey(headers.affinity);
     const target = query === undefined ? path : `${path}?${query}`;
     const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth.name, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);

@@ -62,8 +62,11 @@ export class EventScanner {
     let state = this.state;
     let hasData = this.hasData;
     let events = 0;
-    // The next CR at or after `i` (-1: none in this read), found once and again only when passed:
-    // a stream with LF line endings pays one search for it per read.
+    // The next LF and the next CR at or after `i` (-1: none in this read), each found once and
+    // again only when passed: a stream with one kind of line ending pays one search for the other
+    // per read, and no byte is searched twice. (Searching for the LF anew at every line made a
+    // stream of lone-CR lines quadratic in the read's size.)
+    let lf = -2;
     let cr = -2;
     while (i < n) {
       let b: number;
@@ -90,7 +93,7 @@ export class EventScanner {
           continue;
         }
       } else {
-        const lf = buf.indexOf(LF, i);
+        if (lf !== -1 && lf < i) lf = buf.indexOf(LF, i);
         if (cr !== -1 && cr < i) cr = buf.indexOf(CR, i);
         const end = lf < 0 ? cr : cr < 0 || lf < cr ? lf : cr;
         if (end < 0) break;
