@@ -50,7 +50,7 @@ async function arrivals(tg: TestGateway, n: number): Promise<(string | null)[]> 
   return Promise.all(answers);
 }
 
-test('with replicas.load, a replica reporting an empty queue while answering nothing stops getting requests', async () => {
+test('with replicas.load, a replica reporting an empty queue while answering nothing stops getting requests', async (t) => {
   const { stuck, healthy } = await pair();
   const tg = await startTestGateway(rawService({ urls: [stuck.url, healthy.url], load: { preset: 'vllm' } }), { workers: 1 });
   open.push(tg);
@@ -61,6 +61,7 @@ test('with replicas.load, a replica reporting an empty queue while answering not
   );
   const answers = await arrivals(tg, 40);
   const answered = answers.filter((a) => a === 'healthy').length;
+  t.diagnostic(`${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
   assert.ok(answered >= 30, `${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
   assert.equal(answered + stuck.seen.length, 40, 'every request went to one replica or the other');
   assert.equal(healthy.seen.length, answered);
@@ -68,11 +69,12 @@ test('with replicas.load, a replica reporting an empty queue while answering not
   assert.equal(await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-1"}'), 0);
 });
 
-test('without replicas.load, in-flight counts steer away from a replica that answers nothing', async () => {
+test('without replicas.load, in-flight counts steer away from a replica that answers nothing', async (t) => {
   const { stuck, healthy } = await pair();
   const tg = await startTestGateway(rawService({ urls: [stuck.url, healthy.url] }), { workers: 1 });
   open.push(tg);
   const answers = await arrivals(tg, 40);
   const answered = answers.filter((a) => a === 'healthy').length;
+  t.diagnostic(`${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
   assert.ok(answered >= 30, `${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
 });
