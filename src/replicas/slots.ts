@@ -1,45 +1,16 @@
 // The shared replica table of one service: what every thread reads to choose a replica, with no
 // message between threads (fact 14).
 //
-// One Int32Array over a SharedArrayBuffer, written with `Atomics` where two threads may race:
-//
-//   [0] accepting      1 while the service takes requests, 0 once the gateway drains
-//   [1] queued         requests in the control plane's queue, plus enqueue messages on their way
-//                      there; while > 0 a new request queues too (the queue's order rules)
-//   [2] fallback       static sets with nothing in rotation: the slot to try anyway, or -1
-//   then per slot s (a replica's place in the table; reused once the replica is gone and idle):
-//   [H + 9s + 0] state     EMPTY | READY | OUT (unreachable) | BUSY (starting, draining, failed)
-//                          | EJECTED (ready, but out of rotation for a backoff: ejections.ts)
-//   [H + 9s + 1] inflight  requests handed out on the replica, by every thread together
-//   [H + 9s + 2] gen       bumped each time the slot gets a new replica, so a thread that has not
-//                          heard of the new replica yet (its message is on the way) skips it
-//   [H + 9s + 3] waiting   the model server's own queue at its last valid load reading, or -1
-//                          (no reading, or a stale or failed one: in flight counts instead)
-//   [H + 9s + 4] taken     requests handed out on the replica so far (a wrapping counter; kept
-//                          only when the service reads loads)
-//   [H + 9s + 5] takenAt   `taken` when the last valid reading began: `taken - takenAt` is what
-//                          this gateway sent the replica since then
-//   [H + 9s + 6] full      1 when that reading's cache usage was at or above `cacheUsageHigh`
-//   [H + 9s + 7] overdue   this gateway's requests on the replica waiting for their status line
-//                          longer than a reading interval, by every thread together (counted by
-//                          the upstream connections on their ticks, only when loads are read)
-//   [H + 9s + 8] fails     the replica's consecutive failures (refused, reset or timed out before
-//                          a status line), by every thread; an answer resets it
-//   then per thread w and slot s: [H + 9S + wS + s] the requests thread w holds on slot s, so the
-//   control plane can give back what a dead worker held; then [H + 10S + wS + s] the overdue
-//   requests thread w counts on slot s (given back too).
-//
-// One Float64Array beside it holds, per slot, `Date.now()` when its inflight last dropped to 0:
-// the idle clock of launched replicas.
+// The table's memory, cell by cell: slot-layout.ts. An EJECTED replica (ejections.ts) is not
+// READY: no choice below sees it.
 //
 // Choosing (`take`): among the ready replicas this thread knows, with room under `concurrency`,
 // the one with the lowest key: requests in flight; or, when the service reads loads
 // (`replicas.load`), first whether its cache is full (such a replica is chosen only when every
 // other is too), then its score (`waiting` plus what this gateway sent it since the reading and
 // its requests overdue for a status line, together at most its in flight; in flight for a
-// replica without a valid reading), then in flight. Equal
-// keys rotate: the scan starts where this thread's last choice left off, so equal replicas share
-// light traffic. The load fields are written by the control plane (load-reader.ts), which also
+// replica without a valid reading), then in flight. Equal keys rotate: the scan starts where
+// this thread's last choice left off, so equal replicas share light traffic. The load fields are written by the control plane (load-reader.ts), which also
 // decides staleness: a thread reads no clock per request.
 //
 // Taking: a compare-exchange of the chosen replica's inflight (or an add, when unlimited), plus
@@ -53,32 +24,9 @@
 // ceil(affinityMaxLoad × (total load + 1) / ready replicas): consistent hashing with bounded
 // loads. When none is (every one full, or at `concurrency`), the plain choice above.
 import type { AffinityRing } from './affinity-ring.js';
+import { ACCEPTING, BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, INFLIGHT, KEY_MAX, KEY_SCALE, OUT, OVERDUE, QUEUED, READY, STRIDE, TAKEN, TAKEN_AT, WAITING } from './slot-layout.js';
 
-export const EMPTY = 0;
-export const READY = 1;
-export const OUT = 2;
-export const BUSY = 3;
-export const EJECTED = 4;
-
-const ACCEPTING = 0;
-const QUEUED = 1;
-const FALLBACK = 2;
-const HEADER = 4;
-
-// Offsets in a slot; the state is at 0.
-const INFLIGHT = 1;
-const GEN = 2;
-const WAITING = 3;
-const TAKEN = 4;
-const TAKEN_AT = 5;
-const FULL = 6;
-const OVERDUE = 7;
-const FAILS = 8;
-const STRIDE = 9;
-
-/** Scores and in-flight counts above this compare as equal (the key packs three numbers in one double). */
-const KEY_MAX = 2 ** 21 - 1;
-const KEY_SCALE = 2 ** 21;
+export { BUSY, EJECTED, EMPTY, OUT, READY };
 
 /** What a thread needs to rebuild the table over the same memory. */
 export interface SlotTableInit {

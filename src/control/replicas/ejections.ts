@@ -24,6 +24,7 @@ import type { ReplicaEvents } from '../../replicas/events.js';
 import { EJECTED, READY, type SlotTable } from '../../replicas/slots.js';
 import type { FailureReason } from '../../replicas/types.js';
 import { EJECT_AFTER_FAILURES } from '../../tunables.js';
+import type { EjectionSnapshot } from './control-types.js';
 import type { ManagedReplica } from './replica.js';
 import type { ReplicaSetTuning } from './tuning.js';
 
@@ -44,6 +45,13 @@ export interface Ejection {
 
 export function noEjection(): Ejection {
   return { until: 0, reason: null, count: 0, streak: 0, returnedAt: 0, timer: undefined };
+}
+
+/** What /status shows of a replica's ejections; undefined if it was never ejected. */
+export function ejectionSnapshot(r: ManagedReplica): EjectionSnapshot | undefined {
+  const { until, reason, count } = r.ejection;
+  if (count === 0) return undefined;
+  return { ejected: until !== 0, until: until === 0 ? null : new Date(until).toISOString(), reason, ejections: count };
 }
 
 /** What ejections need from the service. */

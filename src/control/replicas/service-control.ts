@@ -34,6 +34,7 @@ import type { Logger } from '../../log/logger.js';
 import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
+import { slotCapacity } from '../../replicas/slot-layout.js';
 import { ProcessSource } from '../sources/process.js';
 import type { Endpoint } from '../sources/source.js';
 import { staticEndpoints } from '../sources/static.js';
@@ -41,7 +42,7 @@ import { ReplicaChoice } from './choice.js';
 import { Demand } from './demand.js';
 import { EndpointReplicas } from './endpoint-replicas.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
-import { Ejections } from './ejections.js';
+import { ejectionSnapshot, Ejections } from './ejections.js';
 import { Health } from './health.js';
 import { IdleStops } from './idle.js';
 import { Launches } from './launches.js';
@@ -255,9 +256,8 @@ export class ServiceControl {
     const replicas: ReplicaSnapshot[] = [];
     for (const r of this.all) {
       const load = this.choice.load(r);
-      const { until, reason, count } = r.ejection;
-      const ejection = count === 0 ? {} : { ejection: { ejected: until !== 0, until: until === 0 ? null : new Date(until).toISOString(), reason, ejections: count } };
-      replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid, ...(load === undefined ? {} : { load }), ...ejection });
+      const ejection = ejectionSnapshot(r);
+      replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid, ...(load === undefined ? {} : { load }), ...(ejection === undefined ? {} : { ejection }) });
     }
     return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.choice.routing, replicas };
   }
@@ -404,16 +404,4 @@ export class ServiceControl {
   backoffWaitMs(): number {
     return this.backoff.waitMs(performance.now());
   }
-}
-
-/**
- * Slots in the shared table. Launched: `max` places, and as many again for replicas gone whose last
- * requests are ending. Kubernetes: room beyond `max` for pods someone else adds (an HPA) and for
- * terminating ones. Static: one per URL.
- */
-function slotCapacity(service: ServiceConfig, kind: ReplicaKind): number {
-  const { max } = service.replicas;
-  if (kind === 'launched') return max * 2 + 2;
-  if (kind === 'kubernetes') return Math.min(1024, max * 2 + 16);
-  return Math.max(1, (service.replicas.urls ?? []).length);
 }
