@@ -78,3 +78,18 @@ test('without replicas.load, in-flight counts steer away from a replica that ans
   t.diagnostic(`${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
   assert.ok(answered >= 30, `${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
 });
+
+test('with replicas.load and worker threads: every thread counts its overdue requests into the same score', async (t) => {
+  const { stuck, healthy } = await pair();
+  const tg = await startTestGateway(rawService({ urls: [stuck.url, healthy.url], load: { preset: 'vllm' } }), { workers: 2 });
+  open.push(tg);
+  await eventually(
+    async () => (await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-1"}')) === 0 && (await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-2"}')) === 5,
+    10_000,
+    'both readings',
+  );
+  const answers = await arrivals(tg, 40);
+  const answered = answers.filter((a) => a === 'healthy').length;
+  t.diagnostic(`${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
+  assert.ok(answered >= 30, `${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
+});
