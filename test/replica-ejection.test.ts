@@ -4,6 +4,8 @@
 // the log show it; with worker threads too. The backoff comes from the test hooks
 // (SLUICE_TEST_REPLICA_TUNING), so the tests wait for log lines, not for 30 s.
 import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import { request } from 'undici';
 import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
@@ -24,7 +26,7 @@ async function replicas(...names: string[]): Promise<LoadReplica[]> {
 }
 
 /** A gateway in front of `list` whose first ejection lasts `ejectionBaseMs`, with an admin listener (/status, /metrics). */
-async function gateway(list: LoadReplica[], ejectionBaseMs: number, workers = 1, service: Record<string, unknown> = {}): Promise<TestGateway> {
+async function gateway(list: { url: string }[], ejectionBaseMs: number, workers = 1, service: Record<string, unknown> = {}): Promise<TestGateway> {
   process.env['SLUICE_TEST_REPLICA_TUNING'] = JSON.stringify({ ejectionBaseMs });
   const tg = await startTestGateway(rawService({ urls: list.map((r) => r.url) }, service), { workers, admin: { host: '127.0.0.1', port: 0 } });
   open.push(tg);
@@ -159,4 +161,61 @@ test('a replica that misses its status-line deadline is ejected while another an
   const allSlow = await gateway([x!, y!], 60_000, 1, { timeouts: { responseHeadersMs: 200 } });
   for (let i = 0; i < 8; i++) assert.equal(await ask(allSlow), 504);
   assert.equal(lines(allSlow, 'replica ejected').length, 0);
+});
+
+/** A replica that can stop listening (connections refused) and listen again on the same port. */
+async function flakyReplica(): Promise<{ url: string; answered: number; close(): Promise<void>; open(): Promise<void> }> {
+  let server: Server | undefined;
+  let port = 0;
+  const flaky = {
+    url: '',
+    answered: 0,
+    open: async (): Promise<void> => {
+      server = createServer((req, res) => {
+        req.resume();
+        req.on('end', () => {
+          flaky.answered++;
+          res.end('flaky');
+        });
+      });
+      await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', resolve));
+      port = (server.address() as AddressInfo).port;
+      flaky.url = `http://127.0.0.1:${port}`;
+    },
+    close: async (): Promise<void> => {
+      const s = server;
+      server = undefined;
+      if (s === undefined) return;
+      s.closeAllConnections();
+      await new Promise<void>((resolve) => s.close(() => resolve()));
+    },
+  };
+  await flaky.open();
+  open.push({ close: () => flaky.close() });
+  return flaky;
+}
+
+test('a replica that keeps refusing connections is ejected; a probe finding it accepting again brings it back at once, on probation', async () => {
+  const flaky = await flakyReplica();
+  const [good] = await replicas('good');
+  const tg = await gateway([flaky, good!], 600_000);
+  const moves = (from: string, to: string): number => tg.logs.filter((l) => l['msg'] === 'replica state' && l['replica'] === 'svc-1' && l['from'] === from && l['to'] === to).length;
+  // Refused, out of rotation, probed back: three times; the requests it refused go to the other replica.
+  for (let i = 1; i <= 3; i++) {
+    await flaky.close();
+    const statuses = await askUntil(tg, () => moves('ready', 'unreachable') === i, 20, `refusal ${i}`);
+    assert.ok(statuses.every((s) => s === 200), 'a refused request is retried on the other replica');
+    if (i === 3) break;
+    await flaky.open();
+    await eventually(() => moves('unreachable', 'ready') === i, 10_000, `back ${i}`);
+  }
+  const [line] = lines(tg, 'replica ejected');
+  assert.equal(line?.['reason'], 'refused', 'three refusals in a row, each after a passing probe, eject it');
+  assert.equal(line?.['replica'], 'svc-1');
+  // Listening again: the recovery probe brings it back long before its 600 s backoff.
+  await flaky.open();
+  await eventually(() => lines(tg, 'replica returned from ejection').length === 1, 10_000, 'return');
+  assert.equal(moves('unreachable', 'ready'), 3);
+  await askUntil(tg, () => flaky.answered > 0, 20, 'a request answered by the returned replica');
+  assert.equal((await ejectionsOnStatus(tg))['svc-1']!.ejected, false);
 });

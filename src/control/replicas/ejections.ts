@@ -19,6 +19,9 @@
 //   connection took it out meanwhile); only its shared slot says EJECTED, so no thread chooses it,
 //   the queue's grants skip it, and an idle launched replica may still be stopped. Leaving the
 //   live states (draining, failed, stopped) ends the ejection.
+// - A replica ejected for refused connections that a recovery probe finds accepting again returns
+//   then, on probation (as Envoy un-ejects on a passing active health check); one ejected for
+//   resets or timeouts waits out its backoff: those pass probes while failing requests.
 import type { Logger } from '../../log/logger.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import { EJECTED, READY, type SlotTable } from '../../replicas/slots.js';
@@ -107,22 +110,33 @@ export class Ejections {
     this.events?.replicaEjected(this.slug, r.id, reason);
   }
 
-  /** The backoff is over: back in rotation, on probation. */
-  private end(r: ManagedReplica): void {
+  /** The backoff is over (or a probe found a refusing replica accepting): back in rotation, on probation. */
+  private end(r: ManagedReplica, inTransition = false): void {
     const e = r.ejection;
+    if (e.timer !== undefined) clearTimeout(e.timer);
     e.timer = undefined;
     if (e.until === 0) return;
     e.until = 0;
     e.returnedAt = performance.now();
     this.slots.setFailures(r.slot, EJECT_AFTER_FAILURES - 1);
-    if (r.state === 'ready') this.slots.setState(r.slot, READY);
     this.log.info({ service: this.slug, replica: r.id, reason: e.reason, ejections: e.count }, 'replica returned from ejection');
-    if (r.state === 'ready') this.owner.returned(r);
+    // Entering `ready`, the transition sets the slot and hands out the queue itself.
+    if (inTransition || r.state !== 'ready') return;
+    this.slots.setState(r.slot, READY);
+    this.owner.returned(r);
   }
 
-  /** The shared slot state of a replica entering `ready`: EJECTED while its backoff runs. */
-  readyState(r: ManagedReplica): number {
-    return r.ejection.until === 0 ? READY : EJECTED;
+  /**
+   * The shared slot state of a replica entering `ready` from `from`: EJECTED while its backoff
+   * runs, unless it was ejected for refused connections and a probe found it accepting again.
+   * Called by the transition before it sets the state (so `end` does not set it, nor dispatch).
+   */
+  readyState(r: ManagedReplica, from: string): number {
+    const e = r.ejection;
+    if (e.until === 0) return READY;
+    if (from !== 'unreachable' || e.reason !== 'refused') return EJECTED;
+    this.end(r, true);
+    return READY;
   }
 
   /** The replica left the live states (draining, failed, stopped): its ejection ends with it. */

@@ -318,7 +318,7 @@ export class ServiceControl {
     if (to === 'ready') this.readyCount++;
     if (isLive(from)) this.live--;
     if (isLive(to)) this.live++;
-    this.slots.setState(r.slot, to === 'ready' ? this.ejections.readyState(r) : SHARED_STATE[to]);
+    this.slots.setState(r.slot, to === 'ready' ? this.ejections.readyState(r, from) : SHARED_STATE[to]);
     if (!isLive(to)) this.ejections.forget(r);
     if (this.kind === 'static' && (from === 'unreachable' || to === 'unreachable')) this.updateFallback();
     const line = { service: this.slug, replica: r.id, from, to, ms, reason, pid: r.process?.pid, ...detail };
