@@ -231,6 +231,14 @@ export const STALLED_STREAM_MS = 30_000;
 
 // ── Per-service timings (overridable in tests) ──────────────────────────────────────────────────────
 
+/**
+ * Consecutive failures of a replica before its status line (connection refused, reset, or the
+ * status-line deadline missed) that eject it from rotation (control/replicas/ejections.ts). Fewer
+ * than Envoy's 5: a request to a model server is long and costly, a reset one is not retried, and
+ * a false ejection is bounded (half the replicas at most, probation, a 30 s backoff).
+ */
+export const EJECT_AFTER_FAILURES = 3;
+
 /** The control plane's replica timings: `DEFAULT_TUNING` in control/replicas/tuning.ts, which says what each is. */
 export const REPLICA_TIMINGS = {
   readinessPollMs: 10,
@@ -242,6 +250,9 @@ export const REPLICA_TIMINGS = {
   stableMs: 10_000,
   stopGraceMs: 5_000,
   poolCloseMs: 1_000,
+  ejectionBaseMs: 30_000,
+  ejectionMaxMs: 300_000,
+  ejectionResetMs: 600_000,
 } as const;
 
 /** The Kubernetes source's timings: `DEFAULT_KUBERNETES_TUNING` in control/sources/kubernetes/kubernetes-source.ts. */

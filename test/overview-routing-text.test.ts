@@ -8,9 +8,10 @@ import { UI_DIR } from '../src/admin/page.js';
 interface RoutingText {
   routingText(routing: unknown): string;
   loadsText(loads: unknown): string;
+  ejectionsText(ejections: unknown, now: number): string;
 }
 
-const { routingText, loadsText } = (await import(pathToFileURL(`${UI_DIR}routing.js`).href)) as RoutingText;
+const { routingText, loadsText, ejectionsText } = (await import(pathToFileURL(`${UI_DIR}routing.js`).href)) as RoutingText;
 
 test('the policy, with the affinity header when there is one', () => {
   assert.equal(routingText({ policy: 'fewest-in-flight', affinityHeader: null }), 'fewest in flight');
@@ -31,4 +32,20 @@ test('each reading on its line: waiting, running, cache, age; or why the replica
   );
   assert.equal(loadsText([]), '');
   assert.equal(loadsText(undefined), '');
+});
+
+test('each ejected replica on its line: why, when it is back, how often; or back in rotation', () => {
+  const now = Date.parse('2026-11-25T12:00:00.000Z');
+  assert.equal(
+    ejectionsText(
+      [
+        { replica: 'llm-1', ejected: true, until: '2026-11-25T12:00:24.200Z', reason: 'reset', ejections: 2 },
+        { replica: 'llm-2', ejected: false, until: null, reason: 'timeout', ejections: 1 },
+      ],
+      now,
+    ),
+    ['llm-1: ejected (reset), back in 25 s · ejected 2 times', 'llm-2: back in rotation · ejected once (last: timeout)'].join('\n'),
+  );
+  assert.equal(ejectionsText([], now), '');
+  assert.equal(ejectionsText(undefined, now), '', 'an older gateway without the field');
 });

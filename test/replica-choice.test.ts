@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AffinityRing, hashKey } from '../src/replicas/affinity-ring.js';
 import { POINTS_PER_REPLICA } from '../src/tunables.js';
-import { READY, SlotTable } from '../src/replicas/slots.js';
+import { BUSY, EJECTED, READY, SlotTable } from '../src/replicas/slots.js';
 
 /** A table of `n` ready replicas known to thread 0, with `known` to pass to take. */
 function table(n: number, options: { concurrency?: number; scored?: boolean } = {}): { slots: SlotTable; known: Int32Array } {
@@ -164,4 +164,56 @@ test('takeNear skips a replica out of rotation, at its concurrency or cache-full
   for (let s = 0; s < 3; s++) while (slots.inflight(s) > 0) slots.release(0, s);
   slots.publishReading(home, 0, true, slots.taken(home));
   assert.notEqual(slots.takeNear(0, known, ring, hash, 100, false), home, 'home is cache-full and others are not');
+});
+
+test('with loads read: requests overdue for a status line count in the score, at most what is in flight; a dead thread gives its share back', () => {
+  const slots = SlotTable.create(2, 2, 0, true);
+  const known = new Int32Array(2);
+  for (let i = 0; i < 2; i++) {
+    slots.claim();
+    slots.setState(i, READY);
+    known[i] = slots.gen(i);
+  }
+  // Slot 0 says it is idle; slot 1 has a queue of 5.
+  slots.publishReading(0, 0, false, slots.taken(0));
+  slots.publishReading(1, 5, false, slots.taken(1));
+  for (let i = 0; i < 4; i++) assert.equal(slots.take(1, known, -1, false), 0, 'the empty queue takes them');
+  // A new reading: what was sent before it no longer counts, and slot 0 still says 0.
+  slots.publishReading(0, 0, false, slots.taken(0));
+  assert.equal(slots.take(0, known, -1, false), 0);
+  slots.release(0, 0);
+  // Thread 1's four requests wait past a reading interval: overdue, they weigh 4; 4 < 5, still slot 0.
+  for (let i = 0; i < 4; i++) slots.addOverdue(1, 0, 1);
+  assert.equal(slots.overdue(0), 4);
+  assert.equal(slots.take(0, known, -1, false), 0);
+  slots.release(0, 0);
+  // Counted beyond what is in flight (a count not yet taken back), it weighs no more than in flight: 4 < 5.
+  slots.addOverdue(0, 0, 1);
+  assert.equal(slots.take(0, known, -1, false), 0);
+  // Now 5 in flight, 5 overdue: a score of 5, like slot 1's queue; fewer in flight wins.
+  assert.equal(slots.take(0, known, -1, false), 1);
+  slots.release(0, 1);
+  slots.release(0, 0);
+  slots.addOverdue(0, 0, -1);
+  // Thread 1 dies: its requests and their overdue count go back.
+  assert.equal(slots.reclaim(1), 4);
+  assert.equal(slots.overdue(0), 0);
+  assert.equal(slots.take(0, known, -1, false), 0);
+});
+
+test('an ejected replica is never taken, plainly or near a session, yet may be retired when idle; an answer ends a run of failures', () => {
+  const { slots, known } = table(2);
+  assert.equal(slots.failed(0), 1);
+  assert.equal(slots.failed(0), 2);
+  slots.answered(0);
+  assert.equal(slots.failures(0), 0);
+  slots.setState(0, EJECTED);
+  for (let i = 0; i < 4; i++) assert.equal(slots.take(0, known, -1, false), 1);
+  const ring = ringOf(['http://a', 'http://b']);
+  for (let i = 0; i < 16; i++) assert.equal(slots.takeNear(0, known, ring, hashKey(`session-${i}`), 1.25, false), 1);
+  assert.equal(slots.retireIfIdle(0), true, 'idle and ejected: retired');
+  assert.equal(slots.state(0), BUSY);
+  slots.setState(1, EJECTED);
+  assert.equal(slots.retireIfIdle(1), false, 'requests in flight keep it');
+  assert.equal(slots.state(1), EJECTED);
 });

@@ -14,7 +14,7 @@ export interface SnapshotSource {
     accepting: boolean;
     queued: number;
     routing: RoutingStatus;
-    replicas: ReadonlyArray<{ id: string; state: string; inflight: number; load?: Omit<ReplicaLoadStatus, 'replica'> }>;
+    replicas: ReadonlyArray<{ id: string; state: string; inflight: number; load?: Omit<ReplicaLoadStatus, 'replica'>; ejection?: Omit<ReplicaEjectionStatus, 'replica'> }>;
   };
 }
 
@@ -37,6 +37,17 @@ export interface ReplicaLoadStatus {
   problem: string | null;
 }
 
+/** A replica ejected now or before for consecutive failures (docs/operations.md#ejected-replicas). */
+export interface ReplicaEjectionStatus {
+  replica: string;
+  ejected: boolean;
+  /** ISO time its current ejection ends, or null. */
+  until: string | null;
+  reason: string | null;
+  /** Ejections so far. */
+  ejections: number;
+}
+
 /** What is true of a service now. */
 export interface LiveService {
   slug: string;
@@ -51,6 +62,8 @@ export interface LiveService {
   routing: RoutingStatus;
   /** The load reading of each replica that has one, in the order of the replicas. */
   loads: ReplicaLoadStatus[];
+  /** Each replica that has been ejected, in the order of the replicas. */
+  ejections: ReplicaEjectionStatus[];
 }
 
 /** Cumulative counts since the gateway started; the board takes differences. */
@@ -123,13 +136,15 @@ export function createStatusSource(services: readonly SnapshotSource[], metrics:
         const snap = service.snapshot();
         const byState: Record<string, number> = {};
         const loads: ReplicaLoadStatus[] = [];
+        const ejections: ReplicaEjectionStatus[] = [];
         let inflight = 0;
         for (const r of snap.replicas) {
           byState[r.state] = (byState[r.state] ?? 0) + 1;
           inflight += r.inflight;
           if (r.load !== undefined) loads.push({ replica: r.id, ...r.load });
+          if (r.ejection !== undefined) ejections.push({ replica: r.id, ...r.ejection });
         }
-        out.push({ slug: snap.slug, kind: snap.kind, accepting: snap.accepting, replicas: byState, queued: snap.queued, inflight, routing: snap.routing, loads });
+        out.push({ slug: snap.slug, kind: snap.kind, accepting: snap.accepting, replicas: byState, queued: snap.queued, inflight, routing: snap.routing, loads, ejections });
       }
       return out;
     },

@@ -7,7 +7,7 @@
 // histogram, of its bucket counts). The hot path pays nothing for any of it.
 import type { Config } from '../config/types.js';
 import type { Logger } from '../log/logger.js';
-import type { LiveService, ReplicaLoadStatus, RoutingStatus, ServiceCounters, StatusSource } from './status-source.js';
+import type { LiveService, ReplicaEjectionStatus, ReplicaLoadStatus, RoutingStatus, ServiceCounters, StatusSource } from './status-source.js';
 import { SAMPLE_INTERVAL_MS, STATUS_HISTORY_SAMPLES, STATUS_MINUTE_SAMPLES, STATUS_POINT_SAMPLES, STATUS_RATE_SAMPLES } from '../tunables.js';
 
 /** The one state of a service that the page and `/status` show. */
@@ -25,6 +25,8 @@ export interface ServiceStatus {
   routing: RoutingStatus;
   /** Each ready replica's last load reading (empty unless the service reads loads). */
   loads: ReplicaLoadStatus[];
+  /** Each replica ejected now or before for consecutive failures: ejected, until, reason, ejections. */
+  ejections: ReplicaEjectionStatus[];
   /** Requests per second over the last 10 s. */
   requestsPerSecond: number;
   /** Time to first byte over the last minute, in ms; null without requests. */
@@ -240,6 +242,7 @@ export class StatusBoard {
         inflight: live.inflight,
         routing: live.routing,
         loads: live.loads,
+        ejections: live.ejections,
         ...this.figures(live.slug),
       });
     }

@@ -27,6 +27,7 @@ import { FLAG_COUNT, FLAG_DRAINING, FLAG_READY } from '../replicas/messages.js';
 import { checkPortFree } from './port-check.js';
 import type { EndpointReplicasOptions } from './replicas/endpoint-replicas.js';
 import { ServiceControl } from './replicas/service-control.js';
+import type { ReplicaSetTuning } from './replicas/tuning.js';
 import type { KubernetesTuning } from './sources/kubernetes/kubernetes-source.js';
 import { WorkerPool } from './worker-pool.js';
 
@@ -57,6 +58,8 @@ export interface TestHooks {
   crashRoute: boolean;
   /** The Kubernetes source's timings, so tests back off and probe in milliseconds. */
   kubernetesTuning: Partial<KubernetesTuning> | undefined;
+  /** The replica sets' timings (an ejection's backoff, probes), so tests wait milliseconds. */
+  replicaTuning?: Partial<ReplicaSetTuning> | undefined;
 }
 
 class ControlPlane implements Gateway, OpsSource {
@@ -92,11 +95,12 @@ class ControlPlane implements Gateway, OpsSource {
     const ops = config.admin === undefined ? this : undefined;
     const tuning = options.testHooks?.kubernetesTuning;
     const kubernetes: EndpointReplicasOptions | undefined = tuning === undefined ? undefined : { tuning };
+    const replicaTuning = options.testHooks?.replicaTuning ?? {};
     if (this.workers === 1) {
       const sets: LocalReplicaSet[] = [];
       this.buildServices(() => {
         for (const service of config.services) {
-          const set = new LocalReplicaSet(service, { logger: this.logger, events: this.registry, kubernetes });
+          const set = new LocalReplicaSet(service, { logger: this.logger, events: this.registry, kubernetes, tuning: replicaTuning });
           sets.push(set);
           this.services.push(set.control);
         }
@@ -126,7 +130,7 @@ class ControlPlane implements Gateway, OpsSource {
       });
       this.buildServices(() => {
         config.services.forEach((service, s) => {
-          this.services.push(new ServiceControl(service, { logger: this.logger, events: this.registry, threads: this.workers, views: pool.router(s), kubernetes }));
+          this.services.push(new ServiceControl(service, { logger: this.logger, events: this.registry, threads: this.workers, views: pool.router(s), kubernetes, tuning: replicaTuning }));
         });
       });
       this.pool = pool;

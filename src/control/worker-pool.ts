@@ -124,6 +124,9 @@ export class WorkerPool {
       case 'unreachable':
         services[m.s]!.unreachable(m.slot, m.gen);
         break;
+      case 'failing':
+        services[m.s]!.failing(m.slot, m.gen, m.reason);
+        break;
       case 'log':
         destinationOf(this.options.logger).write(m.text);
         break;

@@ -13,7 +13,11 @@
 //   the service is cold (no replica in rotation) one message wakes it (at most one per 100 ms per
 //   thread), so a retry finds it warm.
 // - `release` is an atomic decrement; a message follows only when requests are queued (a slot
-//   for the next waiter) or the replica refused the connection (out of rotation).
+//   for the next waiter), the replica refused the connection (out of rotation), or it failed
+//   EJECT_AFTER_FAILURES requests in a row (counted in the slot table, by every thread; the
+//   control plane decides on ejection, ejections.ts). An answer resets the count with one read.
+// - A service that reads loads counts, on the upstream ticks, its requests overdue for their
+//   status line into the slot table (`addOverdue`), where they weigh in the replica's score.
 // - Each thread has its own connection pools, created in one place (`announce`) with
 //   `createPool(origin, service)` and closed when the control plane says the replica is gone, and
 //   its own affinity ring, rebuilt at the same two moments.
@@ -26,8 +30,8 @@ import { sharedClock } from '../replicas/clock.js';
 import type { SlotTable } from '../replicas/slots.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { hostAndPort } from '../http/syntax.js';
-import { UpstreamPool } from '../upstream/pool.js';
-import { CONNECT_TIMEOUT_MS, WAKE_EVERY_MS } from '../tunables.js';
+import { type OverdueSink, type PoolOptions, UpstreamPool } from '../upstream/pool.js';
+import { CONNECT_TIMEOUT_MS, EJECT_AFTER_FAILURES, WAKE_EVERY_MS } from '../tunables.js';
 
 /** One replica as this thread uses it. */
 class LocalReplica implements Replica {
@@ -149,9 +153,17 @@ export class ReplicaView implements ReplicaSet, ViewLink {
 
   release(replica: Replica, outcome: ReleaseOutcome): void {
     const r = replica as LocalReplica;
-    this.slots.release(this.thread, r.slot);
+    const slots = this.slots;
+    slots.release(this.thread, r.slot);
+    if (outcome === 'ok') slots.answered(r.slot);
+    else if (outcome === 'unreachable' || outcome === 'reset' || outcome === 'timeout') this.failedOn(r, outcome);
+    if (slots.queued > 0) this.link.released();
+  }
+
+  /** A failure before the replica's status line: counted, and reported once the count reaches the threshold. */
+  private failedOn(r: LocalReplica, outcome: 'unreachable' | 'reset' | 'timeout'): void {
+    if (this.slots.failed(r.slot) >= EJECT_AFTER_FAILURES) this.link.failing(r.slot, r.gen, outcome === 'unreachable' ? 'refused' : outcome);
     if (outcome === 'unreachable') this.link.unreachable(r.slot, r.gen);
-    if (this.slots.queued > 0) this.link.released();
   }
 
   /** The control plane drains the service (queued requests hear it from there). */
@@ -180,7 +192,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     const old = this.bySlot[info.slot];
     if (old !== undefined && old.gen === info.gen) return;
     if (old !== undefined) this.gone(info.slot, old.gen);
-    const pool = createPool(info.origin, this.service);
+    const pool = createPool(info.origin, this.service, this.service.replicas.load === undefined ? undefined : new OverdueCell(this.slots, this.thread, info.slot));
     this.bySlot[info.slot] = new LocalReplica(info.id, info.origin, info.host, pool, info.slot, info.gen, this.slots);
     this.known[info.slot] = info.gen;
     this.ring?.set(info.slot, info.origin);
@@ -249,12 +261,31 @@ async function closePool(pool: UpstreamPool, ms: number): Promise<void> {
  * loader validated it), with the service's timeouts: one request per connection at a time (no
  * pipelining), at most `concurrency` connections.
  */
-function createPool(origin: string, service: ServiceConfig): UpstreamPool {
+function createPool(origin: string, service: ServiceConfig, overdue: OverdueSink | undefined): UpstreamPool {
   const { host, port } = hostAndPort(new URL(origin));
-  return new UpstreamPool(host, port, {
+  const options: PoolOptions = {
     maxConnections: service.replicas.concurrency,
     connectMs: CONNECT_TIMEOUT_MS,
     headersMs: service.timeouts.responseHeadersMs,
     bodyIdleMs: service.timeouts.bodyIdleMs,
-  });
+  };
+  if (overdue !== undefined) {
+    // A request waiting longer than a reading interval for its status line is overdue.
+    options.overdueMs = service.replicas.load!.intervalMs;
+    options.overdue = overdue;
+  }
+  return new UpstreamPool(host, port, options);
+}
+
+/** This thread's count of a replica's requests overdue for a status line, in the slot table. */
+class OverdueCell implements OverdueSink {
+  constructor(
+    private readonly slots: SlotTable,
+    private readonly thread: number,
+    private readonly slot: number,
+  ) {}
+
+  overdue(delta: number): void {
+    this.slots.addOverdue(this.thread, this.slot, delta);
+  }
 }

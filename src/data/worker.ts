@@ -35,6 +35,7 @@ function demandLink(s: number): DemandLink {
     cancel: (_thread, id) => post({ t: 'cancel', s, id }),
     released: () => post({ t: 'released', s }),
     unreachable: (slot, gen) => post({ t: 'unreachable', s, slot, gen }),
+    failing: (slot, gen, reason) => post({ t: 'failing', s, slot, gen, reason }),
   };
 }
 

@@ -3,11 +3,14 @@
 // Per request: counts in typed arrays (request-counters.ts), rendered by collectors at a scrape
 // (collectors.ts). Replica events (a few per replica start, not per request) stay prom-client
 // metrics.
-import { Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { QueueOutcome, ReplicaEvents } from '../replicas/events.js';
 import type { ReplicaStateName } from '../replicas/states.js';
+import type { FailureReason } from '../replicas/types.js';
 import { registerRequestCollectors } from './collectors.js';
 import { CounterLayout, RequestCounters, sameLayout } from './request-counters.js';
+
+const EJECTION_REASONS: readonly FailureReason[] = ['refused', 'reset', 'timeout'];
 
 const COLD_START_BUCKETS = [0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
 
@@ -24,6 +27,7 @@ export class Metrics implements ReplicaEvents {
   private readonly queueWaitHistogram: Histogram<'service' | 'outcome'>;
   private readonly replicaStates: Gauge<'service' | 'state'>;
   private readonly coldStartHistogram: Histogram<'service' | 'result'>;
+  private readonly ejectionCounter: Counter<'service' | 'reason'>;
   /** The labelled children of the queue metrics, looked up once: a cold start hands hundreds of
    *  queued requests to a replica in one loop, and prom-client's `labels()` costs a few µs each. */
   private readonly queueDepthChildren = new Map<string, ReturnType<Gauge<'service' | 'priority'>['labels']>>();
@@ -78,6 +82,14 @@ export class Metrics implements ReplicaEvents {
       buckets: COLD_START_BUCKETS,
       registers,
     });
+    this.ejectionCounter = new Counter({
+      name: 'sluice_replica_ejections_total',
+      help: 'Replicas ejected from rotation for consecutive failures before a status line, by reason (refused, reset, timeout).',
+      labelNames: ['service', 'reason'],
+      registers,
+    });
+    // Every series from the start, at 0: an alert on its increase sees the first ejection.
+    for (const slug of slugs) for (const reason of EJECTION_REASONS) this.ejectionCounter.labels(slug, reason).inc(0);
   }
 
   /**
@@ -141,6 +153,10 @@ export class Metrics implements ReplicaEvents {
     // Stopped and failed replicas are gone: the gauge counts the replicas that exist.
     if (to !== 'stopped' && to !== 'failed') this.replicaStates.labels(service, to).inc();
     if (from === 'starting' && to === 'failed') this.coldStartHistogram.labels(service, 'failed').observe(ms / 1000);
+  }
+
+  replicaEjected(service: string, _replica: string, reason: FailureReason): void {
+    this.ejectionCounter.labels(service, reason).inc();
   }
 
   coldStart(service: string, _replica: string, ms: number): void {

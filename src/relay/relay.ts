@@ -21,6 +21,7 @@ import { RelayError } from '../http/errors.js';
 import type { Interruption, StreamCounters } from '../metrics/request-counters.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamConnection, UpstreamHandler } from '../upstream/connection.js';
+import { faultBeforeHead } from '../upstream/errors.js';
 import { requestHead } from './replica-request-head.js';
 import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
@@ -179,7 +180,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   onReplica(replica: Replica): void {
     if (this.phase === 'done') {
       // Over before the replica came (it was cancelled too late to matter): give it back.
-      this.service.replicas.release(replica, 'ok');
+      this.service.replicas.release(replica, 'unanswered');
       return;
     }
     if (this.phase === 'queued') this.queuedMs = performance.now() - this.queuedAt;
@@ -318,8 +319,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
       this.acquire(unreachable);
       return;
     }
-    // A refused retry takes that replica out of rotation too.
-    this.fail(error, error.retryable ? 'unreachable' : error.code === 'payload_too_large' ? 'ok' : 'failed');
+    // A refused retry takes that replica out of rotation too; a reset or a missed status-line
+    // deadline counts toward ejecting it.
+    this.fail(error, error.retryable ? 'unreachable' : error.code === 'payload_too_large' ? 'ok' : faultBeforeHead(error));
   }
 
   /** The caller can take more bytes: let the replica's stream flow again. */
@@ -369,8 +371,13 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.finish(error.code as Outcome, error, release);
   }
 
+  /**
+   * `release`: the replica's part in the end, `ok` when none of its fault; with the replica's
+   * status line seen that is `ok` (it answered), without it `unanswered`.
+   */
   private finish(outcome: Outcome, error: RelayError | undefined, release: ReleaseOutcome): void {
     if (this.phase === 'done') return;
+    const answered = this.phase === 'receiving';
     // A queued request that ends (caller gone, body too large) leaves the queue: it never reaches a replica.
     if (this.phase === 'queued') {
       this.queuedMs = performance.now() - this.queuedAt;
@@ -386,7 +393,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     const replica = this.replica;
     if (replica !== undefined) {
       this.replica = undefined;
-      this.service.replicas.release(replica, release);
+      this.service.replicas.release(replica, answered ? (release === 'ok' ? 'ok' : 'failed') : release === 'ok' ? 'unanswered' : release);
     }
     this.observer.onRelayFinished(this);
   }

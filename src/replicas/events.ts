@@ -1,6 +1,7 @@
 // What the control plane reports about replicas and the queue, for metrics. Every method is called
 // synchronously, after the change, and must not throw or call back into the control plane.
 import type { ReplicaStateName } from './states.js';
+import type { FailureReason } from './types.js';
 
 /** How a queued request left the queue (`displaced`: a higher-priority arrival took its place). */
 export type QueueOutcome = 'granted' | 'expired' | 'failed' | 'cancelled' | 'draining' | 'displaced';
@@ -23,4 +24,6 @@ export interface ReplicaEvents {
    * when it has no valid reading any more (stale, failing, gone).
    */
   replicaLoad(service: string, replica: string, reading: { waiting: number; cacheUsage: number | null } | null): void;
+  /** A replica was ejected from rotation for consecutive failures (control/replicas/ejections.ts). */
+  replicaEjected(service: string, replica: string, reason: FailureReason): void;
 }

@@ -4,6 +4,7 @@
 // message (src/control/worker-pool.ts and src/data/worker.ts carry them). None of them is on the
 // hot path: choosing a ready replica with room reads the shared slot table (slots.ts) instead.
 import { type ErrorCode, RelayError } from '../http/errors.js';
+import type { FailureReason } from './types.js';
 
 /** A replica as a data plane needs to know it: where it is and which slot counts for it. */
 export interface ReplicaInfo {
@@ -49,6 +50,8 @@ export interface DemandLink {
   released(): void;
   /** A connection to the replica in `slot` (generation `gen`) was refused before any byte. */
   unreachable(slot: number, gen: number): void;
+  /** The replica in `slot` has failed at least the ejection threshold of requests in a row, the last for `reason`. */
+  failing(slot: number, gen: number, reason: FailureReason): void;
 }
 
 /** Control plane → one data plane's view of one service. */

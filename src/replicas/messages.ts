@@ -3,6 +3,7 @@
 // announced replica is known before a grant on it). None is sent per request on the fast path.
 import type { Config, TokenConfig } from '../config/types.js';
 import type { ErrorSpec, ReplicaInfo } from './link.js';
+import type { FailureReason } from './types.js';
 import type { SlotTableInit } from './slots.js';
 
 /** `workerData` of a data plane thread. */
@@ -44,6 +45,7 @@ export type FromWorker =
   | { t: 'cancel'; s: number; id: number }
   | { t: 'released'; s: number }
   | { t: 'unreachable'; s: number; slot: number; gen: number }
+  | { t: 'failing'; s: number; slot: number; gen: number; reason: FailureReason }
   | { t: 'log'; text: string }
   | { t: 'render'; id: number }
   | { t: 'drained' };

@@ -1,37 +1,16 @@
 // The shared replica table of one service: what every thread reads to choose a replica, with no
 // message between threads (fact 14).
 //
-// One Int32Array over a SharedArrayBuffer, written with `Atomics` where two threads may race:
-//
-//   [0] accepting      1 while the service takes requests, 0 once the gateway drains
-//   [1] queued         requests in the control plane's queue, plus enqueue messages on their way
-//                      there; while > 0 a new request queues too (the queue's order rules)
-//   [2] fallback       static sets with nothing in rotation: the slot to try anyway, or -1
-//   then per slot s (a replica's place in the table; reused once the replica is gone and idle):
-//   [H + 7s + 0] state     EMPTY | READY | OUT (unreachable) | BUSY (starting, draining, failed)
-//   [H + 7s + 1] inflight  requests handed out on the replica, by every thread together
-//   [H + 7s + 2] gen       bumped each time the slot gets a new replica, so a thread that has not
-//                          heard of the new replica yet (its message is on the way) skips it
-//   [H + 7s + 3] waiting   the model server's own queue at its last valid load reading, or -1
-//                          (no reading, or a stale or failed one: in flight counts instead)
-//   [H + 7s + 4] taken     requests handed out on the replica so far (a wrapping counter; kept
-//                          only when the service reads loads)
-//   [H + 7s + 5] takenAt   `taken` when the last valid reading began: `taken - takenAt` is what
-//                          this gateway sent the replica since then
-//   [H + 7s + 6] full      1 when that reading's cache usage was at or above `cacheUsageHigh`
-//   then per thread w and slot s: [H + 7S + wS + s] the requests thread w holds on slot s, so the
-//   control plane can give back what a dead worker held.
-//
-// One Float64Array beside it holds, per slot, `Date.now()` when its inflight last dropped to 0:
-// the idle clock of launched replicas.
+// The table's memory, cell by cell: slot-layout.ts. An EJECTED replica (ejections.ts) is not
+// READY: no choice below sees it.
 //
 // Choosing (`take`): among the ready replicas this thread knows, with room under `concurrency`,
 // the one with the lowest key: requests in flight; or, when the service reads loads
 // (`replicas.load`), first whether its cache is full (such a replica is chosen only when every
 // other is too), then its score (`waiting` plus what this gateway sent it since the reading and
-// still has in flight; in flight for a replica without a valid reading), then in flight. Equal
-// keys rotate: the scan starts where this thread's last choice left off, so equal replicas share
-// light traffic. The load fields are written by the control plane (load-reader.ts), which also
+// its requests overdue for a status line, together at most its in flight; in flight for a
+// replica without a valid reading), then in flight. Equal keys rotate: the scan starts where
+// this thread's last choice left off, so equal replicas share light traffic. The load fields are written by the control plane (load-reader.ts), which also
 // decides staleness: a thread reads no clock per request.
 //
 // Taking: a compare-exchange of the chosen replica's inflight (or an add, when unlimited), plus
@@ -45,29 +24,9 @@
 // ceil(affinityMaxLoad × (total load + 1) / ready replicas): consistent hashing with bounded
 // loads. When none is (every one full, or at `concurrency`), the plain choice above.
 import type { AffinityRing } from './affinity-ring.js';
+import { ACCEPTING, BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, INFLIGHT, KEY_MAX, KEY_SCALE, OUT, OVERDUE, QUEUED, READY, STRIDE, TAKEN, TAKEN_AT, WAITING } from './slot-layout.js';
 
-export const EMPTY = 0;
-export const READY = 1;
-export const OUT = 2;
-export const BUSY = 3;
-
-const ACCEPTING = 0;
-const QUEUED = 1;
-const FALLBACK = 2;
-const HEADER = 4;
-
-// Offsets in a slot; the state is at 0.
-const INFLIGHT = 1;
-const GEN = 2;
-const WAITING = 3;
-const TAKEN = 4;
-const TAKEN_AT = 5;
-const FULL = 6;
-const STRIDE = 7;
-
-/** Scores and in-flight counts above this compare as equal (the key packs three numbers in one double). */
-const KEY_MAX = 2 ** 21 - 1;
-const KEY_SCALE = 2 ** 21;
+export { BUSY, EJECTED, EMPTY, OUT, READY };
 
 /** What a thread needs to rebuild the table over the same memory. */
 export interface SlotTableInit {
@@ -89,6 +48,7 @@ export class SlotTable {
   private readonly i32: Int32Array;
   private readonly idleAt: Float64Array;
   private readonly holdsBase: number;
+  private readonly overdueBase: number;
   /** This thread's next scan start: equal candidates are taken in turn. */
   private cursor = 0;
   /** The slots a ring walk has looked at (`seen[s] === stamp`), so each is weighed once. */
@@ -96,7 +56,7 @@ export class SlotTable {
   private stamp = 0;
 
   static create(slots: number, threads: number, concurrency: number, scored = false): SlotTable {
-    const ints = new SharedArrayBuffer(4 * (HEADER + STRIDE * slots + threads * slots));
+    const ints = new SharedArrayBuffer(4 * (HEADER + STRIDE * slots + 2 * threads * slots));
     const idle = new SharedArrayBuffer(8 * slots);
     const table = new SlotTable({ ints, idle, slots, threads, concurrency, scored });
     table.i32[ACCEPTING] = 1;
@@ -113,6 +73,7 @@ export class SlotTable {
     this.i32 = new Int32Array(init.ints);
     this.idleAt = new Float64Array(init.idle);
     this.holdsBase = HEADER + STRIDE * init.slots;
+    this.overdueBase = this.holdsBase + init.threads * init.slots;
     this.seen = new Int32Array(init.slots);
   }
 
@@ -224,9 +185,11 @@ export class SlotTable {
     const waiting = a[base + WAITING]!;
     if (waiting < 0) return inflight;
     let sent = (a[base + TAKEN]! - a[base + TAKEN_AT]!) | 0;
-    if (sent > inflight) sent = inflight;
-    else if (sent < 0) sent = 0;
-    return waiting + sent;
+    if (sent < 0) sent = 0;
+    // Requests overdue for a status line: a reading that says the replica is idle while it
+    // answers nothing is not believed (docs/architecture.md#replicas-that-fail-quietly).
+    sent += a[base + OVERDUE]!;
+    return waiting + (sent > inflight ? inflight : sent);
   }
 
   /** `take`'s comparison key when loads are read: cache-full, then the score, then in flight. */
@@ -258,6 +221,23 @@ export class SlotTable {
   release(thread: number, slot: number): boolean {
     Atomics.sub(this.i32, this.holdsBase + thread * this.slots + slot, 1);
     return this.giveBack(slot);
+  }
+
+  /** The replica sent a status line: its consecutive failures end (one read when there were none). */
+  answered(slot: number): void {
+    const at = HEADER + STRIDE * slot + FAILS;
+    if (this.i32[at] !== 0) Atomics.store(this.i32, at, 0);
+  }
+
+  /** The replica failed a request before its status line: its consecutive failures, this one counted. */
+  failed(slot: number): number {
+    return Atomics.add(this.i32, HEADER + STRIDE * slot + FAILS, 1) + 1;
+  }
+
+  /** Thread `thread` has `delta` more requests on `slot` overdue for their status line. */
+  addOverdue(thread: number, slot: number, delta: number): void {
+    Atomics.add(this.i32, this.overdueBase + thread * this.slots + slot, delta);
+    Atomics.add(this.i32, HEADER + STRIDE * slot + OVERDUE, delta);
   }
 
   private giveBack(slot: number): boolean {
@@ -316,6 +296,7 @@ export class SlotTable {
       if (a[base] !== EMPTY || Atomics.load(a, base + INFLIGHT) !== 0) continue;
       Atomics.store(a, base, BUSY);
       Atomics.add(a, base + GEN, 1);
+      Atomics.store(a, base + FAILS, 0);
       this.clearReading(s);
       this.idleAt[s] = Date.now();
       return s;
@@ -334,9 +315,12 @@ export class SlotTable {
    */
   retireIfIdle(slot: number): boolean {
     const base = HEADER + STRIDE * slot;
-    if (Atomics.compareExchange(this.i32, base, READY, BUSY) !== READY) return false;
+    // An ejected replica takes no request: it may be retired as well.
+    let was = Atomics.compareExchange(this.i32, base, READY, BUSY);
+    if (was === EJECTED) was = Atomics.compareExchange(this.i32, base, EJECTED, BUSY);
+    if (was !== READY && was !== EJECTED) return false;
     if (Atomics.load(this.i32, base + INFLIGHT) === 0) return true;
-    Atomics.store(this.i32, base, READY);
+    Atomics.store(this.i32, base, was);
     return false;
   }
 
@@ -349,6 +333,10 @@ export class SlotTable {
       if (held === 0) continue;
       total += held;
       if (Atomics.sub(this.i32, HEADER + STRIDE * s + INFLIGHT, held) === held) this.idleAt[s] = Date.now();
+    }
+    for (let s = 0; s < this.slots; s++) {
+      const overdue = Atomics.exchange(this.i32, this.overdueBase + thread * this.slots + s, 0);
+      if (overdue !== 0) Atomics.sub(this.i32, HEADER + STRIDE * s + OVERDUE, overdue);
     }
     return total;
   }
@@ -376,6 +364,21 @@ export class SlotTable {
     const base = HEADER + STRIDE * slot;
     Atomics.store(this.i32, base + WAITING, -1);
     Atomics.store(this.i32, base + FULL, 0);
+  }
+
+  /** Requests overdue for their status line on `slot`, by every thread. */
+  overdue(slot: number): number {
+    return Atomics.load(this.i32, HEADER + STRIDE * slot + OVERDUE);
+  }
+
+  /** The replica's consecutive failures before a status line. */
+  failures(slot: number): number {
+    return Atomics.load(this.i32, HEADER + STRIDE * slot + FAILS);
+  }
+
+  /** Sets them: 0 when it is ejected, one short of ejection when it returns on probation. */
+  setFailures(slot: number, n: number): void {
+    Atomics.store(this.i32, HEADER + STRIDE * slot + FAILS, n);
   }
 
   /** The `waiting` published for `slot`, or -1. */

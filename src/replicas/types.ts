@@ -42,11 +42,20 @@ export interface ReplicaWaiter {
 
 /**
  * How a request ended for the replica:
- * - `ok`: the replica answered (any status, even if the caller went away meanwhile);
+ * - `ok`: the replica answered (any status line, even if the caller went away meanwhile);
+ * - `unanswered`: over before the replica could answer, through no fault of its own (the caller
+ *   left, the body was too large, the replica was being stopped);
  * - `unreachable`: connection refused or reset before any byte of the request was sent;
- * - `failed`: the replica failed after it had received bytes (timeout, reset mid-stream).
+ * - `reset`: the connection closed or was reset after the request was sent, before a status line;
+ * - `timeout`: no status line within `timeouts.responseHeadersMs`;
+ * - `failed`: any other failure of the replica (after its status line, or a malformed answer).
+ * `unreachable`, `reset` and `timeout` are consecutive failures that may eject the replica
+ * (src/control/replicas/ejections.ts); `ok` ends the count.
  */
-export type ReleaseOutcome = 'ok' | 'unreachable' | 'failed';
+export type ReleaseOutcome = 'ok' | 'unanswered' | 'unreachable' | 'reset' | 'timeout' | 'failed';
+
+/** The outcomes that count toward ejecting a replica, as the ejection's `reason` names them. */
+export type FailureReason = 'refused' | 'reset' | 'timeout';
 
 export interface ReplicaSet {
   readonly slug: string;

@@ -41,6 +41,10 @@ export interface ConnectionOwner {
   readonly connectMs: number;
   readonly headersMs: number;
   readonly bodyIdleMs: number;
+  /** Ticks after which a request still waiting for its status line is overdue (0: not counted). */
+  readonly overdueTicks: number;
+  /** `delta` more (or fewer) of its requests are overdue for their status line. */
+  overdue(delta: number): void;
   /** A complete exchange left the connection reusable. */
   released(connection: UpstreamConnection): void;
   /** The connection is closed (called once). */
@@ -102,6 +106,10 @@ export class UpstreamConnection implements ResponseSink, Ticking {
   private ticks = 0;
   private limit = 0;
   private keepAliveTicks = 0;
+  /** Ticks the written request has waited for its status line (-1: not waiting, or not counted). */
+  private headWait = -1;
+  /** The request is counted as overdue by the owner. */
+  private overdueCounted = false;
 
   constructor(
     private readonly owner: ConnectionOwner,
@@ -227,6 +235,7 @@ export class UpstreamConnection implements ResponseSink, Ticking {
   destroy(): void {
     if (this.state === CLOSED) return;
     this.state = CLOSED;
+    this.headCame();
     this.parser.stop();
     this.socket.destroy();
     unwatch(this);
@@ -259,6 +268,10 @@ export class UpstreamConnection implements ResponseSink, Ticking {
   }
 
   onTick(): void {
+    if (this.headWait >= 0 && ++this.headWait === this.owner.overdueTicks) {
+      this.overdueCounted = true;
+      this.owner.overdue(1);
+    }
     if (this.limit === 0) return;
     if (this.paused) {
       // The caller is slow, not the replica: the body idle deadline waits.
@@ -283,12 +296,24 @@ export class UpstreamConnection implements ResponseSink, Ticking {
   private requestWritten(): void {
     this.requestDone = true;
     // The response head deadline runs from the request's last byte (a slow upload is not the replica's fault).
-    if (!this.parser.headDone) this.arm(ticksFor(this.owner.headersMs));
+    if (!this.parser.headDone) {
+      this.arm(ticksFor(this.owner.headersMs));
+      if (this.owner.overdueTicks > 0) this.headWait = 0;
+    }
+  }
+
+  /** The wait for a status line is over (it came, or the exchange ended): no longer overdue. */
+  private headCame(): void {
+    this.headWait = -1;
+    if (!this.overdueCounted) return;
+    this.overdueCounted = false;
+    this.owner.overdue(-1);
   }
 
   // ── the response (ResponseSink) ────────────────────────────────────────────────────────────
 
   onResponseHead(status: number, contentType: string | undefined, contentLength: number): void {
+    this.headCame();
     this.arm(ticksFor(this.owner.bodyIdleMs));
     this.handler?.onUpstreamHead(status, contentType, contentLength);
   }

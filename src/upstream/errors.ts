@@ -74,6 +74,19 @@ export function connectionLost(cause: Error | string): RelayError {
   });
 }
 
+/**
+ * What a failure before the replica's status line says about the replica (not retryable ones;
+ * a retryable one never reached it: `unreachable`): `timeout` for the status-line deadline,
+ * `reset` for a connection closed or reset under the request, `failed` otherwise (a malformed
+ * answer). The first two count toward ejecting the replica (src/control/replicas/ejections.ts).
+ */
+export function faultBeforeHead(error: RelayError): 'reset' | 'timeout' | 'failed' {
+  const cause = error.cause;
+  if (cause instanceof UpstreamError) return cause.code === 'UPSTREAM_HEADERS_TIMEOUT' ? 'timeout' : cause.code === 'UPSTREAM_CLOSED' ? 'reset' : 'failed';
+  // connectionLost with the socket's own error (ECONNRESET, EPIPE): the connection was established.
+  return error.code === 'upstream_unavailable' && cause instanceof Error ? 'reset' : 'failed';
+}
+
 function codeOf(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;

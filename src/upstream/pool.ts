@@ -14,6 +14,7 @@
 // are written on the next poll for I/O while later sockets are still being created.
 import { connectFailed, poolClosed } from './errors.js';
 import { type ConnectionOwner, type UpstreamHandler, UpstreamConnection } from './connection.js';
+import { ticksFor } from './ticker.js';
 import { CONNECTS_PER_TURN } from '../tunables.js';
 
 export interface PoolOptions {
@@ -22,12 +23,23 @@ export interface PoolOptions {
   connectMs: number;
   headersMs: number;
   bodyIdleMs: number;
+  /** Count requests that wait longer than this for their status line into `overdue` (0: not counted). */
+  overdueMs?: number;
+  /** Told each time a request becomes overdue (+1) and stops being so (-1). */
+  overdue?: OverdueSink;
+}
+
+/** Where a pool counts its requests overdue for a status line (replica-view.ts: the shared slot table). */
+export interface OverdueSink {
+  overdue(delta: number): void;
 }
 
 export class UpstreamPool implements ConnectionOwner {
   readonly connectMs: number;
   readonly headersMs: number;
   readonly bodyIdleMs: number;
+  readonly overdueTicks: number;
+  private readonly sink: OverdueSink | undefined;
   private readonly limit: number;
   /** Every connection not closed. */
   private readonly all = new Set<UpstreamConnection>();
@@ -56,6 +68,8 @@ export class UpstreamPool implements ConnectionOwner {
     this.connectMs = options.connectMs;
     this.headersMs = options.headersMs;
     this.bodyIdleMs = options.bodyIdleMs;
+    this.sink = options.overdue;
+    this.overdueTicks = this.sink === undefined ? 0 : ticksFor(options.overdueMs ?? 0);
   }
 
   /** Open connections (connecting, busy, releasing or idle). */
@@ -129,6 +143,10 @@ export class UpstreamPool implements ConnectionOwner {
   }
 
   // ── ConnectionOwner ────────────────────────────────────────────────────────────────────────
+
+  overdue(delta: number): void {
+    this.sink?.overdue(delta);
+  }
 
   released(connection: UpstreamConnection): void {
     if (this.closing) {

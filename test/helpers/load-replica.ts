@@ -5,11 +5,14 @@
 //                    `metrics` says: `fail` (500), `hang` (never answers),
 //                    `garbage` (a body without the metric), `reset` (the connection is destroyed)
 //   POST /hold       200 and `<name>` at once, the end when `release()` is called
-//   anything else    200 `<name>` once the body is in; the request's headers are kept in `seen`
+//   anything else    200 `<name>` once the body is in; the request's headers are kept in `seen`;
+//                    or, as `answers` says: `stuck` (never answers, keeps the connection) or
+//                    `reset` (the connection is destroyed once the request is in)
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
 export type MetricsMode = 'ok' | 'fail' | 'hang' | 'garbage' | 'reset';
+export type AnswerMode = 'ok' | 'stuck' | 'reset';
 
 export interface LoadReplica {
   name: string;
@@ -20,6 +23,8 @@ export interface LoadReplica {
   batch: number | undefined;
   cacheUsage: number;
   metrics: MetricsMode;
+  /** How relayed requests are answered. */
+  answers: AnswerMode;
   /** GET /metrics requests received. */
   scrapes: number;
   /** Relayed requests received (not /metrics), in arrival order: path and headers. */
@@ -58,6 +63,7 @@ export async function startLoadReplica(name: string, waiting = 0, cacheUsage = 0
     batch: undefined,
     cacheUsage,
     metrics: 'ok',
+    answers: 'ok',
     scrapes: 0,
     seen: [],
     holding: () => held.length,
@@ -96,6 +102,14 @@ export async function startLoadReplica(name: string, waiting = 0, cacheUsage = 0
     replica.seen.push({ path: req.url ?? '', headers: req.headers });
     req.resume();
     req.on('end', () => {
+      if (replica.answers === 'stuck') {
+        hanging.push(res);
+        return;
+      }
+      if (replica.answers === 'reset') {
+        req.socket.destroy();
+        return;
+      }
       if (req.url === '/hold') {
         res.writeHead(200, { 'content-type': 'text/plain' });
         res.write(name);

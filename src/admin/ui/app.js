@@ -2,7 +2,7 @@
 // (GET status/events: the chart history once, then the status and a chart point every second),
 // and the Request dialog (its examples: snippets.js). Plain JavaScript modules, no build step, no
 // framework, nothing from elsewhere.
-import { loadsText, routingText } from './routing.js';
+import { ejectionsText, loadsText, routingText } from './routing.js';
 import { MODEL_NAME, NOTES, snippet } from './snippets.js';
 
 /** Chart points kept per service: five minutes at one a second. */
@@ -114,6 +114,8 @@ function render(item, status) {
   set(f.routing, routingText(status.routing));
   set(f.loads, loadsText(status.loads));
   f.loads.hidden = f.loads.textContent === '';
+  set(f.ejections, ejectionsText(status.ejections, Date.now()));
+  f.ejections.hidden = f.ejections.textContent === '';
   drawCharts(item);
 }
 

@@ -1,5 +1,5 @@
-// How the overview page words a service's replica choice and its replicas' load readings, from
-// the `routing` and `loads` fields of /status. Pure functions: no DOM, so they are tested in
+// How the overview page words a service's replica choice, its replicas' load readings and their
+// ejections, from the `routing`, `loads` and `ejections` fields of /status. Pure functions: no DOM, so they are tested in
 // Node as they are shipped.
 
 /** `fewest in flight`, `queue-aware`, and the affinity header when there is one. */
@@ -24,6 +24,23 @@ export function loadsText(loads) {
       if (l.cacheUsage !== null) parts.push(`cache ${Math.round(l.cacheUsage * 100)} %`);
       if (l.ageMs !== null) parts.push(l.ageMs < 1000 ? `${l.ageMs} ms ago` : `${(l.ageMs / 1000).toFixed(1)} s ago`);
       return `${l.replica}: ${parts.join(' · ')}`;
+    })
+    .join('\n');
+}
+
+/**
+ * One line per replica ever ejected for failing requests in a row: `svc-1: ejected (reset), back
+ * in 25 s · 2 ejections`, or `svc-1: back in rotation · ejected once (timeout)`. `now` is epoch ms.
+ * Empty without ejections.
+ */
+export function ejectionsText(ejections, now) {
+  if (!Array.isArray(ejections)) return '';
+  return ejections
+    .map((e) => {
+      const times = e.ejections === 1 ? 'once' : `${e.ejections} times`;
+      if (!e.ejected) return `${e.replica}: back in rotation · ejected ${times} (last: ${e.reason})`;
+      const left = Math.max(0, Math.ceil((Date.parse(e.until) - now) / 1000));
+      return `${e.replica}: ejected (${e.reason}), back in ${left} s · ejected ${times}`;
     })
     .join('\n');
 }

@@ -6,6 +6,7 @@ import type { LoadSnapshot } from './load-reader.js';
 import type { ViewLink } from '../../replicas/link.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
+import type { FailureReason } from '../../replicas/types.js';
 import type { ReplicaSetTuning } from './tuning.js';
 
 /** The data planes, by thread index, as the control plane reaches them. */
@@ -34,6 +35,18 @@ export interface ReplicaSnapshot {
   pid: number | undefined;
   /** Its load reading, when the service reads loads and the replica is ready. */
   load?: LoadSnapshot;
+  /** Once it has been ejected for consecutive failures (ejections.ts): whether it is now, until when, why, how often. */
+  ejection?: EjectionSnapshot;
+}
+
+export interface EjectionSnapshot {
+  ejected: boolean;
+  /** ISO time the current ejection ends, or null. */
+  until: string | null;
+  /** Why it was last ejected. */
+  reason: FailureReason | null;
+  /** Ejections so far. */
+  ejections: number;
 }
 
 /** How the service chooses among its ready replicas. */

@@ -20,6 +20,8 @@
 // - `unreachable` (connection refused before any byte was sent) takes the replica out of
 //   rotation, for both kinds, and probes it every 500 ms until it answers. Launched replicas are
 //   not killed for it: a refused connection can be a keep-alive race.
+// - Consecutive failures (refused, reset, status-line deadline) eject a replica for a backoff,
+//   for every kind (ejections.ts); its state stays, its shared slot says EJECTED.
 // - Kubernetes replicas never fail: a pod that stops answering is `unreachable` (held out while its
 //   endpoint is not ready), a terminating one `draining` until its endpoint is gone.
 // - Static sets never queue for a cold start: their replicas start `ready`. When every static
@@ -32,6 +34,7 @@ import type { Logger } from '../../log/logger.js';
 import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
+import { slotCapacity } from '../../replicas/slot-layout.js';
 import { ProcessSource } from '../sources/process.js';
 import type { Endpoint } from '../sources/source.js';
 import { staticEndpoints } from '../sources/static.js';
@@ -39,10 +42,12 @@ import { ReplicaChoice } from './choice.js';
 import { Demand } from './demand.js';
 import { EndpointReplicas } from './endpoint-replicas.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
+import { ejectionSnapshot, Ejections } from './ejections.js';
 import { Health } from './health.js';
 import { IdleStops } from './idle.js';
 import { Launches } from './launches.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
+import type { FailureReason } from '../../replicas/types.js';
 import { ManagedReplica, canTransition } from './replica.js';
 import { DEFAULT_TUNING, StartBackoff, type ReplicaSetTuning } from './tuning.js';
 
@@ -63,6 +68,7 @@ export class ServiceControl {
   private readonly views: ViewRouter;
   private readonly demand: Demand;
   private readonly health: Health;
+  private readonly ejections: Ejections;
   /** Generation per slot of the replica the control plane has announced (-1: none). */
   private readonly known: Int32Array;
 
@@ -100,6 +106,10 @@ export class ServiceControl {
     this.choice = new ReplicaChoice(service, this.slots, () => this.all, this.log, this.events);
     this.demand = new Demand(service, this.slots, this.known, this.kind === 'static', (t) => this.views.get(t), this.log, this.events, this.choice.affinity);
     this.health = new Health(service, this.tuning, this.log, this);
+    this.ejections = new Ejections(this.slug, this.slots, this.tuning, this.log, this.events, {
+      replicas: () => this.all,
+      returned: () => this.demand.dispatch(),
+    });
     this.backoff = new StartBackoff(this.tuning);
     this.idle = new IdleStops(service, this.slots, this);
 
@@ -194,6 +204,10 @@ export class ServiceControl {
     }
   }
 
+  failing(slot: number, gen: number, reason: FailureReason): void {
+    for (const r of this.all) if (r.slot === slot && r.gen === gen) this.ejections.failing(r, reason);
+  }
+
   /** A data plane thread died: the requests it held and queued are given back. */
   threadGone(thread: number): number {
     this.demand.forgetThread(thread);
@@ -247,7 +261,8 @@ export class ServiceControl {
     const replicas: ReplicaSnapshot[] = [];
     for (const r of this.all) {
       const load = this.choice.load(r);
-      replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid, ...(load === undefined ? {} : { load }) });
+      const ejection = ejectionSnapshot(r);
+      replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid, ...(load === undefined ? {} : { load }), ...(ejection === undefined ? {} : { ejection }) });
     }
     return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.choice.routing, replicas };
   }
@@ -308,7 +323,8 @@ export class ServiceControl {
     if (to === 'ready') this.readyCount++;
     if (isLive(from)) this.live--;
     if (isLive(to)) this.live++;
-    this.slots.setState(r.slot, SHARED_STATE[to]);
+    this.slots.setState(r.slot, to === 'ready' ? this.ejections.readyState(r, from) : SHARED_STATE[to]);
+    if (!isLive(to)) this.ejections.forget(r);
     if (this.kind === 'static' && (from === 'unreachable' || to === 'unreachable')) this.updateFallback();
     const line = { service: this.slug, replica: r.id, from, to, ms, reason, pid: r.process?.pid, ...detail };
     if (to === 'failed') this.log.warn(line, 'replica state');
@@ -393,16 +409,4 @@ export class ServiceControl {
   backoffWaitMs(): number {
     return this.backoff.waitMs(performance.now());
   }
-}
-
-/**
- * Slots in the shared table. Launched: `max` places, and as many again for replicas gone whose last
- * requests are ending. Kubernetes: room beyond `max` for pods someone else adds (an HPA) and for
- * terminating ones. Static: one per URL.
- */
-function slotCapacity(service: ServiceConfig, kind: ReplicaKind): number {
-  const { max } = service.replicas;
-  if (kind === 'launched') return max * 2 + 2;
-  if (kind === 'kubernetes') return Math.min(1024, max * 2 + 16);
-  return Math.max(1, (service.replicas.urls ?? []).length);
 }

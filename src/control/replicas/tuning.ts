@@ -20,6 +20,11 @@ export interface ReplicaSetTuning {
   stopGraceMs: number;
   /** How long closing a replica's pool may wait for its requests before destroying it. */
   poolCloseMs: number;
+  /** First ejection of a replica (consecutive failures, ejections.ts); doubles per repeat ejection. */
+  ejectionBaseMs: number;
+  ejectionMaxMs: number;
+  /** A replica back in rotation this long without being ejected again starts over at `ejectionBaseMs`. */
+  ejectionResetMs: number;
 }
 
 export const DEFAULT_TUNING: Readonly<ReplicaSetTuning> = Object.freeze({ ...REPLICA_TIMINGS });

@@ -1,0 +1,149 @@
+// Passive outlier detection, in the manner of Envoy's (docs/operations.md#ejected-replicas): a
+// replica that fails EJECT_AFTER_FAILURES requests in a row before its status line — connection
+// refused, reset, or the status-line deadline missed while the service's other replicas answer —
+// is taken out of rotation for a backoff, then put back on probation.
+//
+// - Counting is the data planes' (slots.ts `failed`/`answered`: every thread adds to one shared
+//   count; an answer resets it); a data plane reports once the count reaches the threshold, and
+//   the control plane decides here. Failures are not the hot path; answers cost one read.
+// - Backoff: `ejectionBaseMs` (30 s), doubling per repeat ejection up to `ejectionMaxMs` (5 min);
+//   a replica back in rotation for `ejectionResetMs` (10 min) without a new ejection starts over.
+// - Probation: a returning replica's count is set one short of the threshold, so one failure
+//   before its first answer ejects it again (with the doubled backoff); an answer clears it.
+// - Never more than half of the service's replicas in rotation or out of it (`ready` and
+//   `unreachable`) are ejected at once: a service of one replica is never ejected.
+// - `timeout` ejects only while another replica of the service, ready and not ejected, is not
+//   failing (its count is 0): when every replica is slow, the deadline is too short, not one
+//   replica broken.
+// - An ejected replica keeps its state (`ready`, or `unreachable` if a probe or a refused
+//   connection took it out meanwhile); only its shared slot says EJECTED, so no thread chooses it,
+//   the queue's grants skip it, and an idle launched replica may still be stopped. Leaving the
+//   live states (draining, failed, stopped) ends the ejection.
+// - A replica ejected for refused connections that a recovery probe finds accepting again returns
+//   then, on probation (as Envoy un-ejects on a passing active health check); one ejected for
+//   resets or timeouts waits out its backoff: those pass probes while failing requests.
+import type { Logger } from '../../log/logger.js';
+import type { ReplicaEvents } from '../../replicas/events.js';
+import { EJECTED, READY, type SlotTable } from '../../replicas/slots.js';
+import type { FailureReason } from '../../replicas/types.js';
+import { EJECT_AFTER_FAILURES } from '../../tunables.js';
+import type { EjectionSnapshot } from './control-types.js';
+import type { ManagedReplica } from './replica.js';
+import type { ReplicaSetTuning } from './tuning.js';
+
+/** A replica's ejection record, on its ManagedReplica. */
+export interface Ejection {
+  /** `Date.now()` when the current ejection ends; 0 while not ejected. */
+  until: number;
+  /** Why it was last ejected. */
+  reason: FailureReason | null;
+  /** Ejections so far. */
+  count: number;
+  /** Ejections since its last healthy spell: the backoff's exponent. */
+  streak: number;
+  /** `performance.now()` when it last returned from an ejection. */
+  returnedAt: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+export function noEjection(): Ejection {
+  return { until: 0, reason: null, count: 0, streak: 0, returnedAt: 0, timer: undefined };
+}
+
+/** What /status shows of a replica's ejections; undefined if it was never ejected. */
+export function ejectionSnapshot(r: ManagedReplica): EjectionSnapshot | undefined {
+  const { until, reason, count } = r.ejection;
+  if (count === 0) return undefined;
+  return { ejected: until !== 0, until: until === 0 ? null : new Date(until).toISOString(), reason, ejections: count };
+}
+
+/** What ejections need from the service. */
+export interface EjectionOwner {
+  replicas(): Iterable<ManagedReplica>;
+  /** A replica returned to rotation: queued requests may have a place now. */
+  returned(r: ManagedReplica): void;
+}
+
+export class Ejections {
+  constructor(
+    private readonly slug: string,
+    private readonly slots: SlotTable,
+    private readonly tuning: ReplicaSetTuning,
+    private readonly log: Logger,
+    private readonly events: ReplicaEvents | undefined,
+    private readonly owner: EjectionOwner,
+  ) {}
+
+  /** A data plane reports `r` failing in a row, the last time for `reason`: eject it if the rules allow. */
+  failing(r: ManagedReplica, reason: FailureReason): void {
+    if (r.ejection.until !== 0 || (r.state !== 'ready' && r.state !== 'unreachable')) return;
+    const failures = this.slots.failures(r.slot);
+    if (failures < EJECT_AFTER_FAILURES) return; // an answer came meanwhile
+    let population = 0;
+    let ejected = 0;
+    let othersAnswer = false;
+    for (const other of this.owner.replicas()) {
+      if (other.state !== 'ready' && other.state !== 'unreachable') continue;
+      population++;
+      if (other.ejection.until !== 0) ejected++;
+      else if (other !== r && other.state === 'ready' && this.slots.failures(other.slot) === 0) othersAnswer = true;
+    }
+    if (2 * (ejected + 1) > population) return;
+    if (reason === 'timeout' && !othersAnswer) return;
+    this.eject(r, reason, failures);
+  }
+
+  private eject(r: ManagedReplica, reason: FailureReason, failures: number): void {
+    const e = r.ejection;
+    const now = performance.now();
+    if (e.returnedAt !== 0 && now - e.returnedAt >= this.tuning.ejectionResetMs) e.streak = 0;
+    e.streak++;
+    e.count++;
+    const backoffMs = Math.min(this.tuning.ejectionMaxMs, this.tuning.ejectionBaseMs * 2 ** (e.streak - 1));
+    e.until = Date.now() + backoffMs;
+    e.reason = reason;
+    this.slots.setFailures(r.slot, 0);
+    if (r.state === 'ready') this.slots.setState(r.slot, EJECTED);
+    e.timer = setTimeout(() => this.end(r), backoffMs);
+    e.timer.unref();
+    this.log.warn({ service: this.slug, replica: r.id, reason, backoffMs, failures, ejections: e.count }, 'replica ejected');
+    this.events?.replicaEjected(this.slug, r.id, reason);
+  }
+
+  /** The backoff is over (or a probe found a refusing replica accepting): back in rotation, on probation. */
+  private end(r: ManagedReplica, inTransition = false): void {
+    const e = r.ejection;
+    if (e.timer !== undefined) clearTimeout(e.timer);
+    e.timer = undefined;
+    if (e.until === 0) return;
+    e.until = 0;
+    e.returnedAt = performance.now();
+    this.slots.setFailures(r.slot, EJECT_AFTER_FAILURES - 1);
+    this.log.info({ service: this.slug, replica: r.id, reason: e.reason, ejections: e.count }, 'replica returned from ejection');
+    // Entering `ready`, the transition sets the slot and hands out the queue itself.
+    if (inTransition || r.state !== 'ready') return;
+    this.slots.setState(r.slot, READY);
+    this.owner.returned(r);
+  }
+
+  /**
+   * The shared slot state of a replica entering `ready` from `from`: EJECTED while its backoff
+   * runs, unless it was ejected for refused connections and a probe found it accepting again.
+   * Called by the transition before it sets the state (so `end` does not set it, nor dispatch).
+   */
+  readyState(r: ManagedReplica, from: string): number {
+    const e = r.ejection;
+    if (e.until === 0) return READY;
+    if (from !== 'unreachable' || e.reason !== 'refused') return EJECTED;
+    this.end(r, true);
+    return READY;
+  }
+
+  /** The replica left the live states (draining, failed, stopped): its ejection ends with it. */
+  forget(r: ManagedReplica): void {
+    const e = r.ejection;
+    if (e.timer !== undefined) clearTimeout(e.timer);
+    e.timer = undefined;
+    e.until = 0;
+  }
+}
