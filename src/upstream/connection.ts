@@ -181,6 +181,35 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     return out.subarray(prefix.length, prefix.length + size);
   }
 
+  /**
+   * `send` for a whole body kept in pieces (a held chunked upload, docs/api.md#what-the-replica-receives),
+   * framed by the Content-Length in `head`: up to JOIN_LIMIT in all, head and pieces joined into
+   * one buffer, else one corked write of them all. The pieces stay the caller's (kept for a retry).
+   */
+  sendPieces(head: string, expectBody: boolean, pieces: readonly Buffer[], size: number): boolean {
+    if (this.state !== BUSY) return true;
+    if (pieces.length <= 1) return this.send(head, expectBody, false, pieces[0], true);
+    this.parser.reset(expectBody);
+    this.chunked = false;
+    let ok: boolean;
+    if (size <= JOIN_LIMIT) {
+      const out = Buffer.allocUnsafe(head.length + size);
+      let at = out.write(head, 0, 'latin1');
+      for (const piece of pieces) {
+        out.set(piece, at);
+        at += piece.length;
+      }
+      ok = this.socket.write(out);
+    } else {
+      this.socket.cork();
+      ok = this.socket.write(head, 'latin1');
+      for (const piece of pieces) ok = this.socket.write(piece);
+      this.socket.uncork();
+    }
+    this.requestWritten();
+    return ok;
+  }
+
   /** Writes one more piece of a streamed body (`chunk` may be undefined with `last`). */
   writeBody(chunk: Buffer | undefined, last: boolean): boolean {
     if (this.state !== BUSY) return true;
