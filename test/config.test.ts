@@ -235,6 +235,8 @@ const RULES: [name: string, patch: (c: any) => void, key: string, rule: RegExp][
     'services[0].timeouts.bodyIdleMs',
     /≤ 2147483647/,
   ],
+  ['uploads.bufferBytes ≥ 0', (c) => (c.services[0].uploads = { bufferBytes: -1 }), 'services[0].uploads.bufferBytes', /integer ≥ 0 .*0 = never hold/],
+  ['uploads.bufferBytes integer', (c) => (c.services[0].uploads = { bufferBytes: '1MiB' }), 'services[0].uploads.bufferBytes', /integer ≥ 0/],
   ['queue.maxRequests ≥ 0', (c) => (c.services[0].queue = { maxRequests: -1 }), 'services[0].queue.maxRequests', /integer ≥ 0/],
   ['queue.maxWaitMs ≥ 1', (c) => (c.services[0].queue = { maxWaitMs: 0 }), 'services[0].queue.maxWaitMs', /integer ≥ 1/],
   ...([-1, 1, 99, 1.5, 2 ** 31, '1000', null] as unknown[]).map((v): (typeof RULES)[number] => [
