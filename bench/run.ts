@@ -35,6 +35,7 @@ import { keepRoutingSection, runRouting } from './routing.js';
 import { ttfbSvg } from './lib/svg.js';
 import { ensureSystemPeer, type SystemPeerId } from './lib/system-peers.js';
 import { INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './lib/workload.js';
+import { FRAMINGS, heldUploads, uploads } from './lib/uploads.js';
 
 const T0 = performance.now();
 function log(message: string): void {
@@ -151,6 +152,18 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
         log(`round ${round + 1}/${s.rounds} ${scenario} ${p.label}: ${summary}`);
       }
     }
+    if (has('uploads')) {
+      const inOrder = order(peers.filter((p) => s.uploadPeers.includes(p.id)), round);
+      sc.uploads.order.push(inOrder.map((p) => p.id));
+      for (const p of inOrder) {
+        for (const framing of FRAMINGS) {
+          await sleep(200);
+          const r = await uploads(p, framing, s.uploadRequests);
+          ((sc.uploads.rounds[p.id] ??= {})[framing] ??= []).push(r);
+          log(`round ${round + 1}/${s.rounds} uploads ${p.label} ${framing}: TTFB p50 ${r.ttfbP50Us.toFixed(0)} µs, p99 ${r.ttfbP99Us.toFixed(0)} µs, relay ${r.relayCpuUsPerReq?.toFixed(1) ?? '–'} µs/req`);
+        }
+      }
+    }
   }
 }
 
@@ -185,6 +198,14 @@ async function runOnce(s: Settings, peers: Peer[], replica: Child, binaries: Sys
       const r = await onFreshRelay(id, peers, replica, binaries, s, (p) => measure.idleStreams(p, s));
       rec.scenarios.idleStreams.peers[id] = r;
       log(`idle streams ${LABEL[id]}: ${r.perStreamKiB.toFixed(1)} KiB per stream`);
+    }
+  }
+  if (s.scenarios.includes('heldUploads')) {
+    for (const id of relays.filter((r) => s.heldPeers.includes(r))) {
+      log(`held uploads ${LABEL[id]}: ${s.heldCallers} callers, ${s.heldBytes / 1024} KiB each`);
+      const r = await onFreshRelay(id, peers, replica, binaries, s, (p) => heldUploads(p, s.heldCallers, s.heldBytes));
+      rec.scenarios.heldUploads.peers[id] = r;
+      log(`held uploads ${LABEL[id]}: RSS ${r.rssBeforeMiB.toFixed(1)} → peak ${r.rssPeakMiB.toFixed(1)} MiB (+${r.growthMiB.toFixed(1)}), ${(r.bytesWritten / 1048576).toFixed(0)} MiB written by then`);
     }
   }
   if (s.scenarios.includes('coldStart')) {
