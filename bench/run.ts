@@ -15,8 +15,11 @@
 //   4 slowReader   64 MiB read at 4 MiB/s: relay RSS growth
 //   5 idleStreams  1,000 idle open streams: relay memory per stream
 //   6 coldStart    500 requests at once to a cold launched service: lost, readiness → first request
-// 1–3b run in rounds with the peers interleaved (the first peer rotates every round), after a
-// warm-up; 4–6 once. Output: BENCHMARKS.md, results/latest.json (every per-round value) and
+//   7 uploads      1 KiB uploads with Content-Length, chunked, chunked in pieces: TTFB, relay CPU/request
+//   8 heldUploads  1,000 callers each holding 1 MiB of a chunked body open: relay RSS growth
+//                  (bench/lib/uploads.ts)
+// 1–3b and 7 run in rounds with the peers interleaved (the first peer rotates every round), after a
+// warm-up; 4–6 and 8 once. Output: BENCHMARKS.md, results/latest.json (every per-round value) and
 // results/ttfb.svg — under bench/ for a full run, under .bench-results/<mode>/ otherwise, or
 // under --out DIR. Settings: bench/README.md.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
