@@ -161,9 +161,9 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
       for (const p of inOrder) {
         for (const framing of FRAMINGS) {
           await sleep(200);
-          const r = await uploads(p, framing, s.uploadRequests);
+          const r = await uploads(p, framing, s.uploadRequests, s.connections);
           ((sc.uploads.rounds[p.id] ??= {})[framing] ??= []).push(r);
-          log(`round ${round + 1}/${s.rounds} uploads ${p.label} ${framing}: TTFB p50 ${r.ttfbP50Us.toFixed(0)} µs, p99 ${r.ttfbP99Us.toFixed(0)} µs, relay ${r.relayCpuUsPerReq?.toFixed(1) ?? '–'} µs/req`);
+          log(`round ${round + 1}/${s.rounds} uploads ${p.label} ${framing}: TTFB p50 ${r.ttfbP50Us.toFixed(0)} µs, p99 ${r.ttfbP99Us.toFixed(0)} µs; ${s.connections} connections: ${Math.round(r.reqPerS)} req/s, relay ${r.relayCpuUsPerReq?.toFixed(1) ?? '–'} µs/req`);
         }
       }
     }

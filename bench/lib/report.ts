@@ -272,6 +272,7 @@ function uploadSections(rec: Record): string[] {
           framing === 'length' || p50 === null || baseP50 === null ? '–' : signed(p50 - baseP50),
           num(cpu, 1),
           framing === 'length' || cpu === null || baseCpu === null ? '–' : signed(cpu - baseCpu, 1),
+          num(uploadMedian(r, (x) => x.reqPerS)),
         ]);
       }
     }
@@ -279,9 +280,9 @@ function uploadSections(rec: Record): string[] {
       '',
       '## 7. Chunked uploads',
       '',
-      `The same 1 KiB JSON request, ${num(s.uploadRequests)} times in a row on one keep-alive connection (raw socket, no Nagle), framed three ways: \`length\` (Content-Length, head and body in one write), \`chunked\` (one chunk and the last-chunk, in the head's write: the body arrives whole) and \`chunked-pieces\` (the head, then four 256-byte chunks and the last-chunk, each its own write). TTFB: first byte written → first byte of the answer; relay CPU: user + system ÷ requests (sequential requests cost more each than under load). Sluice holds both chunked framings (docs/configuration.md#chunked-uploads); *vs length* is the difference to \`length\` on the same peer. Medians of ${s.rounds} round${s.rounds === 1 ? '' : 's'}, the peers interleaved.`,
+      `The same 1 KiB JSON request, ${num(s.uploadRequests)} times in a row on one keep-alive connection (raw socket, no Nagle), framed three ways: \`length\` (Content-Length, head and body in one write), \`chunked\` (one chunk and the last-chunk, in the head's write: the body arrives whole) and \`chunked-pieces\` (the head, then four 256-byte chunks and the last-chunk, each its own write). TTFB: first byte written → first byte of the answer, requests one at a time; relay CPU and req/s: the same number of requests again on ${num(s.connections)} connections at once (\`BENCH_CONNECTIONS\`), user + system ÷ requests. Sluice holds both chunked framings (docs/configuration.md#chunked-uploads); *vs length* is the difference to \`length\` on the same peer. Medians of ${s.rounds} round${s.rounds === 1 ? '' : 's'}, the peers interleaved.`,
       '',
-      table(['peer', 'framing', 'TTFB p50 µs', 'TTFB p99 µs', 'p50 vs length', 'relay CPU µs/req', 'CPU vs length'], rows),
+      table(['peer', 'framing', 'TTFB p50 µs', 'TTFB p99 µs', 'p50 vs length', 'relay CPU µs/req', 'CPU vs length', 'req/s'], rows),
     );
   }
   const held = rec.scenarios.heldUploads.peers;

@@ -6,8 +6,11 @@
 //                `chunked-pieces` (head, then four 256-byte chunks and the last-chunk, each its own
 //                write, no Nagle: a body that arrives in pieces, as a client streaming a body
 //                sends it). Per framing: TTFB (first byte written → first byte of the answer)
-//                p50/p99 and the relay's CPU per request. Sluice holds both chunked framings and
-//                sends them with Content-Length; `chunked − length` is what that costs.
+//                p50/p99 of sequential requests on one connection, and the relay's CPU per request
+//                under load: the same requests on `connections` connections at once (as the
+//                throughput scenario's autocannon, which cannot send chunked bodies). Sluice holds
+//                both chunked framings and sends them with Content-Length; `chunked − length` is
+//                what that costs.
 //   heldUploads  `heldCallers` connections at once, each sending the head and `heldBytes` of a
 //                chunked body, never its end: the relay's RSS growth (peak − before) while they
 //                are open. Sluice holds each up to its bound, within the service's account.
@@ -26,8 +29,10 @@ export interface UploadRun {
   requests: number;
   ttfbP50Us: number;
   ttfbP99Us: number;
-  /** Relay CPU (user + system) ÷ requests, µs; null for `direct`. */
+  /** Under load (`connections` at once): relay CPU (user + system) ÷ requests, µs; null for `direct`. */
   relayCpuUsPerReq: number | null;
+  /** Under load: requests per second. */
+  reqPerS: number;
 }
 
 export interface HeldUploadsRun {
@@ -115,8 +120,8 @@ class Answers {
   }
 }
 
-/** `requests` uploads framed as `framing`, one after another on one connection (a few warm-ups first). */
-export async function uploads(peer: Peer, framing: Framing, requests: number): Promise<UploadRun> {
+/** One keep-alive connection sending uploads framed as `framing`, one at a time. */
+async function uploader(peer: Peer, framing: Framing): Promise<{ one: () => Promise<number>; close: () => void }> {
   const socket = await open(peer.target);
   const answers = new Answers(socket);
   const parts = writes(peer.target, framing);
@@ -126,17 +131,49 @@ export async function uploads(peer: Peer, framing: Framing, requests: number): P
     const first = await answers.next();
     return Number(first - t0) / 1000;
   };
+  return { one, close: () => socket.destroy() };
+}
+
+/**
+ * `requests` uploads framed as `framing`: one after another on one connection for the TTFB (a few
+ * warm-ups first), then as many again on `connections` connections at once for the CPU.
+ */
+export async function uploads(peer: Peer, framing: Framing, requests: number, connections: number): Promise<UploadRun> {
+  const single = await uploader(peer, framing);
+  const samples: number[] = [];
   try {
-    for (let i = 0; i < 20; i++) await one();
+    for (let i = 0; i < 20; i++) await single.one();
+    for (let i = 0; i < requests; i++) samples.push(await single.one());
+  } finally {
+    single.close();
+  }
+  const many = await Promise.all(Array.from({ length: connections }, () => uploader(peer, framing)));
+  try {
+    await Promise.all(many.map(async (u) => {
+      for (let i = 0; i < 5; i++) await u.one();
+    }));
     const pid = peer.relay?.pid;
     const cpu0 = pid === undefined ? undefined : cpuTimes(pid);
-    const samples: number[] = [];
-    for (let i = 0; i < requests; i++) samples.push(await one());
+    const t0 = performance.now();
+    let left = requests;
+    await Promise.all(many.map(async (u) => {
+      while (left > 0) {
+        left -= 1;
+        await u.one();
+      }
+    }));
+    const seconds = (performance.now() - t0) / 1000;
     const cpu1 = pid === undefined ? undefined : cpuTimes(pid);
     const cpuS = cpu0 === undefined || cpu1 === undefined ? undefined : cpu1.user - cpu0.user + (cpu1.system - cpu0.system);
-    return { requests, ttfbP50Us: percentile(samples, 50), ttfbP99Us: percentile(samples, 99), relayCpuUsPerReq: cpuS === undefined ? null : (cpuS * 1e6) / requests };
+    return {
+      requests,
+      ttfbP50Us: percentile(samples, 50),
+      ttfbP99Us: percentile(samples, 99),
+      relayCpuUsPerReq: cpuS === undefined ? null : (cpuS * 1e6) / requests,
+      reqPerS: requests / seconds,
+    };
   } finally {
-    socket.destroy();
+    for (const u of many) u.close();
   }
 }
 
