@@ -164,6 +164,32 @@ describe('chunked uploads', () => {
     assert.equal(echo.read, json.length);
   });
 
+  test('Expect: 100-continue is answered at once, and the body is then held and sent with Content-Length', async () => {
+    const path = new URL(tg.url('/expect', 'wsgi')).pathname;
+    const socket = connect({ port: tg.port, host: '127.0.0.1' });
+    let text = '';
+    const got = (what: RegExp): Promise<void> =>
+      new Promise((resolve) => {
+        const check = (): void => {
+          if (what.test(text)) resolve();
+          else socket.once('data', check);
+        };
+        check();
+      });
+    socket.on('data', (b: Buffer) => {
+      text += b.toString('latin1');
+    });
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`);
+    await got(/^HTTP\/1\.1 100 Continue\r\n\r\n/);
+    socket.write(chunk('{"a":'));
+    socket.write(chunk('1}'));
+    socket.write('0\r\n\r\n');
+    await new Promise((resolve) => socket.once('close', resolve));
+    const echo = echoOf(text.slice(text.indexOf('\r\n\r\n') + 4));
+    assert.equal(echo.contentLength, '7');
+    assert.equal(echo.read, 7);
+  });
+
   test('a 512 KiB chunked upload reaches a WSGI replica whole, with Content-Length', async () => {
     const pieces = Array.from({ length: 64 }, (_, i) => Buffer.alloc(8 * 1024, 97 + (i % 26)));
     const all = Buffer.concat(pieces);

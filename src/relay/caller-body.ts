@@ -128,8 +128,8 @@ export class CallerBody {
 
   /**
    * Writes the request to a ready connection: `head` with the whole body, or with what has
-   * arrived of a streamed one (the rest follows as it comes). `chunked`: the caller sent it
-   * chunked, and so does Sluice (docs/api.md#what-the-replica-receives); `expectBody` is false for HEAD.
+   * arrived of a streamed one (the rest follows as it comes). `chunked`: Sluice sends it chunked
+   * (a chunked body not held whole, docs/api.md#what-the-replica-receives); `expectBody` is false for HEAD.
    */
   sendTo(connection: UpstreamConnection, head: string, chunked: boolean, expectBody: boolean): void {
     if (this.heldWhole && this.whole === undefined && this.wholeView === undefined) {
