@@ -181,11 +181,8 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     return out.subarray(prefix.length, prefix.length + size);
   }
 
-  /**
-   * `send` for a whole body kept in pieces (a held chunked upload, docs/api.md#what-the-replica-receives),
-   * framed by the Content-Length in `head`: up to JOIN_LIMIT in all, head and pieces joined into
-   * one buffer, else one corked write of them all. The pieces stay the caller's (kept for a retry).
-   */
+  /** `send` for a whole body of `size` bytes in pieces (a held chunked upload, framed by the head's
+   *  Content-Length): joined with the head up to JOIN_LIMIT, else one corked write. */
   sendPieces(head: string, expectBody: boolean, pieces: readonly Buffer[], size: number): boolean {
     if (this.state !== BUSY) return true;
     if (pieces.length <= 1) return this.send(head, expectBody, false, pieces[0], true);
@@ -195,10 +192,7 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     if (size <= JOIN_LIMIT) {
       const out = Buffer.allocUnsafe(head.length + size);
       let at = out.write(head, 0, 'latin1');
-      for (const piece of pieces) {
-        out.set(piece, at);
-        at += piece.length;
-      }
+      for (const piece of pieces) at += piece.copy(out, at);
       ok = this.socket.write(out);
     } else {
       this.socket.cork();
