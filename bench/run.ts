@@ -15,8 +15,11 @@
 //   4 slowReader   64 MiB read at 4 MiB/s: relay RSS growth
 //   5 idleStreams  1,000 idle open streams: relay memory per stream
 //   6 coldStart    500 requests at once to a cold launched service: lost, readiness → first request
-// 1–3b run in rounds with the peers interleaved (the first peer rotates every round), after a
-// warm-up; 4–6 once. Output: BENCHMARKS.md, results/latest.json (every per-round value) and
+//   7 uploads      1 KiB uploads with Content-Length, chunked, chunked in pieces: TTFB, relay CPU/request
+//   8 heldUploads  1,000 callers each holding 1 MiB of a chunked body open: relay RSS growth
+//                  (bench/lib/uploads.ts)
+// 1–3b and 7 run in rounds with the peers interleaved (the first peer rotates every round), after a
+// warm-up; 4–6 and 8 once. Output: BENCHMARKS.md, results/latest.json (every per-round value) and
 // results/ttfb.svg — under bench/ for a full run, under .bench-results/<mode>/ otherwise, or
 // under --out DIR. Settings: bench/README.md.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -35,6 +38,7 @@ import { keepRoutingSection, runRouting } from './routing.js';
 import { ttfbSvg } from './lib/svg.js';
 import { ensureSystemPeer, type SystemPeerId } from './lib/system-peers.js';
 import { INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './lib/workload.js';
+import { FRAMINGS, heldUploads, uploads } from './lib/uploads.js';
 
 const T0 = performance.now();
 function log(message: string): void {
@@ -151,6 +155,18 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
         log(`round ${round + 1}/${s.rounds} ${scenario} ${p.label}: ${summary}`);
       }
     }
+    if (has('uploads')) {
+      const inOrder = order(peers.filter((p) => s.uploadPeers.includes(p.id)), round);
+      sc.uploads.order.push(inOrder.map((p) => p.id));
+      for (const p of inOrder) {
+        for (const framing of FRAMINGS) {
+          await sleep(200);
+          const r = await uploads(p, framing, s.uploadRequests, s.connections);
+          ((sc.uploads.rounds[p.id] ??= {})[framing] ??= []).push(r);
+          log(`round ${round + 1}/${s.rounds} uploads ${p.label} ${framing}: TTFB p50 ${r.ttfbP50Us.toFixed(0)} µs, p99 ${r.ttfbP99Us.toFixed(0)} µs; ${s.connections} connections: ${Math.round(r.reqPerS)} req/s, relay ${r.relayCpuUsPerReq?.toFixed(1) ?? '–'} µs/req`);
+        }
+      }
+    }
   }
 }
 
@@ -185,6 +201,14 @@ async function runOnce(s: Settings, peers: Peer[], replica: Child, binaries: Sys
       const r = await onFreshRelay(id, peers, replica, binaries, s, (p) => measure.idleStreams(p, s));
       rec.scenarios.idleStreams.peers[id] = r;
       log(`idle streams ${LABEL[id]}: ${r.perStreamKiB.toFixed(1)} KiB per stream`);
+    }
+  }
+  if (s.scenarios.includes('heldUploads')) {
+    for (const id of relays.filter((r) => s.heldPeers.includes(r))) {
+      log(`held uploads ${LABEL[id]}: ${s.heldCallers} callers, ${s.heldBytes / 1024} KiB each`);
+      const r = await onFreshRelay(id, peers, replica, binaries, s, (p) => heldUploads(p, s.heldCallers, s.heldBytes));
+      rec.scenarios.heldUploads.peers[id] = r;
+      log(`held uploads ${LABEL[id]}: RSS ${r.rssBeforeMiB.toFixed(1)} → peak ${r.rssPeakMiB.toFixed(1)} MiB (+${r.growthMiB.toFixed(1)}), ${(r.bytesWritten / 1048576).toFixed(0)} MiB written by then`);
     }
   }
   if (s.scenarios.includes('coldStart')) {

@@ -52,6 +52,8 @@ interface SmokeRecord {
     slowReader: { peers: Record<string, unknown> };
     idleStreams: { peers: Record<string, unknown> };
     coldStart: { run: unknown };
+    uploads: { rounds: Record<string, Record<string, unknown[]>> };
+    heldUploads: { peers: Record<string, unknown> };
   };
   derived: { targets: unknown[] };
 }
@@ -83,6 +85,10 @@ test('npm run bench -- --smoke starts, measures and stops every process, and wri
     assert.ok('sluice-info' in rec.scenarios.slowReader.peers, 'slow reader: Sluice measured');
     if (ran.includes('nginx')) assert.ok('nginx' in rec.scenarios.slowReader.peers, 'slow reader: nginx measured');
     assert.notEqual(rec.scenarios.coldStart.run, null, 'cold start measured');
+    for (const id of ['direct', 'sluice-info']) {
+      assert.deepEqual(Object.keys(rec.scenarios.uploads.rounds[id] ?? {}).sort(), ['chunked', 'chunked-pieces', 'length'], `uploads: ${id} measured in every framing`);
+    }
+    assert.ok('sluice-info' in rec.scenarios.heldUploads.peers, 'held uploads: Sluice measured');
     assert.ok(rec.derived.targets.length > 0, 'targets reported');
     assert.match(readFileSync(join(out, 'BENCHMARKS.md'), 'utf8'), /## Targets/);
     assert.match(readFileSync(join(out, 'results', 'ttfb.svg'), 'utf8'), /^<svg /);

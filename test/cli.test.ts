@@ -63,6 +63,7 @@ const BAD = writeConfig(
     '  - slug: Not_A_Slug',
     '    tokens: [{ name: laptop, sha256: "nothex" }]',
     '    timeouts: { responseHeadersMs: -5 }',
+    '    uploads: { bufferBytes: 1MiB }',
     '    replicas: { urls: ["https://x:1"] }',
     '    colour: blue',
     '',
@@ -120,15 +121,16 @@ test('check exits 1 on a bad config and lists every problem', async () => {
   assert.equal(run.code, 1);
   assert.equal(run.stdout, '');
   const [first] = run.stderr.split('\n');
-  assert.equal(first, `sluice: invalid config ${BAD}: 7 problems`);
+  assert.equal(first, `sluice: invalid config ${BAD}: 8 problems`);
   const lines = problemLines(run.stderr);
-  assert.equal(lines.length, 7, run.stderr);
+  assert.equal(lines.length, 8, run.stderr);
   for (const key of [
     'listen.port: 70000',
     'workers: -1',
     'services[0].slug: "Not_A_Slug"',
     'services[0].tokens[0].sha256: "nothex"',
     'services[0].timeouts.responseHeadersMs: -5',
+    'services[0].uploads.bufferBytes: "1MiB" — must be an integer ≥ 0',
     'services[0].replicas.urls[0]: "https://x:1"',
     'services[0].colour: "blue" — unknown key',
   ]) {
@@ -154,8 +156,8 @@ test('serve with an invalid config exits 1 with a one-line reason first, then ev
   const run = await sluice(['serve', '--config', BAD]);
   assert.equal(run.code, 1);
   const [first, ...rest] = run.stderr.trimEnd().split('\n');
-  assert.equal(first, `sluice: invalid config ${BAD}: 7 problems`);
-  assert.equal(rest.length, 7);
+  assert.equal(first, `sluice: invalid config ${BAD}: 8 problems`);
+  assert.equal(rest.length, 8);
   assert.equal(run.stdout, '', 'nothing started, nothing logged');
 });
 

@@ -57,6 +57,7 @@ test('a minimal config gets every default', () => {
         maxRequestBytes: 104857600,
         timeouts: { responseHeadersMs: 1200000, bodyIdleMs: 300000 },
         queue: { maxRequests: 1000, maxWaitMs: 600000, keepAliveMs: 0 },
+        uploads: { bufferBytes: 1048576 },
         routing: { affinityMaxLoad: 1.25 },
         replicas: {
           urls: ['http://127.0.0.1:9000'],
@@ -94,6 +95,7 @@ test('a full config keeps every value it sets', (t) => {
         maxRequestBytes: 1,
         timeouts: { responseHeadersMs: 5, bodyIdleMs: 6 },
         queue: { maxRequests: 0, maxWaitMs: 7, keepAliveMs: 15000 },
+        uploads: { bufferBytes: 0 },
         routing: { affinityHeader: 'x-session-id', affinityMaxLoad: 2 },
         replicas: {
           command: ['node', 'server.js', '--port', '{port}'],
@@ -114,6 +116,7 @@ test('a full config keeps every value it sets', (t) => {
         maxRequestBytes: 10,
         timeouts: { responseHeadersMs: 5, bodyIdleMs: 6 },
         queue: { maxRequests: 10, maxWaitMs: 7, keepAliveMs: 100 },
+        uploads: { bufferBytes: 65536 },
         routing: { affinityMaxLoad: 1.25 },
         replicas: {
           kubernetes: { namespace: 'models', deployment: 'llama.v2', service: 'llama', port: 8000, kubeconfig: '/etc/sluice/kubeconfig' },
@@ -232,6 +235,8 @@ const RULES: [name: string, patch: (c: any) => void, key: string, rule: RegExp][
     'services[0].timeouts.bodyIdleMs',
     /≤ 2147483647/,
   ],
+  ['uploads.bufferBytes ≥ 0', (c) => (c.services[0].uploads = { bufferBytes: -1 }), 'services[0].uploads.bufferBytes', /integer ≥ 0 .*0 = never hold/],
+  ['uploads.bufferBytes integer', (c) => (c.services[0].uploads = { bufferBytes: '1MiB' }), 'services[0].uploads.bufferBytes', /integer ≥ 0/],
   ['queue.maxRequests ≥ 0', (c) => (c.services[0].queue = { maxRequests: -1 }), 'services[0].queue.maxRequests', /integer ≥ 0/],
   ['queue.maxWaitMs ≥ 1', (c) => (c.services[0].queue = { maxWaitMs: 0 }), 'services[0].queue.maxWaitMs', /integer ≥ 1/],
   ...([-1, 1, 99, 1.5, 2 ** 31, '1000', null] as unknown[]).map((v): (typeof RULES)[number] => [

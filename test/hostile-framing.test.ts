@@ -7,6 +7,9 @@
 // What each case gets is pinned down (`expect`), so a uWS upgrade that changes its parser shows
 // up here. Cases uWS's chunked decoder accepts although they are malformed, which Sluice cannot
 // see (it only gets decoded bytes), are marked `todo` with the reason: see docs/security.md.
+// Those it misreads as a chunk that never ends are answered by holding chunked bodies
+// (docs/configuration.md#chunked-uploads, on by default): a held body that breaks off never
+// reaches a replica. They are marked `held`.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
@@ -34,6 +37,8 @@ interface Case {
   bodyLater?: boolean;
   expect: Refusal;
   todo?: string;
+  /** Refused only because the body is held until it ends, which it never does (see above). */
+  held?: true;
 }
 
 const CHUNKED = 'Transfer-Encoding: chunked\r\n';
@@ -80,12 +85,14 @@ const CASES: Case[] = [
   // Malformed chunk lines uWS accepts (see UWS_CHUNK_TODO).
   { name: 'chunk size line ended by a bare LF', head: CHUNKED, body: '2\n{}\r\n0\r\n\r\n', expect: 'silent', todo: UWS_CHUNK_TODO },
   { name: 'chunk size line ended by a bare CR', head: CHUNKED, body: '2\r{}\r\n0\r\n\r\n', expect: 'silent', todo: UWS_CHUNK_TODO },
-  { name: 'chunk extension ended by a bare LF', head: CHUNKED, body: '2;a=b\n{}\r\n0\r\n\r\n', expect: 'silent', todo: UWS_CHUNK_TODO },
-  { name: 'chunk extension with a bare CR', head: CHUNKED, body: '2;a\rb\r\n{}\r\n0\r\n\r\n', expect: 'silent', todo: UWS_CHUNK_TODO },
+  { name: 'chunk extension ended by a bare LF', head: CHUNKED, body: '2;a=b\n{}\r\n0\r\n\r\n', expect: 'silent', held: true },
+  { name: 'chunk extension with a bare CR', head: CHUNKED, body: '2;a\rb\r\n{}\r\n0\r\n\r\n', expect: 'silent', held: true },
+  // `2;` is 0x2b to uWS: it waits for 43 bytes that never come.
+  { name: 'an empty chunk extension ended by a bare LF', head: CHUNKED, body: '2;\n{}', expect: 'silent', held: true },
   { name: 'chunk size g', head: CHUNKED, body: 'g\r\n{}\r\n0\r\n\r\n', expect: 'uws 400', todo: UWS_CHUNK_TODO },
   // A valid chunk extension (RFC 9112 section 7.1.1) that uWS misreads as part of the size
   // (`2;a=b` is 0x2badb to it): the body it decodes is not the one sent. Sluice should refuse it.
-  { name: 'a valid chunk extension', head: CHUNKED, body: '2;a=b\r\n{}\r\n0\r\n\r\n', expect: 'silent', todo: UWS_CHUNK_TODO },
+  { name: 'a valid chunk extension', head: CHUNKED, body: '2;a=b\r\n{}\r\n0\r\n\r\n', expect: 'silent', held: true },
   // Bare LF or CR in the request line or the headers.
   { name: 'request line ended by a bare LF', rawHead: (p) => `POST ${p} HTTP/1.1\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 2\r\n`, body: '{}', expect: 'uws 505' },
   { name: 'request line ended by a bare CR', rawHead: (p) => `POST ${p} HTTP/1.1\rHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 2\r\n`, body: '{}', expect: 'uws 505' },
@@ -235,7 +242,9 @@ describe('hostile framing and parsing on raw sockets', () => {
 // has passed authentication and has a replica, yet nothing may reach that replica, not even a
 // connection. The relay opens the replica's request only once the body's first bytes have been
 // accepted by uWS's chunked parser (or the body ended), never on the head alone; a control case
-// with a valid first chunk shows that the same measurement sees a request that is opened.
+// with a valid first chunk shows that the same measurement sees a request that is opened. The
+// service streams chunked bodies as they come (`uploads.bufferBytes: 0`): this is the guard that
+// does not depend on holding.
 describe('a malformed first chunk line after the head opens nothing at the replica', () => {
   let replica: CountingReplica;
   let tg: TestGateway;
@@ -243,7 +252,7 @@ describe('a malformed first chunk line after the head opens nothing at the repli
   let setup: CountingSetup | undefined;
 
   before(async () => {
-    setup = await startCountingGateway();
+    setup = await startCountingGateway({ uploads: { bufferBytes: 0 } });
     ({ replica, tg, base } = setup);
   });
 
@@ -253,9 +262,9 @@ describe('a malformed first chunk line after the head opens nothing at the repli
 
   // Every malformed first chunk line of the cases above that uWS refuses, and an extension ended
   // by a bare LF with nothing after it (uWS waits for the rest of the line and never decodes a byte).
-  // Those uWS accepts and decodes as something else are the `todo` cases above.
+  // Those uWS accepts and decodes as something else are the `todo` and `held` cases above.
   const firstLines = [
-    ...CASES.filter((c) => c.head === CHUNKED && c.todo === undefined).map((c) => ({ name: c.name, body: c.body! })),
+    ...CASES.filter((c) => c.head === CHUNKED && c.todo === undefined && c.held === undefined).map((c) => ({ name: c.name, body: c.body! })),
     { name: 'chunk extension ended by a bare LF, nothing after it', body: '5;a=b\n' },
   ];
 

@@ -56,9 +56,10 @@ before(async () => {
   const down = await closedPort();
   tg = await startTestGateway([
     rawService({ urls: [replica.url] }, { slug: 'small', maxRequestBytes: LIMIT, methods: ['POST', 'HEAD'] }),
-    rawService({ urls: [`http://127.0.0.1:${down}`] }, { slug: 'down' }),
+    // Streamed as they come, not held (docs/configuration.md#chunked-uploads): the answers below come mid-upload.
+    rawService({ urls: [`http://127.0.0.1:${down}`] }, { slug: 'down', uploads: { bufferBytes: 0 } }),
     rawService({ urls: [replica.url], concurrency: 1 }, { slug: 'one', maxRequestBytes: QUEUED_LIMIT }),
-    rawService({ urls: [earlyReplica.url] }, { slug: 'early', maxRequestBytes: EARLY_LIMIT }),
+    rawService({ urls: [earlyReplica.url] }, { slug: 'early', maxRequestBytes: EARLY_LIMIT, uploads: { bufferBytes: 0 } }),
   ]);
   dir = mkdtempSync(join(tmpdir(), 'sluice-mid-upload-'));
 });

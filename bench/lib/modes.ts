@@ -4,9 +4,11 @@
 import { intEnv, listEnv } from './settings.js';
 
 const PEERS = ['direct', 'sluice-info', 'sluice-info-plain', 'sluice-warn', 'sluice-info-w2', 'nginx', 'haproxy', 'caddy', 'http-proxy', 'fastify-proxy', 'bare'] as const;
-export type PeerId = (typeof PEERS)[number];
+/** Every peer; `sluice-other` (Sluice info from another build, BENCH_OTHER_GATEWAY) runs only when listed in BENCH_PEERS. */
+const ALL_PEERS = [...PEERS, 'sluice-other'] as const;
+export type PeerId = (typeof ALL_PEERS)[number];
 
-const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'slowReader', 'idleStreams', 'coldStart'] as const;
+const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'slowReader', 'idleStreams', 'coldStart', 'uploads', 'heldUploads'] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];
 
 export type Mode = 'full' | 'quick' | 'smoke';
@@ -34,6 +36,13 @@ export interface Settings {
   idleStreams: number;
   coldRequests: number;
   coldStartupMs: number;
+  /** The `uploads` scenario: sequential requests per framing, on these peers. */
+  uploadRequests: number;
+  uploadPeers: PeerId[];
+  /** The `heldUploads` scenario: callers each holding this many bytes of a chunked body open, on these relays. */
+  heldCallers: number;
+  heldBytes: number;
+  heldPeers: PeerId[];
   /** May the run install nginx, HAProxy and Caddy with apt when they are missing? */
   installPeers: boolean;
   /** Memory scenarios on a fresh process of each relay (full, quick) or on the rounds' ones (smoke: fewer starts). */
@@ -42,7 +51,7 @@ export interface Settings {
 
 const MiB = 1024 * 1024;
 
-const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowPeers' | 'installPeers' | 'freshRelays'>> = {
+const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowPeers' | 'uploadPeers' | 'heldPeers' | 'installPeers' | 'freshRelays'>> = {
   full: {
     rounds: 3,
     connections: 50,
@@ -60,6 +69,9 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     idleStreams: 1_000,
     coldRequests: 500,
     coldStartupMs: 300,
+    uploadRequests: 20_000,
+    heldCallers: 1_000,
+    heldBytes: MiB,
   },
   quick: {
     rounds: 1,
@@ -78,6 +90,9 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     idleStreams: 1_000,
     coldRequests: 500,
     coldStartupMs: 300,
+    uploadRequests: 10_000,
+    heldCallers: 1_000,
+    heldBytes: MiB,
   },
   smoke: {
     rounds: 1,
@@ -96,6 +111,9 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     idleStreams: 10,
     coldRequests: 20,
     coldStartupMs: 50,
+    uploadRequests: 20,
+    heldCallers: 4,
+    heldBytes: 128 * 1024,
   },
 };
 
@@ -103,7 +121,7 @@ export function settingsFor(mode: Mode): Settings {
   const d = SIZES[mode];
   return {
     mode,
-    peers: listEnv<PeerId>('BENCH_PEERS', PEERS, PEERS),
+    peers: listEnv<PeerId>('BENCH_PEERS', PEERS, ALL_PEERS),
     scenarios: listEnv<ScenarioId>('BENCH_SCENARIOS', SCENARIOS, SCENARIOS),
     rounds: intEnv('BENCH_ROUNDS', d.rounds, 1, 100),
     connections: intEnv('BENCH_CONNECTIONS', d.connections, 1, 10_000),
@@ -118,10 +136,15 @@ export function settingsFor(mode: Mode): Settings {
     fewStreamGapMs: intEnv('BENCH_FEW_STREAM_GAP_MS', d.fewStreamGapMs, 1, 60_000),
     slowBytes: intEnv('BENCH_SLOW_MIB', d.slowBytes / MiB, 1, 4_096) * MiB,
     slowRateBytesPerS: intEnv('BENCH_SLOW_MIB_PER_S', d.slowRateBytesPerS / MiB, 1, 1_024) * MiB,
-    slowPeers: listEnv<PeerId>('BENCH_SLOW_PEERS', ['sluice-info', 'nginx'], PEERS),
+    slowPeers: listEnv<PeerId>('BENCH_SLOW_PEERS', ['sluice-info', 'nginx'], ALL_PEERS),
     idleStreams: intEnv('BENCH_IDLE_STREAMS', d.idleStreams, 1, 10_000),
     coldRequests: intEnv('BENCH_COLD_REQUESTS', d.coldRequests, 1, 10_000),
     coldStartupMs: intEnv('BENCH_COLD_STARTUP_MS', d.coldStartupMs, 0, 60_000),
+    uploadRequests: intEnv('BENCH_UPLOAD_REQUESTS', d.uploadRequests, 1, 1_000_000),
+    uploadPeers: listEnv<PeerId>('BENCH_UPLOAD_PEERS', ['direct', 'sluice-info', 'sluice-other', 'nginx'], ALL_PEERS),
+    heldCallers: intEnv('BENCH_HELD_CALLERS', d.heldCallers, 1, 10_000),
+    heldBytes: intEnv('BENCH_HELD_KIB', d.heldBytes / 1024, 64, 1_048_576) * 1024,
+    heldPeers: listEnv<PeerId>('BENCH_HELD_PEERS', ['sluice-info', 'sluice-other'], ALL_PEERS),
     installPeers: mode !== 'smoke' && process.env['BENCH_NO_INSTALL'] !== '1',
     freshRelays: mode !== 'smoke',
   };

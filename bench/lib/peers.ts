@@ -1,7 +1,8 @@
 // The peers: the replica alone (`direct`) and each relay in front of it, every one its own process.
 import { closeSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { atExit, type Child, startChild } from './children.js';
 import type { Target } from './client.js';
 import type { PeerId } from './modes.js';
@@ -23,6 +24,7 @@ export const LABEL: Record<PeerId, string> = {
   'http-proxy': 'http-proxy',
   'fastify-proxy': '@fastify/http-proxy',
   bare: 'bare uWS + net.Socket (the floor)',
+  'sluice-other': 'Sluice info, other build',
 };
 
 export interface Peer {
@@ -47,7 +49,7 @@ export const sluiceTarget = (port: number, withOptions = true): Target => ({
  * Starts a Sluice gateway child whose logs (pino, fd 1) go to a temporary file, as in production
  * — so the `info` peers pay for writing every access-log line.
  */
-export async function startSluice(name: string, env: Record<string, string>): Promise<Child> {
+export async function startSluice(name: string, env: Record<string, string>, gateway = script('gateway')): Promise<Child> {
   const logFile = join(tmpdir(), `sluice-bench-${process.pid}-${name}.log`);
   const fd = openSync(logFile, 'w');
   atExit(() => rmSync(logFile, { force: true }));
@@ -55,7 +57,7 @@ export async function startSluice(name: string, env: Record<string, string>): Pr
     // BENCH_GATEWAY_EXECARGV: Node flags for every Sluice process of the run, e.g.
     // "--cpu-prof --cpu-prof-dir=/tmp/p" to profile the cold-start scenario (NODE_OPTIONS refuses --cpu-prof).
     const execArgv = (process.env['BENCH_GATEWAY_EXECARGV'] ?? '').split(' ').filter((a) => a !== '');
-    return await startChild(name, script('gateway'), { env, stdout: fd, execArgv });
+    return await startChild(name, gateway, { env, stdout: fd, execArgv });
   } finally {
     closeSync(fd);
   }
@@ -83,6 +85,13 @@ export async function startPeer(id: PeerId, replica: Child, binaries: SystemBina
         BENCH_OPTIONS: plainOptions ? 'off' : 'on',
       });
       return peer(relay, sluiceTarget(relay.port, !plainOptions));
+    }
+    case 'sluice-other': {
+      // Sluice info as another build runs it (its dist/bench/gateway.js): before and after a change, in one run.
+      const other = process.env['BENCH_OTHER_GATEWAY'] ?? '';
+      if (other === '') throw new Error('sluice-other: set BENCH_OTHER_GATEWAY to the dist/bench/gateway.js of another build');
+      const relay = await startSluice(id, { BENCH_REPLICA_URL: replicaUrl, BENCH_LOG_LEVEL: 'info', BENCH_WORKERS: '1', BENCH_OPTIONS: 'on' }, pathToFileURL(resolve(other)));
+      return peer(relay, sluiceTarget(relay.port));
     }
     case 'nginx':
     case 'haproxy':

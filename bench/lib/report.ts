@@ -3,6 +3,8 @@
 import { LABEL } from './peers.js';
 import type { PeerId } from './modes.js';
 import type { Figure, Record, TokensFigures } from './results.js';
+import { median } from './stats.js';
+import { FRAMINGS, type UploadRun } from './uploads.js';
 
 const num = (v: number | null | undefined, digits = 0): string =>
   v === null || v === undefined || !Number.isFinite(v) ? '–' : v.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
@@ -197,6 +199,7 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       ),
     );
   }
+  out.push(...uploadSections(rec));
   out.push(
     '',
     '## The peers',
@@ -234,5 +237,71 @@ function describe(id: PeerId): string {
       return '`@fastify/http-proxy` (undici underneath), no request logging';
     case 'bare':
       return 'the floor of this stack: uWS in, a keep-alive pool of `net.Socket`s out, nothing else: no auth, checks, logs or metrics (`bench/bare-relay.ts`)';
+    case 'sluice-other':
+      return 'Sluice info as another build runs it (`BENCH_OTHER_GATEWAY`: its `dist/bench/gateway.js`), e.g. before a change';
   }
+}
+
+/** A median over rounds of one figure of an upload run. */
+function uploadMedian(runs: UploadRun[] | undefined, pick: (r: UploadRun) => number | null): number | null {
+  const values = (runs ?? []).map(pick).filter((v): v is number => v !== null && Number.isFinite(v));
+  return values.length === 0 ? null : median(values);
+}
+
+/** 7. Chunked uploads; 8. Held uploads (bench/lib/uploads.ts). */
+function uploadSections(rec: Record): string[] {
+  const s = rec.settings;
+  const out: string[] = [];
+  const runs = rec.scenarios.uploads.rounds;
+  const ids = (Object.keys(runs) as PeerId[]).sort((a, b) => s.peers.indexOf(a) - s.peers.indexOf(b));
+  if (ids.length > 0) {
+    const rows: string[][] = [];
+    for (const id of ids) {
+      const base = runs[id]?.['length'];
+      for (const framing of FRAMINGS) {
+        const r = runs[id]?.[framing];
+        const p50 = uploadMedian(r, (x) => x.ttfbP50Us);
+        const cpu = uploadMedian(r, (x) => x.relayCpuUsPerReq);
+        const baseP50 = uploadMedian(base, (x) => x.ttfbP50Us);
+        const baseCpu = uploadMedian(base, (x) => x.relayCpuUsPerReq);
+        rows.push([
+          LABEL[id],
+          framing,
+          num(p50),
+          num(uploadMedian(r, (x) => x.ttfbP99Us)),
+          framing === 'length' || p50 === null || baseP50 === null ? '–' : signed(p50 - baseP50),
+          num(cpu, 1),
+          framing === 'length' || cpu === null || baseCpu === null ? '–' : signed(cpu - baseCpu, 1),
+          num(uploadMedian(r, (x) => x.reqPerS)),
+        ]);
+      }
+    }
+    out.push(
+      '',
+      '## 7. Chunked uploads',
+      '',
+      `The same 1 KiB JSON request, ${num(s.uploadRequests)} times in a row on one keep-alive connection (raw socket, no Nagle), framed three ways: \`length\` (Content-Length, head and body in one write), \`chunked\` (one chunk and the last-chunk, in the head's write: the body arrives whole) and \`chunked-pieces\` (the head, then four 256-byte chunks and the last-chunk, each its own write). TTFB: first byte written → first byte of the answer, requests one at a time; relay CPU and req/s: the same number of requests again on ${num(s.connections)} connections at once (\`BENCH_CONNECTIONS\`), user + system ÷ requests. Sluice holds both chunked framings (docs/configuration.md#chunked-uploads); *vs length* is the difference to \`length\` on the same peer. Medians of ${s.rounds} round${s.rounds === 1 ? '' : 's'}, the peers interleaved.`,
+      '',
+      table(['peer', 'framing', 'TTFB p50 µs', 'TTFB p99 µs', 'p50 vs length', 'relay CPU µs/req', 'CPU vs length', 'req/s'], rows),
+    );
+  }
+  const held = rec.scenarios.heldUploads.peers;
+  const heldIds = (Object.keys(held) as PeerId[]).sort((a, b) => s.peers.indexOf(a) - s.peers.indexOf(b));
+  if (heldIds.length > 0) {
+    out.push(
+      '',
+      '## 8. Held uploads',
+      '',
+      `${num(s.heldCallers)} connections at once, each sending the head and ${num(s.heldBytes / 1024)} KiB of a chunked body (64 KiB chunks) and never its end; the relay's RSS sampled every 100 ms until every byte was handed to the kernel and RSS stopped growing for a second; growth = peak − before. Sluice holds each body up to \`uploads.bufferBytes\` (1 MiB) within the service's account (\`queue.maxRequests\` × 64 KiB: 62.5 MiB by default); past it, bodies stream on to the replica, which reads them. Once per relay, on a fresh process of it.`,
+      '',
+      table(
+        ['relay', 'callers', 'MiB written at the peak', 'RSS before MiB', 'peak MiB', 'growth MiB'],
+        heldIds.map((id) => {
+          const r = held[id]!;
+          return [LABEL[id], num(r.callers), num(r.bytesWritten / 1048576), num(r.rssBeforeMiB, 1), num(r.rssPeakMiB, 1), num(r.growthMiB, 1)];
+        }),
+      ),
+    );
+  }
+  return out;
 }

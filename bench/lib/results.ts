@@ -2,6 +2,7 @@
 // differences and ratios taken within each round, and the targets, met or missed.
 import type { ColdStartRun, IdleStreamsRun, SlowReaderRun, ThroughputRun, TokensRun, TtfbRun } from './measure.js';
 import type { PeerId, Settings } from './modes.js';
+import type { Framing, HeldUploadsRun, UploadRun } from './uploads.js';
 import { median } from './stats.js';
 
 export interface PeerRecord {
@@ -33,6 +34,9 @@ export interface Record {
     slowReader: { peers: Partial<globalThis.Record<PeerId, SlowReaderRun>> };
     idleStreams: { peers: Partial<globalThis.Record<PeerId, IdleStreamsRun>> };
     coldStart: { run: ColdStartRun | null };
+    /** Per peer and framing, one run per round. */
+    uploads: { order: PeerId[][]; rounds: Partial<globalThis.Record<PeerId, Partial<globalThis.Record<Framing, UploadRun[]>>>> };
+    heldUploads: { peers: Partial<globalThis.Record<PeerId, HeldUploadsRun>> };
   };
   derived?: Derived;
 }
@@ -46,6 +50,8 @@ export function emptyScenarios(): Record['scenarios'] {
     slowReader: { peers: {} },
     idleStreams: { peers: {} },
     coldStart: { run: null },
+    uploads: { order: [], rounds: {} },
+    heldUploads: { peers: {} },
   };
 }
 

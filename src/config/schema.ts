@@ -155,6 +155,9 @@ const service = strict({
     maxWaitMs: duration().prefault(DEFAULTS.queueMaxWaitMs),
     keepAliveMs: keepAliveMs.prefault(DEFAULTS.queueKeepAliveMs),
   }).prefault({}),
+  uploads: strict({
+    bufferBytes: int(0, Number.MAX_SAFE_INTEGER, RULE.uploadsBufferBytes).prefault(DEFAULTS.uploadsBufferBytes),
+  }).prefault({}),
   routing: routing.prefault({}),
   replicas,
 }).superRefine((s, ctx) => {

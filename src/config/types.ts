@@ -88,6 +88,8 @@ export interface ServiceConfig {
   timeouts: { responseHeadersMs: number; bodyIdleMs: number };
   /** `keepAliveMs`: a waiting request for a streamed answer gets `200` and comments this often (0: off). */
   queue: { maxRequests: number; maxWaitMs: number; keepAliveMs: number };
+  /** `bufferBytes`: a chunked body is held up to this size and sent with Content-Length (0: never held). */
+  uploads: { bufferBytes: number };
   routing: RoutingConfig;
   replicas: ReplicasConfig;
 }

@@ -21,6 +21,8 @@ export interface AccessLine {
   outcome: string;
   bytesIn: number;
   bytesOut: number;
+  /** A chunked body was held (docs/configuration.md#chunked-uploads): the bytes held, all of it when sent with Content-Length. */
+  heldBytes: number | undefined;
   ttfbMs: number | undefined;
   ms: number;
   queuedMs: number | undefined;
@@ -38,7 +40,7 @@ const INFO = 30;
 const WARN = 40;
 const MESSAGE = 'request';
 /** The keys the fast path writes (a line with `err` goes through pino and its `err` serializer). */
-const KEYS: readonly string[] = ['reqId', 'service', 'tokenName', 'method', 'path', 'status', 'outcome', 'bytesIn', 'bytesOut', 'ttfbMs', 'ms', 'queuedMs', 'retried', 'keptAlive', 'events', 'firstEventMs', 'maxGapMs', 'msg'];
+const KEYS: readonly string[] = ['reqId', 'service', 'tokenName', 'method', 'path', 'status', 'outcome', 'bytesIn', 'bytesOut', 'heldBytes', 'ttfbMs', 'ms', 'queuedMs', 'retried', 'keptAlive', 'events', 'firstEventMs', 'maxGapMs', 'msg'];
 
 /** pino's internals this reads: all exported as `pino.symbols`. */
 interface PinoInternals {
@@ -76,6 +78,7 @@ export class AccessLog {
     let s = (p[S['lsCacheSym']!] as Record<number, string>)[level]! + time + (p[S['chindingsSym']!] as string);
     s += `,"reqId":${str(line.reqId)},"service":${str(line.service)},"tokenName":${str(line.tokenName)},"method":${str(line.method)},"path":${str(line.path)}`;
     s += `,"status":${num(line.status)},"outcome":${str(line.outcome)},"bytesIn":${num(line.bytesIn)},"bytesOut":${num(line.bytesOut)}`;
+    if (line.heldBytes !== undefined) s += `,"heldBytes":${num(line.heldBytes)}`;
     // The durations as `round` left them (3 decimals): `millis` writes them without String(double).
     if (line.ttfbMs !== undefined) s += `,"ttfbMs":${millis(line.ttfbMs)}`;
     s += `,"ms":${millis(line.ms)}`;

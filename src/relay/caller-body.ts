@@ -4,8 +4,16 @@
 // are copied (fact 3) and, until a connection is ready, queued; once it is, they are written to
 // it as they arrive. The caller's socket is paused while the queue is full, while the connection's
 // buffer is full, or while no replica has been assigned yet, so a body is never held whole.
+//
+// The one exception: a chunked body, under the service's `uploads.bufferBytes`, is held until it
+// ends or passes that bound (docs/configuration.md#chunked-uploads). Its pieces are copied out of
+// uWS (fact 3) straight into the queue, which is the hold: nothing is dispatched until the hold
+// ends. Ended within the bound, the pieces go to the replica with Content-Length; past it, the
+// body streams chunked from the queue on, as any other. Every byte in the queue counts in the
+// service's account of waiting bodies (held-bodies.ts).
 import type { HttpResponse } from 'uWebSockets.js';
 import type { UpstreamConnection } from '../upstream/connection.js';
+import type { HeldBodies } from './held-bodies.js';
 import { DRAIN_MAX_BYTES, HOLD_HIGH_WATER, QUEUE_HIGH_WATER } from '../tunables.js';
 
 export interface CallerBodyListener {
@@ -38,6 +46,15 @@ export class CallerBody {
   private stopped = false;
   private highWater = QUEUE_HIGH_WATER;
   private started = false;
+  /** The request waits in the service's queue (`hold` until `release`). */
+  private inQueue = false;
+  /** A chunked body is being held: nothing is dispatched until it ends or passes the bound. */
+  private holding: boolean;
+  /** The held body ended within the bound: `queue` is all of it, sent with Content-Length and
+   *  kept (for a retry) until the replica answers. */
+  private heldWhole = false;
+  /** What the hold had when it ended (the whole body, or the prefix it streams on from); -1: not held. */
+  heldBytes = -1;
 
   constructor(
     private readonly res: HttpResponse,
@@ -45,7 +62,10 @@ export class CallerBody {
     /** The caller's Content-Length, or -1 for a chunked body. */
     private readonly declared: number,
     private readonly listener: CallerBodyListener,
-  ) {}
+    private readonly account: HeldBodies,
+  ) {
+    this.holding = declared < 0 && account.bufferBytes > 0;
+  }
 
   /** The uWS onData callback's work. `data` is only valid during the call (fact 3). */
   onData(data: ArrayBuffer, isLast: boolean): void {
@@ -62,8 +82,14 @@ export class CallerBody {
       return;
     }
     if (isLast) this.complete = true;
-    if (!this.started && isLast) {
+    if (!this.started && isLast && this.received === size) {
       this.started = true;
+      if (this.holding) {
+        // A chunked body that arrived whole: within the bound it goes with Content-Length.
+        this.holding = false;
+        this.heldWhole = size <= this.account.bufferBytes;
+        this.heldBytes = size;
+      }
       if (size === 0) {
         this.whole = Buffer.alloc(0);
         this.listener.onBodyStart();
@@ -83,7 +109,14 @@ export class CallerBody {
     } else if (chunk !== undefined) {
       this.queue.push(chunk);
       this.queuedBytes += size;
-      if (!isLast && this.queuedBytes >= this.highWater) this.pause();
+      this.account.bytes += size;
+      if (this.holding && !this.holdEnds(isLast)) {
+        if (this.full()) this.pause();
+        return;
+      }
+      if (!isLast && this.full()) this.pause();
+    } else if (this.holding && !this.holdEnds(isLast)) {
+      return;
     }
     if (!this.started) {
       this.started = true;
@@ -93,10 +126,15 @@ export class CallerBody {
 
   /**
    * Writes the request to a ready connection: `head` with the whole body, or with what has
-   * arrived of a streamed one (the rest follows as it comes). `chunked`: the caller sent it
-   * chunked, and so does Sluice (docs/api.md#what-the-replica-receives); `expectBody` is false for HEAD.
+   * arrived of a streamed one (the rest follows as it comes). `chunked`: Sluice sends it chunked
+   * (a chunked body not held whole, docs/api.md#what-the-replica-receives); `expectBody` is false for HEAD.
    */
   sendTo(connection: UpstreamConnection, head: string, chunked: boolean, expectBody: boolean): void {
+    if (this.heldWhole && this.whole === undefined && this.wholeView === undefined) {
+      // The hold: written from its pieces, which stay for a retry until the replica answers.
+      connection.sendPieces(head, expectBody, this.queue, this.queuedBytes);
+      return;
+    }
     if (this.whole !== undefined) {
       connection.send(head, expectBody, chunked, this.whole, true);
       return;
@@ -110,6 +148,7 @@ export class CallerBody {
     this.connection = connection;
     const queue = this.queue;
     this.queue = [];
+    this.account.bytes -= this.queuedBytes;
     this.queuedBytes = 0;
     let ok = connection.send(head, expectBody, chunked, queue[0], this.complete && queue.length <= 1);
     for (let i = 1; i < queue.length; i++) ok = connection.writeBody(queue[i], this.complete && i === queue.length - 1);
@@ -127,6 +166,46 @@ export class CallerBody {
   /** True if the body can be sent again (nothing of it has been written to a connection). */
   get resendable(): boolean {
     return this.whole !== undefined || this.wholeView !== undefined || !this.sent;
+  }
+
+  /**
+   * With `-1` (a chunked body) from the caller's framing, the length the replica's head declares:
+   * the body's, when it was held whole (docs/api.md#what-the-replica-receives), else `declared`.
+   */
+  get framedLength(): number {
+    return this.heldWhole ? this.received : this.declared;
+  }
+
+  /** The replica's status line came: a held body is not sent again, and its memory goes back. */
+  answered(): void {
+    if (!this.heldWhole || this.stopped) return;
+    this.dropQueue();
+    this.sent = true;
+  }
+
+  /**
+   * The held chunked body just grew (or ended, `isLast`): true when the hold ends now — the body
+   * is complete, passed the bound, or the service's account is full (it then streams on, as a body
+   * past its bound). The caller then dispatches the request.
+   */
+  private holdEnds(isLast: boolean): boolean {
+    const bytes = this.queuedBytes;
+    if (!isLast && bytes <= this.account.bufferBytes && this.account.bytes <= this.account.maxBytes) return false;
+    this.holding = false;
+    this.heldWhole = isLast && bytes <= this.account.bufferBytes;
+    this.heldBytes = bytes;
+    return true;
+  }
+
+  /** The queue is at its high-water mark. A hold has its own bound, but not while the request is queued. */
+  private full(): boolean {
+    return this.queuedBytes >= this.highWater && (!this.holding || this.inQueue);
+  }
+
+  private dropQueue(): void {
+    this.account.bytes -= this.queuedBytes;
+    this.queue = [];
+    this.queuedBytes = 0;
   }
 
   /** The first onData call has come. */
@@ -149,12 +228,14 @@ export class CallerBody {
   /** The request waits for a replica: keep at most HOLD_HIGH_WATER bytes, then pause the caller. */
   hold(): void {
     this.highWater = HOLD_HIGH_WATER;
-    if (!this.complete && this.queuedBytes >= this.highWater) this.pause();
+    this.inQueue = true;
+    if (!this.complete && this.full()) this.pause();
   }
 
   /** A replica was assigned: let the bytes flow again (up to the queue's high-water mark). */
   release(): void {
     this.highWater = QUEUE_HIGH_WATER;
+    this.inQueue = false;
     this.resumeIfRoom();
   }
 
@@ -203,9 +284,8 @@ export class CallerBody {
    * socket (the response may have ended, or the caller gone); call `endUpload` first if it is open.
    */
   stop(): void {
+    if (!this.stopped) this.dropQueue();
     this.stopped = true;
-    this.queue = [];
-    this.queuedBytes = 0;
     this.paused = false;
     this.connection = undefined;
   }
@@ -224,7 +304,7 @@ export class CallerBody {
 
   private resumeIfRoom(): void {
     // Only undo our own pause, never after the response ended (fact 9): the relay ends the upload first.
-    if (!this.paused || this.stopped || this.blocked || this.queuedBytes >= this.highWater) return;
+    if (!this.paused || this.stopped || this.blocked || this.full()) return;
     this.paused = false;
     this.res.resume();
   }

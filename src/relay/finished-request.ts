@@ -49,6 +49,7 @@ export function accessLine(r: RelayRequest, f: FinishedRequest): AccessLine {
     outcome: f.outcome,
     bytesIn: f.bytesIn,
     bytesOut: f.bytesOut,
+    heldBytes: r.body.heldBytes >= 0 ? r.body.heldBytes : undefined,
     ttfbMs: f.ttfbMs >= 0 ? round(f.ttfbMs) : undefined,
     ms: round(f.ms),
     queuedMs: r.queuedAt > 0 ? round(r.queuedMs) : undefined,

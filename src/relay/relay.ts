@@ -25,6 +25,7 @@ import { faultBeforeHead } from '../upstream/errors.js';
 import { requestHead } from './replica-request-head.js';
 import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
+import type { HeldBodies } from './held-bodies.js';
 import type { CallerHeaders } from './headers.js';
 import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from './keep-alive.js';
 import { isEventStream } from './sse-events.js';
@@ -37,6 +38,8 @@ export interface ServiceRuntime {
   readonly replicas: ReplicaSet;
   /** This thread's counters of the service's streamed answers. */
   readonly streams: StreamCounters;
+  /** This thread's account of the service's waiting and held request bodies. */
+  readonly held: HeldBodies;
 }
 
 /** How a request ended, for logs and metrics. */
@@ -122,7 +125,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     private readonly target: string,
     private readonly headers: CallerHeaders,
     /** From the framing: bytes, or -1 for a chunked body. */
-    private readonly bodyLength: number,
+    bodyLength: number,
     readonly requestId: string,
     /** The name of the token that authenticated the request. */
     readonly tokenName: string,
@@ -134,7 +137,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     readonly affinity: number,
   ) {
     this.downstream = new Downstream(res, requestId, this);
-    this.body = new CallerBody(res, service.config.maxRequestBytes, bodyLength, this);
+    this.body = new CallerBody(res, service.config.maxRequestBytes, bodyLength, this, service.held);
   }
 
   get slug(): string {
@@ -233,12 +236,15 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   onUpstreamConnection(connection: UpstreamConnection): void {
     this.inPool = false;
     this.connection = connection;
-    const head = requestHead(this.method, this.target, this.replica!.host, this.headers, this.bodyLength, this.requestId);
-    this.body.sendTo(connection, head, this.bodyLength < 0, this.method !== 'HEAD');
+    // A chunked body held whole goes with its length (docs/api.md#what-the-replica-receives).
+    const length = this.body.framedLength;
+    const head = requestHead(this.method, this.target, this.replica!.host, this.headers, length, this.requestId);
+    this.body.sendTo(connection, head, length < 0, this.method !== 'HEAD');
   }
 
   onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void {
     this.phase = 'receiving';
+    this.body.answered();
     stopKeepingAlive(this);
     const bodyless = this.method === 'HEAD' || status === 204 || status === 304;
     if (this.downstream.keptAlive && !continuesStream(status, contentType, bodyless)) {

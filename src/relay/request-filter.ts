@@ -22,6 +22,7 @@ import { pathProblem } from './path.js';
 import type { Refusals } from './refusal.js';
 import { type RelayObserver, RelayRequest, type ServiceRuntime } from './relay.js';
 import type { RequestIds } from './request-ids.js';
+import { HeldBodies } from './held-bodies.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
 export class ServiceEntry implements ServiceRuntime {
@@ -31,6 +32,7 @@ export class ServiceEntry implements ServiceRuntime {
   readonly allow: string;
   /** `routing.affinityHeader`, or '' for none. */
   readonly affinity: string;
+  readonly held: HeldBodies;
 
   constructor(
     readonly config: ServiceConfig,
@@ -44,6 +46,7 @@ export class ServiceEntry implements ServiceRuntime {
     this.methods = new Set(config.methods);
     this.allow = config.methods.join(', ');
     this.affinity = config.routing.affinityHeader ?? '';
+    this.held = new HeldBodies(config);
   }
 }
 

@@ -189,6 +189,29 @@ export class UpstreamConnection implements ResponseSink, Ticking {
     return out.subarray(prefix.length, prefix.length + size);
   }
 
+  /** `send` for a whole body of `size` bytes in pieces (a held chunked upload, framed by the head's
+   *  Content-Length): joined with the head up to JOIN_LIMIT, else one corked write. */
+  sendPieces(head: string, expectBody: boolean, pieces: readonly Buffer[], size: number): boolean {
+    if (this.state !== BUSY) return true;
+    if (pieces.length <= 1) return this.send(head, expectBody, false, pieces[0], true);
+    this.parser.reset(expectBody);
+    this.chunked = false;
+    let ok: boolean;
+    if (size <= JOIN_LIMIT) {
+      const out = Buffer.allocUnsafe(head.length + size);
+      let at = out.write(head, 0, 'latin1');
+      for (const piece of pieces) at += piece.copy(out, at);
+      ok = this.socket.write(out);
+    } else {
+      this.socket.cork();
+      ok = this.socket.write(head, 'latin1');
+      for (const piece of pieces) ok = this.socket.write(piece);
+      this.socket.uncork();
+    }
+    this.requestWritten();
+    return ok;
+  }
+
   /** Writes one more piece of a streamed body (`chunk` may be undefined with `last`). */
   writeBody(chunk: Buffer | undefined, last: boolean): boolean {
     if (this.state !== BUSY) return true;

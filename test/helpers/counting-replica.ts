@@ -79,9 +79,10 @@ export interface CountingSetup {
   close(): Promise<void>;
 }
 
-export async function startCountingGateway(): Promise<CountingSetup> {
+/** `service`: more of the service's config (its `urls` are the counting replica's). */
+export async function startCountingGateway(service: Record<string, unknown> = {}): Promise<CountingSetup> {
   const replica = await startCountingReplica();
-  const tg = await startTestGateway(rawService({ urls: [replica.url] }));
+  const tg = await startTestGateway(rawService({ urls: [replica.url] }, service));
   return {
     replica,
     tg,
