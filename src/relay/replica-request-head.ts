@@ -2,8 +2,8 @@
 // line, `host`, `accept-encoding: identity`, `x-request-id`, the caller's Content-Type and Accept,
 // the service's `forwardHeaders`, and the framing Sluice chose — `content-length` when the caller
 // sent one (same value), `transfer-encoding: chunked` for a streamed chunked body, its length for
-// a chunked body held whole, and `content-length: 0` for a POST, PUT or PATCH without one (RFC 9110
-// section 8.6: those methods anticipate content). Nothing else from the caller (no Authorization,
+// a chunked body held whole, and `content-length: 0` for a POST, PUT or PATCH without one
+// (RFC 9110 section 8.6: those methods anticipate content). Nothing else from the caller (no Authorization,
 // Cookie, Connection or other hop-by-hop fields, RFC 9110 section 7.6.1).
 // The header values come from uWS, which refuses CR and LF in them.
 import type { CallerHeaders } from './headers.js';
