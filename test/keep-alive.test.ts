@@ -192,9 +192,9 @@ for (const workers of [1, 2]) {
 
     test('a kept-alive request still waiting for its replica when the drain runs out is cut, and logged as 503 draining', async () => {
       const { tg } = await setup(workers, {}, { drainTimeoutMs: 300 });
-      const reading = readStream(tg.url('/v1/chat/completions', 'on'), asking({ head: 'hang', pieces: [] }));
-      await eventually(async () => (await metric(tg, 'sluice_inflight_requests')) === 1, 5_000, 'the request in flight');
-      await new Promise((resolve) => setTimeout(resolve, KEEP_ALIVE_MS + 150));
+      let commented = false;
+      const reading = readStream(tg.url('/v1/chat/completions', 'on'), asking({ head: 'hang', pieces: [] }), {}, (_, soFar) => ((commented = soFar.includes(WAITING)), false));
+      await eventually(() => commented, 10_000, 'a comment read');
       await tg.gateway.drain();
       const read = await reading;
       assert.equal(read.status, 200);
