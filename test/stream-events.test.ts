@@ -158,10 +158,11 @@ for (const workers of [1, 2]) {
         async () => {
           const body = (await (await fetch(`${admin}/status`)).json()) as { services: (typeof status)[] };
           status = body.services[0];
-          return status!.stream.firstEventMs.p50 !== null;
+          // A sample taken after the stream ended (one taken while it ran would show it active).
+          return status!.stream.firstEventMs.p50 !== null && status!.stream.active === 0;
         },
-        5_000,
-        'the stream in /status',
+        10_000,
+        'the ended stream in /status',
       );
       const s = status!.stream;
       assert.equal(s.active, 0);
