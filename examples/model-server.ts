@@ -33,6 +33,8 @@ export interface ModelServerOptions {
   tokenDelayMs?: number;
   /** Simulated model load: the server does not listen until this has passed. Default 0. */
   startupDelayMs?: number;
+  /** How long an idle keep-alive connection is kept open. Default 5000 (Node's). */
+  keepAliveTimeoutMs?: number;
 }
 
 export interface ModelServer {
@@ -58,7 +60,7 @@ export async function startModelServer(options: ModelServerOptions = {}): Promis
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     handle(req, res, tokenDelayMs).catch((err: unknown) => fail(res, familyOf(pathOf(req)), err));
   };
-  const server = createServer(onRequest);
+  const server = createServer({ keepAliveTimeout: options.keepAliveTimeoutMs ?? 5_000 }, onRequest);
   // `Expect: 100-continue`: do not invite a body that will be refused for its size.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     if (Number(req.headers['content-length'] ?? 0) <= MAX_BODY_BYTES) res.writeContinue();
@@ -646,7 +648,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 
-  let options: Required<ModelServerOptions>;
+  let options: Required<Omit<ModelServerOptions, 'keepAliveTimeoutMs'>>;
   try {
     options = {
       port: intFromEnv('PORT', 9000, 65535),

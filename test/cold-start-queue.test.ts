@@ -46,22 +46,19 @@ test('past queue.maxWaitMs: 503 no_replica with Retry-After', async () => {
   assert.equal(answer.status, 503);
   assert.equal(JSON.parse(answer.text).error.code, 'no_replica');
   assert.ok(Number(answer.headers['retry-after']) >= 1);
+  // A 503 at all means it expired before the replica (5 s to start) could serve it.
   const waited = Date.now() - started;
-  assert.ok(waited >= 250 && waited < 4000, `answered after the 300 ms wait (${waited} ms)`);
+  assert.ok(waited >= 250, `answered after the 300 ms wait (${waited} ms)`);
 });
 
 test('a replica that exits at once: every queued request gets no_replica at once (not after startTimeoutMs), and the next request starts one again', async () => {
-  const tg = await gatewayFor({ command: [process.execPath, '-e', 'process.exit(3)'], startTimeoutMs: 30_000 }, {});
-  const started = Date.now();
+  // A start timeout no test run outlasts: answers at all mean they came when the replica exited.
+  const tg = await gatewayFor({ command: [process.execPath, '-e', 'process.exit(3)'], startTimeoutMs: 600_000 }, {});
   const answers = await Promise.all(Array.from({ length: 5 }, () => post(tg, '/echo')));
-  const elapsed = Date.now() - started;
   for (const answer of answers) {
     assert.equal(answer.status, 503);
     assert.equal(JSON.parse(answer.text).error.code, 'no_replica');
   }
-  // Answered when the replica exited, not when startTimeoutMs (30 s) ran out; the bound leaves room
-  // for a busy machine (a 1 s bound failed at 1102 ms under load).
-  assert.ok(elapsed < 10_000, `answered when the replica exited, long before startTimeoutMs (${elapsed} ms)`);
   const startsBefore = transitions(tg.logs, 'starting').length;
   const again = await post(tg, '/echo');
   assert.equal(again.status, 503, 'the command still fails');

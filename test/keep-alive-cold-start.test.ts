@@ -45,12 +45,12 @@ async function cold(workers: number, options: { command?: string[]; queue?: Reco
 
 const CHAT = (stream: boolean, content = 'hello cold start'): string => JSON.stringify({ model: 'demo', messages: [{ role: 'user', content }], ...(stream ? { stream: true } : {}) });
 
-/** curl reading the answer to its end: its exit code, and what it printed (with -i, the head too). */
-function curl(url: string, body: string, headers: string[] = []): Promise<{ code: number | null; out: string }> {
+/** curl reading the answer to its end: its exit code, and what it printed (with -i, the head too; `progress.out` so far). */
+function curl(url: string, body: string, headers: string[] = [], progress: { out: string } = { out: '' }): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn('curl', ['-sS', '-N', '-i', '--max-time', '30', url, '-H', `Authorization: ${AUTH.authorization}`, '-H', 'Content-Type: application/json', ...headers.flatMap((h) => ['-H', h]), '-d', body]);
     let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stdout.on('data', (d: Buffer) => (progress.out = out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, out }));
@@ -88,13 +88,14 @@ for (const workers of [1, 2]) {
         }
         return { deltas, finish };
       })();
-      const streamed = curl(tg.url('/v1/chat/completions', 'llm'), CHAT(true));
+      const progress = { out: '' };
+      const streamed = curl(tg.url('/v1/chat/completions', 'llm'), CHAT(true), [], progress);
       const plain = curl(tg.url('/v1/chat/completions', 'llm'), CHAT(false));
       // As an MCP client asks for a plain answer: both media types in Accept, `"stream": false` in the body.
       const mcp = curl(tg.url('/v1/chat/completions', 'llm'), JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: 'hello cold start' }], stream: false }), ['Accept: application/json, text/event-stream']);
       await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="llm",priority="0"}')) === 4, 10_000, 'four queued requests');
-      // Long enough for two or three comments, then the model is "loaded".
-      await new Promise((resolve) => setTimeout(resolve, 3 * KEEP_ALIVE_MS + 100));
+      // Three comments reach curl, then the model is "loaded".
+      await eventually(() => progress.out.split(WAITING).length - 1 >= 3, 10_000, 'three comments through curl');
       open();
 
       const { deltas, finish } = await sdk;
@@ -173,9 +174,9 @@ for (const workers of [1, 2]) {
       assert.equal((await accessLine(expiring.tg, expired.id)).status, 503);
 
       const draining = await cold(workers);
-      const reading = readStream(draining.tg.url('/v1/chat/completions', 'llm'), CHAT(true), {}, undefined);
-      await eventually(async () => (await metric(draining.tg, 'sluice_queue_depth{service="llm",priority="0"}')) === 1, 10_000, 'queued');
-      await new Promise((resolve) => setTimeout(resolve, 2 * KEEP_ALIVE_MS + 50));
+      let commented = false;
+      const reading = readStream(draining.tg.url('/v1/chat/completions', 'llm'), CHAT(true), {}, (_, soFar) => ((commented = soFar.includes(WAITING)), false));
+      await eventually(() => commented, 10_000, 'a comment read');
       const drained = draining.tg.gateway.drain();
       const read = await reading;
       assert.equal(read.status, 200);
@@ -246,8 +247,9 @@ for (const workers of [1, 2]) {
       assert.equal(await metric(tg, 'sluice_queue_depth{service="llm",priority="0"}'), 0, 'out of the queue');
       // The replica started anyway (the cold start was under way); it never gets the request.
       await eventually(() => recorded(file).some((l) => l.includes(' HEALTH ')), 10_000, 'the replica ready');
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      assert.deepEqual(recorded(file).filter((l) => !l.includes(' HEALTH ')), []);
+      // A witness sent after: the queued request, were it still there, would have reached the replica first.
+      assert.equal((await fetch(tg.url('/echo', 'llm'), { method: 'POST', headers: AUTH, body: 'witness' })).status, 200);
+      assert.deepEqual(recorded(file).filter((l) => !l.includes(' HEALTH ')).map((l) => l.split(' ').slice(1, 3).join(' ')), ['POST /echo']);
     });
   });
 }

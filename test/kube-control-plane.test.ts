@@ -93,7 +93,10 @@ test('a ready endpoint is routed to; not ready holds it out (a probe that answer
   // The replica still answers: a recovery probe would find it up. It must stay out until Kubernetes says ready.
   const waiting = ask(s.tg);
   await eventually(() => s.tg.logs.some((l) => l.msg === 'kubernetes deployment scaled up' || l.msg === 'kubernetes endpoint'), 5_000, 'the queue to be seen');
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  // A witness queued behind it, allowed to wait 1 s: its expiry comes after the recovery probe
+  // (500 ms from the transition) that a held-out endpoint must not get, and which would bring it back.
+  const witness = await fetch(s.tg.url('/v1/x'), { method: 'POST', headers: { ...AUTH, 'x-sluice-max-wait-ms': '1000' }, body: '{}' });
+  assert.equal(witness.status, 503, 'the witness waited its second and expired');
   assert.equal(a.seen.length, seenBefore, 'nothing was sent to the endpoint while it was not ready');
 
   publish(s.api, [[a, true]]);

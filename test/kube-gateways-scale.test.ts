@@ -5,10 +5,14 @@
 // cold-starts again; a gateway killed while relaying does not hold the Deployment up.
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
+import type { FakeKubeApi } from './fixtures/fake-kube-api.js';
 import { eventually } from './helpers/gateway.js';
 import { KubeCluster, parseChatStream, scaleWrites } from './helpers/kube-gateways.js';
 import { NS } from './helpers/kube.js';
+
+/** Waits for `n` reads of the Scale after request number `from`: idle checks that found the Deployment at min (and wrote nothing). */
+const scaleReadsAfter = (api: FakeKubeApi, from: number, n: number): Promise<void> =>
+  eventually(() => api.requests.slice(from).filter((r) => r.resource === 'deployments/scale' && r.verb === 'get').length >= n, 30_000, `${n} reads of the Scale`);
 
 describe('kubernetes gateways: scale-up and idle scale-down', () => {
   let cluster: KubeCluster | undefined;
@@ -123,9 +127,10 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
     await eventually(() => api.scaleOf(NS, 'llama').replicas === 0, 30_000, 'the idle scale-down');
     await eventually(() => sim.pods.length === 0, 15_000, 'the pod to go');
     for (const gw of [a!, b!, c!]) await eventually(() => KubeCluster.sawGone(gw, sim.started[0]!.name), 10_000, 'every gateway to drop the pod');
-    // Give the other gateways' idle checks their turn (each runs idleTimeoutMs after its last
-    // traffic, already passed): they must find the Deployment at min and write nothing.
-    await sleep(idleTimeoutMs / 2);
+    // The other gateways' idle checks (each runs idleTimeoutMs after its last traffic, already
+    // passed) read the Scale after the lowering: they must find it at min and write nothing.
+    const loweredAt = api.requests.findIndex((r) => r.resource === 'deployments/scale' && r.verb === 'update' && r.status === 200);
+    await scaleReadsAfter(api, loweredAt + 1, 2);
     assert.equal(scaleWrites(api, 'update').length, 1, 'one lowering write to the Scale');
     assert.equal(lowered.length, 1);
     const downLines = (): Record<string, unknown>[] => [a!, b!, c!].flatMap((g) => g.lines('kubernetes deployment scaled down after idle'));
@@ -201,8 +206,8 @@ describe('kubernetes gateways: scale-up and idle scale-down', () => {
     assert.equal(sim.started.length, 2, 'no new pod: the one left served');
     assert.ok(sim.pods.some((p) => p.name === left));
     assert.equal(scaleWrites(api, 'patch').length, 0, 'no cold start, no raise');
-    // Another idle period passes: the Deployment is at min, nothing writes to it.
-    await sleep(idleTimeoutMs * 1.5);
+    // Another idle period passes: b's idle check reads the Scale at min, and nothing writes to it.
+    await scaleReadsAfter(api, api.requests.length, 1);
     assert.equal(scaleWrites(api, 'update').length, 1, 'one lowering write in all');
     assert.equal(api.scaleOf(NS, 'llama').replicas, 1);
   });

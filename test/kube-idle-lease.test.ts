@@ -15,6 +15,22 @@ const scaleUpdates = (api: FakeKubeApi): number =>
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * Lease reads no write followed: the idle checks of gateways that relay nothing (a renewal, or a
+ * claim, reads the Lease and then writes it). A renewal between its read and its write counts one.
+ */
+const idleCheckReads = (api: FakeKubeApi): number => {
+  const leases = api.requests.filter((r) => r.resource === 'leases');
+  return leases.filter((r) => r.verb === 'get').length - leases.filter((r) => r.verb === 'update' || r.verb === 'create').length;
+};
+
+/** Resolves once `n` gateways read the Scale after the Deployment was lowered: they saw it at min and stopped deciding. */
+const scaleReadsAfterLowering = (api: FakeKubeApi, n: number): Promise<void> =>
+  eventually(() => {
+    const lowered = api.requests.findIndex((r) => r.resource === 'deployments/scale' && r.verb === 'update' && r.status === 200);
+    return lowered >= 0 && api.requests.slice(lowered + 1).filter((r) => r.resource === 'deployments/scale' && r.verb === 'get').length >= n;
+  }, 30_000, `${n} Scale reads after the lowering`);
+
 describe('kubernetes idle scale-down through the Lease', () => {
   let api: FakeKubeApi;
   let kubeconfig: string;
@@ -41,9 +57,12 @@ describe('kubernetes idle scale-down through the Lease', () => {
   test('never while one gateway relays; once it stops, one of three gateways lowers to min, once', async () => {
     const [a, b, c] = [gateway('gw-a'), gateway('gw-b'), gateway('gw-c')];
     // gw-a relays one long stream; the others have no traffic at all.
+    const startedAt = Date.now();
     a.source.report(0, 1);
-    // Three idle periods pass: b and c would have lowered the Deployment without a's renewals.
-    await sleep(3 * IDLE_MS);
+    // Three idle periods pass, and b and c look at the Lease in them (two idle checks each and one
+    // more, counted): without a's renewals they would have lowered the Deployment.
+    await eventually(() => (Date.now() - startedAt >= 3 * IDLE_MS && idleCheckReads(api) >= 5) || scaleUpdates(api) > 0, 30_000, 'three idle periods and the idle checks of gw-b and gw-c');
+    const elapsed = Date.now() - startedAt;
     assert.equal(api.scaleOf(NS, 'llama').replicas, 1, 'not lowered while gw-a relays');
     assert.equal(scaleUpdates(api), 0);
     const lease = api.lease(NS, 'sluice-llama');
@@ -52,14 +71,14 @@ describe('kubernetes idle scale-down through the Lease', () => {
     assert.equal(spec['holderIdentity'], 'gw-a');
     assert.match(String(spec['renewTime']), MICRO_TIME);
     assert.equal(spec['leaseDurationSeconds'], 1);
-    // Renewals are rate-limited: at most one per idleTimeoutMs / 4 (plus the first).
+    // Renewals are rate-limited: at most one per idleTimeoutMs / 4 (plus the first) in the time that passed.
     const renewals = api.requests.filter((r) => r.resource === 'leases' && (r.verb === 'update' || r.verb === 'create') && r.status < 300).length;
-    assert.ok(renewals <= 3 * 4 + 2, `${renewals} Lease writes in three idle periods`);
+    assert.ok(renewals <= Math.ceil(elapsed / (IDLE_MS / 4)) + 2, `${renewals} Lease writes in ${elapsed} ms`);
 
     // The stream ends: after idleTimeoutMs with no traffic anywhere, one gateway lowers to 0.
     a.source.report(0, 0);
     await eventually(() => api.scaleOf(NS, 'llama').replicas === 0, 10_000, 'the idle scale-down');
-    await sleep(IDLE_MS); // any other gateway's late decision would land now
+    await scaleReadsAfterLowering(api, 2); // the other two gateways' decisions: they found it at min
     assert.equal(scaleUpdates(api), 1, 'lowered once');
     const downLines = (): Record<string, unknown>[] => [a, b, c].flatMap((g) => g.log.lines.filter((l) => l['msg'] === 'kubernetes deployment scaled down after idle'));
     await eventually(() => downLines().length > 0, 5_000, 'the log line');
@@ -84,7 +103,7 @@ describe('kubernetes idle scale-down through the Lease', () => {
     }
     assert.equal(api.scaleOf(NS, 'llama').replicas, 3, 'not lowered while gw-b keeps relaying');
     await eventually(() => api.scaleOf(NS, 'llama').replicas === 1, 10_000, 'lowered to min');
-    await sleep(IDLE_MS);
+    await scaleReadsAfterLowering(api, 1); // the other gateway's decision: it found it at min
     assert.equal(scaleUpdates(api), 1);
     assert.equal(api.scaleOf(NS, 'llama').replicas, 1);
     void a;
@@ -121,7 +140,6 @@ describe('kubernetes idle scale-down through the Lease', () => {
     const a = gateway('gw-a');
     await eventually(() => api.watchCount === 1, 5_000, 'the watch');
     await api.goDown();
-    await sleep(IDLE_MS * 2);
     await eventually(() => a.log.lines.some((l) => l['msg'] === 'kubernetes API call failed again' && l['call'] === 'idle-check'), 10_000, 'retried idle checks');
     assert.equal(a.log.lines.filter((l) => l['msg'] === 'kubernetes API call failed; retrying with backoff' && l['call'] === 'idle-check').length, 1);
     await api.comeUp();

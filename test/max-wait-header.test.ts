@@ -57,9 +57,11 @@ test('0 on a cold launched service: 503 no_replica at once, the replica starts a
   assert.equal(first.error, 'no_replica');
   assert.equal(first.retryAfter, '1');
   assert.match(first.body, /X-Sluice-Max-Wait-Ms: 0/);
-  assert.ok(first.ms < 250, `answered in ${first.ms.toFixed(0)} ms, before the replica could start (300 ms)`);
   assert.equal(await metric(tg, 'sluice_queue_depth{service="svc",priority="0"}'), undefined, 'it never queued');
   await eventually(() => tg.logs.some((l) => l.msg === 'replica state' && l.to === 'ready'), 10_000, 'the replica to be ready');
+  const answered = tg.logs.findIndex((l) => l.msg === 'request' && l.status === 503);
+  const ready = tg.logs.findIndex((l) => l.msg === 'replica state' && l.to === 'ready');
+  assert.ok(answered >= 0 && answered < ready, 'the 503 was answered before the replica was ready (it takes 300 ms to start): it did not wait');
   const retry = await ask(tg, '0');
   assert.equal(retry.status, 200, 'warm now');
   assert.equal(tg.logs.filter((l) => l.msg === 'replica state' && l.to === 'starting').length, 1, 'one start');
@@ -71,7 +73,7 @@ test('0 with room: served as usual; 0 with every replica busy: 503 at once, noth
   assert.equal(refused.status, 503);
   assert.equal(refused.error, 'no_replica');
   assert.match(refused.body, /asked not to wait/);
-  assert.ok(refused.ms < 250, `${refused.ms.toFixed(0)} ms`);
+  // Answered while the held request still holds the one slot (released below): it did not wait for room.
   assert.equal(await metric(s.tg, 'sluice_queue_wait_seconds_count{service="svc",outcome="expired"}'), undefined, 'it was never queued (nor expired)');
   s.release();
   assert.equal((await s.held).status, 200);
@@ -83,19 +85,22 @@ test('0 with room: served as usual; 0 with every replica busy: 503 at once, noth
 
 test('a lower wait expires sooner; a higher one is capped at queue.maxWaitMs; others keep their place', async () => {
   const s = await busyService(1_000);
-  const short = ask(s.tg, '150', 'short');
-  const capped = ask(s.tg, '600000', 'capped');
-  const plain = ask(s.tg, undefined, 'plain');
+  const settled: string[] = [];
+  const asked = (wait: string | undefined, body: string): Promise<Answer> => ask(s.tg, wait, body).finally(() => settled.push(body));
+  const short = asked('150', 'short');
+  const capped = asked('600000', 'capped');
+  const plain = asked(undefined, 'plain');
   const a = await short;
   assert.equal(a.status, 503);
   assert.equal(a.error, 'no_replica');
   assert.match(a.body, /within 150 ms/);
-  assert.ok(a.ms >= 145 && a.ms < 900, `the 150 ms wait ended after ${a.ms.toFixed(0)} ms`);
+  assert.ok(a.ms >= 145, `the 150 ms wait ended after ${a.ms.toFixed(0)} ms`);
   const [b, c] = await Promise.all([capped, plain]);
+  assert.equal(settled[0], 'short', `the shorter wait ended first: ${settled.join(', ')}`);
   for (const x of [b, c]) {
     assert.equal(x.status, 503);
     assert.match(x.body, /within 1000 ms/);
-    assert.ok(x.ms >= 990, `the service's 1000 ms, not more and not less: ${x.ms.toFixed(0)} ms`);
+    assert.ok(x.ms >= 990, `at least the service's 1000 ms (the body says the wait was capped there): ${x.ms.toFixed(0)} ms`);
   }
   s.release();
   await s.held;

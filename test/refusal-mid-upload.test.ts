@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
 import { closedPort, readBody, startReplica, type TestReplica } from './helpers/replica.js';
-import { TEST_TOKEN, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { TEST_TOKEN, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
 
 const LIMIT = 1000;
 /** The queued service's limit: past HOLD_HIGH_WATER (64 KiB, where a queued caller is paused) and
@@ -359,11 +359,7 @@ describe('answers that come while the caller is still sending', { concurrency: t
 });
 
 async function waitForInflight(n: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (((await metric(tg, 'sluice_inflight_requests')) ?? 0) >= n) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`never ${n} request(s) in flight`);
+  await eventually(async () => ((await metric(tg, 'sluice_inflight_requests')) ?? 0) >= n, 30_000, `${n} request(s) in flight`);
 }
 
 // ── real clients ─────────────────────────────────────────────────────────────────────────────
@@ -405,11 +401,12 @@ test('curl uploading 5 MiB at 200 KB/s gets its whole 413 and exits 0 (Content-L
   }
 });
 
-/** 16 KiB every 20 ms, up to 4 MiB: far slower than the answer; `sent` counts the bytes handed over. */
+/** 16 KiB every 20 ms, up to SLOW_BODY_BYTES (over a minute): far slower than the answer; `sent` counts the bytes handed over. */
+const SLOW_BODY_BYTES = 64 * 1024 * 1024;
 function slowBody(): { body: AsyncGenerator<Buffer>; sent: () => number } {
   let sent = 0;
   async function* generate(): AsyncGenerator<Buffer> {
-    for (let i = 0; i < 256; i++) {
+    for (let i = 0; i < SLOW_BODY_BYTES / (16 * 1024); i++) {
       sent += 16 * 1024;
       yield Buffer.alloc(16 * 1024, 0x64);
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -428,7 +425,7 @@ test('fetch with a streamed body gets its whole 413 while it is still uploading'
   } as RequestInit);
   assert.equal(res.status, 413);
   assert.equal(((await res.json()) as { error: { code: string } }).error.code, 'payload_too_large');
-  assert.ok(sent() < 4 * 1024 * 1024, `the answer came before the upload ended (${sent()} bytes sent)`);
+  assert.ok(sent() < SLOW_BODY_BYTES, `the answer came before the upload ended (${sent()} bytes sent)`);
   await body.return(undefined);
 });
 
@@ -437,6 +434,6 @@ test('undici.request with a streamed body gets its whole 413 while it is still u
   const res = await request(tg.url('/upload', 'small'), { method: 'POST', headers: { authorization: `Bearer ${TEST_TOKEN}` }, body: Readable.from(body) });
   assert.equal(res.statusCode, 413);
   assert.equal(((await res.body.json()) as { error: { code: string } }).error.code, 'payload_too_large');
-  assert.ok(sent() < 4 * 1024 * 1024, `the answer came before the upload ended (${sent()} bytes sent)`);
+  assert.ok(sent() < SLOW_BODY_BYTES, `the answer came before the upload ended (${sent()} bytes sent)`);
   await body.return(undefined);
 });

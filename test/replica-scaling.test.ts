@@ -8,6 +8,26 @@ import { createReplicaSet } from '../src/control/replica-set.js';
 import type { Replica } from '../src/replicas/types.js';
 import { Recorder, TestWaiter, captureLogger, pidAlive, serverCommand, serviceConfig, within } from './fixtures/replica-harness.js';
 
+/**
+ * Waits for a witness: a replica of another set, released at once, stopped after `idleMs` idle.
+ * Timers run in deadline order, so every idle check the set under test armed before then has run.
+ */
+async function idlePeriodsPass(idleMs: number): Promise<void> {
+  const { logger } = captureLogger();
+  const events = new Recorder();
+  const peer = createReplicaSet(serviceConfig({ command: serverCommand(), idleTimeoutMs: idleMs }, {}, 'witness'), { logger, events });
+  try {
+    const w = new TestWaiter();
+    peer.acquire(w);
+    const { replica } = await within(30_000, 'the witness replica', w.settled);
+    assert.ok(replica !== undefined);
+    peer.release(replica, 'ok');
+    await events.reached('stopped', undefined, 30_000);
+  } finally {
+    await peer.close();
+  }
+}
+
 async function pidOf(replica: Replica): Promise<number> {
   const res = await request(replica.origin + '/whoami', { method: 'POST', body: '' });
   return ((await res.body.json()) as { pid: number }).pid;
@@ -53,8 +73,8 @@ test('a replica with requests in flight is never idle-stopped', async () => {
     set.acquire(w);
     const { replica } = await within(10_000, 'grant', w.settled);
     assert.ok(replica !== undefined);
-    // Held across several idle periods (this sleep checks an absence).
-    await new Promise((resolve) => setTimeout(resolve, 600));
+    // Held across several idle periods: a witness replica idle for 600 ms was stopped meanwhile.
+    await idlePeriodsPass(600);
     assert.equal(events.transitions.items.some((t) => t.to === 'draining'), false);
     const releasedAt = performance.now();
     set.release(replica, 'ok');
@@ -100,8 +120,8 @@ test('concurrency 2, max 3: six held requests start three replicas; the seventh 
     for (const [i, o] of outcomes.entries()) if (i !== 3) set.release(o.replica!, 'ok');
     set.release(seventh.got()!.replica!, 'ok');
     await events.transitions.count((t) => t.to === 'stopped', 2, 10_000, 'two idle stops');
-    // Two more idle periods (this sleep checks an absence): the last one stays for `min`.
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // Two more idle periods (a witness replica idle for 800 ms was stopped meanwhile): the last one stays for `min`.
+    await idlePeriodsPass(800);
     const left = set.snapshot().replicas;
     assert.equal(left.length, 1, 'min replicas remain');
     assert.equal(left[0]!.state, 'ready');

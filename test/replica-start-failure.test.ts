@@ -17,15 +17,16 @@ import {
   within,
 } from './fixtures/replica-harness.js';
 
-test('a command that exits at once: every queued waiter gets no_replica within 1 s; the next request starts again', async () => {
+test('a command that exits at once: every queued waiter gets no_replica on the exit, not at the start timeout; the next request starts again', async () => {
   const { logger, records } = captureLogger();
   const events = new Recorder();
-  const set = createReplicaSet(serviceConfig({ command: [process.execPath, fixture('exit-at-once')] }), { logger, events });
+  // A start timeout no test run reaches: any answer at all comes from the exit.
+  const set = createReplicaSet(serviceConfig({ command: [process.execPath, fixture('exit-at-once')], startTimeoutMs: 600_000 }), { logger, events });
   try {
     const started = performance.now();
     const waiters = Array.from({ length: 20 }, (_, n) => new TestWaiter(n));
     for (const w of waiters) set.acquire(w);
-    const outcomes = await within(5_000, 'no_replica for all', Promise.all(waiters.map((w) => w.settled)));
+    const outcomes = await within(60_000, 'no_replica for all', Promise.all(waiters.map((w) => w.settled)));
     const elapsed = performance.now() - started;
     for (const o of outcomes) {
       assert.equal(o.error?.code, 'no_replica');
@@ -33,8 +34,6 @@ test('a command that exits at once: every queued waiter gets no_replica within 1
       assert.ok(Number(o.error?.headers?.['retry-after']) >= 1, 'Retry-After in whole seconds');
     }
     console.log(`exit at once: 20 queued waiters answered no_replica ${elapsed.toFixed(1)} ms after the first acquire`);
-    // At once, not after startTimeoutMs; the bound leaves room for a busy machine (no 1 s race).
-    assert.ok(elapsed < 4_000, `all queued waiters answered after ${elapsed.toFixed(0)} ms`);
     const failed = await events.reached('failed', 'svc-1');
     assert.equal(failed.from, 'starting');
     const line = await records.next((r) => r.msg === 'replica state' && r['to'] === 'failed');
@@ -46,7 +45,7 @@ test('a command that exits at once: every queued waiter gets no_replica within 1
     const again = new TestWaiter(99);
     set.acquire(again);
     assert.equal(again.outcome, undefined, 'queued during the backoff, not failed at once');
-    const second = await within(5_000, 'second attempt', again.settled);
+    const second = await within(60_000, 'second attempt', again.settled);
     assert.equal(second.error?.code, 'no_replica');
     assert.deepEqual(events.created(), ['svc-1', 'svc-2'], 'the later request started a second replica');
     assert.equal(set.snapshot().replicas.length, 0, 'failed replicas hold no slot');
@@ -66,7 +65,7 @@ test('a request arriving during the backoff is served when the next start succee
   try {
     const first = new TestWaiter(1);
     set.acquire(first);
-    assert.equal((await within(5_000, 'first start failing', first.settled)).error?.code, 'no_replica');
+    assert.equal((await within(60_000, 'first start failing', first.settled)).error?.code, 'no_replica');
     const failedAt = performance.now();
     const next = new TestWaiter(2);
     set.acquire(next);
@@ -83,11 +82,12 @@ test('a request arriving during the backoff is served when the next start succee
 
 test('a command that cannot be spawned fails the queue promptly', async () => {
   const { logger } = captureLogger();
-  const set = createReplicaSet(serviceConfig({ command: ['/nonexistent/sluice-replica', '--port', '{port}'] }), { logger });
+  // A start timeout no test run reaches: any answer at all comes from the failed spawn.
+  const set = createReplicaSet(serviceConfig({ command: ['/nonexistent/sluice-replica', '--port', '{port}'], startTimeoutMs: 600_000 }), { logger });
   try {
     const w = new TestWaiter();
     set.acquire(w);
-    const outcome = await within(2_000, 'spawn failure', w.settled);
+    const outcome = await within(60_000, 'spawn failure', w.settled);
     assert.equal(outcome.error?.code, 'no_replica');
   } finally {
     await set.close();
@@ -107,7 +107,7 @@ test('startTimeoutMs: a replica that never becomes ready is failed and its proce
     const spawned = await records.next((r) => r.msg === 'replica process spawned');
     const pid = spawned['pid'] as number;
     assert.ok(pidAlive(pid));
-    const outcome = await within(5_000, 'start timeout', w.settled);
+    const outcome = await within(60_000, 'start timeout', w.settled);
     assert.equal(outcome.error?.code, 'no_replica');
     const failed = await events.reached('failed');
     assert.equal(failed.from, 'starting');

@@ -133,9 +133,9 @@ test('static: with every replica down the request gets 502 upstream_unavailable 
   const ports = [await findFreePort(), await findFreePort()];
   const { logger } = captureLogger();
   const events = new Recorder();
-  const set = createReplicaSet(serviceConfig({ urls: ports.map((p) => `http://127.0.0.1:${p}`) }), { logger, events });
+  // A wait no test run outlasts: an answer at all means nothing waited for it.
+  const set = createReplicaSet(serviceConfig({ urls: ports.map((p) => `http://127.0.0.1:${p}`) }, { maxWaitMs: 600_000 }), { logger, events });
   try {
-    const started = performance.now();
     const first = await relay(set);
     assert.deepEqual(first, { code: 'upstream_unavailable', status: 502, tried: ['svc-1', 'svc-2'] });
 
@@ -151,7 +151,7 @@ test('static: with every replica down the request gets 502 upstream_unavailable 
     assert.equal(error?.code, 'upstream_unavailable');
     assert.equal(error?.status, 502);
     assert.equal(error?.retryable, false);
-    assert.ok(performance.now() - started < 2_000, 'no waiting: refused connections fail fast');
+    assert.ok(w.got() !== undefined, 'no waiting: answered within acquire()');
     assert.equal(set.snapshot().queued, 0, 'a static set never queues for a cold start');
   } finally {
     await set.close();

@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
-import { TEST_TOKEN, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { TEST_TOKEN, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { startCountingReplica, type CountingReplica, type ReceivedRequest } from './helpers/counting-replica.js';
 import { type StrictRequest, parseStrict } from './helpers/strict-request-parser.js';
 
@@ -248,7 +248,8 @@ test(`fuzz: ${CASES} generated and mutated requests on raw sockets (seed ${SEED}
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  // Every relayed exchange is over: what reached the replica is all there is.
+  await eventually(async () => ((await metric(tg, 'sluice_inflight_requests')) ?? 0) === 0, 30_000, 'no request in flight');
 
   const violations: string[] = [];
   for (const got of replica.requests) {

@@ -200,10 +200,17 @@ test('only the first MAX_SCAN bytes are walked: a key after them is not found, a
   const pieces = [Buffer.from('{"pad":"'), ...Array.from({ length: 5 }, () => Buffer.from(filler.slice(0, MAX_SCAN / 2))), Buffer.from('","stream":true}')];
   assert.equal(flag.look(pieces, false), 'unsaid');
   assert.equal(flag.walked, MAX_SCAN);
-  // A body made to be slow to walk is walked once, up to MAX_SCAN bytes.
-  const slow = new StreamFlag();
-  assert.equal(slow.look([Buffer.from(`{"stream":false,"x":${'['.repeat(MAX_SCAN)}`)], true), 'false');
-  assert.equal(slow.walked, MAX_SCAN);
+  // Bodies made to be slow to walk are walked once, up to MAX_SCAN bytes: counted, not timed.
+  for (const [what, body] of [
+    ['[', `{"stream":false,"x":${'['.repeat(MAX_SCAN)}`],
+    ['\\"', `{"stream":false,"x":"${'\\"'.repeat(MAX_SCAN / 2)}`],
+    ['tiny strings', `{"stream":false,"x":[${'"",'.repeat(MAX_SCAN / 3)}`],
+  ] as const) {
+    const slow = new StreamFlag();
+    assert.equal(slow.look([Buffer.from(body)], true), 'false', what);
+    assert.ok(slow.walked <= MAX_SCAN, `${what}: ${slow.walked} bytes walked for a scan limit of ${MAX_SCAN}`);
+    assert.equal(slow.look([Buffer.from(body)], true), 'false', what);
+  }
   // A large whole body without the key is decided without a walk.
   const plain = new StreamFlag();
   assert.equal(plain.look([Buffer.from(`{"pad":"${filler}${filler}"}`)], true), 'unsaid');

@@ -3,7 +3,8 @@
 // one of `onUpstreamEnd` / `onUpstreamError` — nothing after it, and nothing after `abort()`.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import type { RelayError } from '../src/http/errors.js';
 import type { UpstreamConnection, UpstreamHandler } from '../src/upstream/connection.js';
 import { CONNECTS_PER_TURN } from '../src/tunables.js';
@@ -55,12 +56,28 @@ class Recorder implements UpstreamHandler {
   }
   onUpstreamWritable(): void {}
 
-  /** Settled, then a little longer to catch anything that comes after the end. */
+  /** Settled, then past a witness (a round trip to the replica) to catch anything that comes after the end. */
   async done(): Promise<string[]> {
     await this.settled;
-    await sleep(50);
+    await roundTrip();
     return this.calls;
   }
+}
+
+/**
+ * A later event to check an absence against: a request to the replica on a new connection,
+ * answered. The socket events already under way when it starts are handled before its answer.
+ */
+async function roundTrip(): Promise<void> {
+  const socket = connect(replica.port, '127.0.0.1');
+  await once(socket, 'connect');
+  socket.write('GET /ok HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n');
+  let text = '';
+  for await (const chunk of socket) {
+    text += (chunk as Buffer).toString('latin1');
+    if (text.endsWith('hello')) break;
+  }
+  socket.destroy();
 }
 
 let replica: ScriptedReplica;
@@ -181,7 +198,7 @@ test('a request cancelled before its connection was opened gets no call and no c
   pool.cancel(cancelled);
   assert.equal(pool.opening, 1);
   for (const r of recorders.slice(0, -1)) assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
-  await sleep(50);
+  await roundTrip();
   assert.deepEqual(cancelled.calls, []);
   await pool.close();
 });

@@ -7,6 +7,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
 import { answer, startScriptedReplica } from './fixtures/scripted-replica.js';
 import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
 import { startReplica } from './helpers/replica.js';
@@ -128,10 +129,21 @@ test('regression: a request whose caller leaves while it waits in the queue logs
 for (const framing of ['content-length', 'chunked']) {
   test(`a caller slower than bodyIdleMs gets the whole ${framing} answer: the paused stream is not timed out`, async () => {
     const size = 32 * 1024 * 1024;
-    const replica = await startReplica(async (_req, res) => {
+    let paused = false;
+    const replica = await startReplica(async (req, res) => {
+      if (req.url?.endsWith('/stall') === true) {
+        // The witness: a head and one byte, then silence until the gateway gives up on it.
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('x');
+        return;
+      }
       res.writeHead(200, framing === 'chunked' ? { 'content-type': 'application/octet-stream' } : { 'content-type': 'application/octet-stream', 'content-length': String(size) });
       const chunk = Buffer.alloc(256 * 1024, 0x62);
-      for (let sent = 0; sent < size; sent += chunk.length) if (!res.write(chunk)) await once(res, 'drain');
+      for (let sent = 0; sent < size; sent += chunk.length) {
+        if (res.write(chunk)) continue;
+        paused = true;
+        await once(res, 'drain');
+      }
       res.end();
     });
     cleanups.push(() => replica.close());
@@ -139,14 +151,18 @@ for (const framing of ['content-length', 'chunked']) {
     const caller = await rawCaller(tg.port);
     caller.socket.pause();
     caller.socket.write(`GET ${new URL(tg.url('/big')).pathname} HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\nConnection: close\r\n\r\n`);
-    // Reads nothing for several bodyIdleMs: the kernel buffers fill and the gateway pauses the replica.
-    await sleep(1_500);
+    // Reads nothing: the kernel buffers fill and the gateway pauses the replica…
+    await eventually(() => paused, 30_000, 'the replica to be paused');
+    // …for longer than bodyIdleMs: a request whose replica went silent after it was timed out meanwhile.
+    const stall = await request(tg.url('/stall'), { headers: AUTH });
+    await assert.rejects(stall.body.text(), 'the silent replica was timed out');
+    await eventually(() => tg.logs.some((l) => l.msg === 'request' && String(l.path).endsWith('/stall')), 10_000, 'the timed-out request logged');
     let received = 0;
     caller.socket.on('data', (d: Buffer) => (received += d.length));
     caller.socket.resume();
     await eventually(() => caller.closed(), 30_000, 'the answer to end');
     assert.ok(received > size, `received ${received} bytes`);
-    const line = tg.logs.find((l) => l.msg === 'request');
+    const line = tg.logs.find((l) => l.msg === 'request' && String(l.path).endsWith('/big'));
     assert.equal(line?.outcome, 'ok');
     assert.equal(line?.bytesOut, size);
   });

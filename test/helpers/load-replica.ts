@@ -31,6 +31,8 @@ export interface LoadReplica {
   seen: { path: string; headers: IncomingMessage['headers'] }[];
   /** /hold requests waiting for `release()`. */
   holding(): number;
+  /** `hang` readings whose connection is still open (the reader has not given up yet). */
+  hangingOpen(): number;
   release(): void;
   close(): Promise<void>;
 }
@@ -67,6 +69,7 @@ export async function startLoadReplica(name: string, waiting = 0, cacheUsage = 0
     scrapes: 0,
     seen: [],
     holding: () => held.length,
+    hangingOpen: () => hanging.filter((res) => !res.destroyed && !res.closed).length,
     release: () => {
       for (const res of held.splice(0)) res.end(' done');
     },

@@ -17,19 +17,26 @@ export interface StreamScript {
   withLength?: boolean;
   /** `[delayMs, text]`: wait, then write the text. */
   pieces: [number, string][];
-  /** `end` (default): a clean end; `reset`: the connection is reset; `hang`: nothing more is sent. */
+  /** `end` (default): a clean end; `reset`: the connection is reset once the test calls `allowResets()`; `hang`: nothing more is sent. */
   end?: 'end' | 'reset' | 'hang';
 }
 
 export interface SseReplica extends TestReplica {
   /** Requests whose connection closed before the replica ended its answer. */
   abandoned: number;
+  /**
+   * Lets `end: 'reset'` answers reset (those waiting and any later). Call it once the caller has
+   * seen what was written: a reset drops what the receiver has not read yet.
+   */
+  allowResets(): void;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The replica. Every request's body is its script. */
 export async function startSseReplica(): Promise<SseReplica> {
+  let allowResets!: () => void;
+  const resetsAllowed = new Promise<void>((resolve) => (allowResets = resolve));
   const replica = (await startReplica(async (req: IncomingMessage, res: ServerResponse) => {
     const script = JSON.parse((await readBody(req)).toString()) as StreamScript;
     req.socket.setNoDelay(true);
@@ -54,11 +61,11 @@ export async function startSseReplica(): Promise<SseReplica> {
     const end = script.end ?? 'end';
     if (end === 'end') res.end();
     else if (end === 'reset') {
-      // After the gateway has read what was written: a reset drops what the receiver has not read yet.
-      await sleep(50);
+      await resetsAllowed;
       res.socket?.resetAndDestroy();
     }
   })) as SseReplica;
   replica.abandoned = 0;
+  replica.allowResets = allowResets;
   return replica;
 }
