@@ -29,7 +29,7 @@ async function post(tg: TestGateway, slug = 'svc'): Promise<string> {
 test('a launched replica is read once ready: its reading is on /status and /metrics', async () => {
   const admin = { host: '127.0.0.1', port: 0 };
   const tg = await startTestGateway(
-    rawService({ command: [process.execPath, METRICS_REPLICA], env: { LOAD_WAITING: '4', LOAD_CACHE: '0.5' }, readyPath: '/health', load: { preset: 'vllm', intervalMs: 50 } }),
+    rawService({ command: [process.execPath, METRICS_REPLICA], env: { LOAD_WAITING: '4', LOAD_CACHE: '0.5' }, readyPath: '/health', load: { preset: 'vllm', intervalMs: 500 } }),
     { workers: 1, admin },
   );
   open.push(tg);
@@ -63,7 +63,7 @@ test('Kubernetes pods are chosen by their own queues', async () => {
   open.push(...pods);
   for (const pod of pods) api.putEndpointSlice(slice(`llama-${new URL(pod.url).port}`, Number(new URL(pod.url).port), [['127.0.0.1', true]]));
   const tg = await startTestGateway(
-    rawService({ kubernetes: { namespace: NS, deployment: 'llama', service: 'llama', port: 'http', kubeconfig: writeKubeconfig(api.url) }, max: 4, load: { preset: 'vllm', intervalMs: 50 } }, { slug: 'llama' }),
+    rawService({ kubernetes: { namespace: NS, deployment: 'llama', service: 'llama', port: 'http', kubeconfig: writeKubeconfig(api.url) }, max: 4, load: { preset: 'vllm', intervalMs: 500 } }, { slug: 'llama' }),
     { workers: 1 },
   );
   open.push(tg);
@@ -79,7 +79,7 @@ test('Kubernetes pods are chosen by their own queues', async () => {
 test('workers: 2 — every worker follows the readings', async () => {
   const [a, b] = (await Promise.all([startLoadReplica('a', 0), startLoadReplica('b', 6)])) as [LoadReplica, LoadReplica];
   open.push(a, b);
-  const tg = await startTestGateway(rawService({ urls: [a.url, b.url], load: { preset: 'vllm', intervalMs: 50 } }), { workers: 2 });
+  const tg = await startTestGateway(rawService({ urls: [a.url, b.url], load: { preset: 'vllm', intervalMs: 500 } }), { workers: 2 });
   open.push(tg);
   const connections: WorkerConnection[] = (await connectionsOnEveryWorker(tg, tg.origin, 2, 1)).flat();
   open.push(...connections.map((c) => c.client));

@@ -58,7 +58,7 @@ const count = (names: string[]): Record<string, number> => names.reduce<Record<s
 
 test('requests follow the shortest model-server queue as it changes', async () => {
   const [a, b, c] = await replicas(['a', 5], ['b', 0], ['c', 9]);
-  const tg = await gateway([a!, b!, c!], { preset: 'vllm', intervalMs: 50 });
+  const tg = await gateway([a!, b!, c!], { preset: 'vllm', intervalMs: 500 });
   await readings(tg, { 'svc-1': 5, 'svc-2': 0, 'svc-3': 9 });
   assert.deepEqual(count(await served(tg, 12)), { b: 12 }, 'the empty queue takes every request (fewest in flight would rotate)');
   a!.waiting = 1;
@@ -75,7 +75,7 @@ test('requests follow the shortest model-server queue as it changes', async () =
 
 test('a cache-full replica is avoided while another has room, whatever the queues', async () => {
   const [a, b] = await replicas(['a', 0, 0.95], ['b', 3, 0.2]);
-  const tg = await gateway([a!, b!], { waiting: 'vllm:num_requests_waiting', cacheUsage: 'vllm:kv_cache_usage_perc', cacheUsageHigh: 0.9, intervalMs: 50 });
+  const tg = await gateway([a!, b!], { waiting: 'vllm:num_requests_waiting', cacheUsage: 'vllm:kv_cache_usage_perc', cacheUsageHigh: 0.9, intervalMs: 500 });
   await readings(tg, { 'svc-1': 0, 'svc-2': 3 });
   assert.equal(await metric(tg, 'sluice_replica_cache_usage{service="svc",replica="svc-1"}'), 0.95);
   assert.deepEqual(count(await served(tg, 8)), { b: 8 }, 'the empty but full replica is passed over');
@@ -142,7 +142,7 @@ test('failing and hanging endpoints fall back to in-flight counts without delayi
 
 test('a reading gone stale stops counting: the replica is weighed by its requests in flight again', async () => {
   const [a, b] = await replicas(['a', 0], ['b', 4]);
-  const tg = await gateway([a!, b!], { preset: 'vllm', intervalMs: 100 });
+  const tg = await gateway([a!, b!], { preset: 'vllm', intervalMs: 300 });
   await readings(tg, { 'svc-1': 0, 'svc-2': 4 });
   // Five long requests on a, one per reading: with its queue of 0 it wins over b's 4 each time
   // (what was sent before a reading is the server's to report, not counted on top).
@@ -167,7 +167,7 @@ test("two gateways in front of the same replica: the second sees the queue the f
   const [a, b] = await replicas(['a', 0], ['b', 0]);
   a!.batch = 1; // a runs one request at a time; its other /hold requests wait in its queue
   const first = await gateway([a!], undefined);
-  const second = await gateway([a!, b!], { preset: 'vllm', intervalMs: 50 });
+  const second = await gateway([a!, b!], { preset: 'vllm', intervalMs: 500 });
   const held = [0, 1, 2].map(() => request(first.url('/hold'), { method: 'POST', headers: AUTH, body: '' }));
   await eventually(() => a!.holding() === 3, 10_000, 'three held on a');
   // The second gateway has nothing in flight anywhere: only a's endpoint tells it a is busy.
