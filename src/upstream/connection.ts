@@ -13,43 +13,9 @@ import type { RelayError } from '../http/errors.js';
 import { bodyTimedOut, connectFailed, connectionLost, connectTimedOut, headersTimedOut, malformedResponse, poolClosed } from './errors.js';
 import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink } from './response-parser.js';
 import { type Ticking, ticksFor, unwatch, watch } from './ticker.js';
+import type { ConnectionOwner, UpstreamHandler } from './handler.js';
+import { chunkPrefix, chunkSuffix, joined } from './request-framing.js';
 import { JOIN_LIMIT, UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS, TICK_MS } from '../tunables.js';
-
-/**
- * What a request needs to implement to go through a pool: the relay's per-request object, so
- * an exchange costs no closure. Call order: `onUpstreamConnection` once (or `onUpstreamError`);
- * then `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly one of
- * `onUpstreamEnd` / `onUpstreamError`. Nothing after that, nor after `abort()`.
- */
-export interface UpstreamHandler {
-  /** A connection is ready: write the request now (`send`, then `writeBody` for a streamed body). */
-  onUpstreamConnection(connection: UpstreamConnection): void;
-  /** The final status line and head (1xx skipped). `contentLength` is -1 when absent. */
-  onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void;
-  /** A body piece, valid only during the call (copy it to keep it). False pauses the replica's stream until `resume()`. */
-  onUpstreamData(chunk: Buffer): boolean;
-  /** The answer is complete. */
-  onUpstreamEnd(): void;
-  /** The exchange failed (before or after the head); the connection is gone. */
-  onUpstreamError(error: RelayError): void;
-  /** The socket took a backlog of request body: send more. */
-  onUpstreamWritable(): void;
-}
-
-/** The pool's side of a connection. */
-export interface ConnectionOwner {
-  readonly connectMs: number;
-  readonly headersMs: number;
-  readonly bodyIdleMs: number;
-  /** Ticks after which a request still waiting for its status line is overdue (0: not counted). */
-  readonly overdueTicks: number;
-  /** `delta` more (or fewer) of its requests are overdue for their status line. */
-  overdue(delta: number): void;
-  /** A complete exchange left the connection reusable. */
-  released(connection: UpstreamConnection): void;
-  /** The connection is closed (called once). */
-  closed(connection: UpstreamConnection): void;
-}
 
 /** The read buffer shared by every upstream socket of this thread. */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
@@ -68,26 +34,6 @@ const CLOSED = 4;
  * - CLOSED: gone.
  */
 type State = typeof CONNECTING | typeof BUSY | typeof RELEASING | typeof IDLE | typeof CLOSED;
-
-/** Chunked framing of a request body sent with its head: the first chunk's size line, or the end. */
-function chunkPrefix(size: number, last: boolean): string {
-  return size > 0 ? `${size.toString(16)}\r\n` : last ? '0\r\n\r\n' : '';
-}
-
-/** Chunked framing after the first chunk's bytes. */
-function chunkSuffix(size: number, last: boolean): string {
-  return size === 0 ? '' : last ? '\r\n0\r\n\r\n' : '\r\n';
-}
-
-/** One buffer: `prefix` (latin1), `body`, `suffix` (latin1). */
-function joined(prefix: string, body: Uint8Array, suffix: string): Buffer {
-  const size = body.length;
-  const out = Buffer.allocUnsafe(prefix.length + size + suffix.length);
-  out.write(prefix, 0, 'latin1');
-  out.set(body, prefix.length);
-  if (suffix !== '') out.write(suffix, prefix.length + size, 'latin1');
-  return out;
-}
 
 export class UpstreamConnection implements ResponseSink, Ticking {
   handler: UpstreamHandler | undefined;

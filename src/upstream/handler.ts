@@ -1,0 +1,40 @@
+// The two sides an upstream connection talks to: the request going through it (the relay's
+// per-request object, `UpstreamHandler`) and the pool that owns it (`ConnectionOwner`).
+import type { RelayError } from '../http/errors.js';
+import type { UpstreamConnection } from './connection.js';
+
+/**
+ * What a request needs to implement to go through a pool: the relay's per-request object, so
+ * an exchange costs no closure. Call order: `onUpstreamConnection` once (or `onUpstreamError`);
+ * then `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly one of
+ * `onUpstreamEnd` / `onUpstreamError`. Nothing after that, nor after `abort()`.
+ */
+export interface UpstreamHandler {
+  /** A connection is ready: write the request now (`send`, then `writeBody` for a streamed body). */
+  onUpstreamConnection(connection: UpstreamConnection): void;
+  /** The final status line and head (1xx skipped). `contentLength` is -1 when absent. */
+  onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void;
+  /** A body piece, valid only during the call (copy it to keep it). False pauses the replica's stream until `resume()`. */
+  onUpstreamData(chunk: Buffer): boolean;
+  /** The answer is complete. */
+  onUpstreamEnd(): void;
+  /** The exchange failed (before or after the head); the connection is gone. */
+  onUpstreamError(error: RelayError): void;
+  /** The socket took a backlog of request body: send more. */
+  onUpstreamWritable(): void;
+}
+
+/** The pool's side of a connection. */
+export interface ConnectionOwner {
+  readonly connectMs: number;
+  readonly headersMs: number;
+  readonly bodyIdleMs: number;
+  /** Ticks after which a request still waiting for its status line is overdue (0: not counted). */
+  readonly overdueTicks: number;
+  /** `delta` more (or fewer) of its requests are overdue for their status line. */
+  overdue(delta: number): void;
+  /** A complete exchange left the connection reusable. */
+  released(connection: UpstreamConnection): void;
+  /** The connection is closed (called once). */
+  closed(connection: UpstreamConnection): void;
+}
