@@ -266,8 +266,9 @@ class ControlPlane implements Gateway, OpsSource {
 
 /** Builds the gateway and starts listening. Rejects with a one-line reason if it cannot. */
 export async function startGateway(config: Config, options: GatewayOptions): Promise<Gateway> {
-  // The front end's build, chosen before anything uses uWS; workers load the same one.
-  await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined);
+  // The front end's build, chosen before anything uses uWS (the CLI has chosen it already, from
+  // SLUICE_UWS_BUILD; otherwise the newest that loads); workers load the same one.
+  await loadUwsBuild();
   const gateway = new ControlPlane(config, options);
   try {
     await gateway.listen();
