@@ -11,6 +11,7 @@
 // The front end's build decides some answers (docs/architecture.md#the-front-ends-build): where
 // @btc-vision/uwebsockets.js@20.57.0 (upstream v20.57.0) answers differently from uws-pack@20.0.8,
 // a case says so in `v57`, and the suite checks the build in use (named in the suite's title).
+// v20.57.0's idle timeout is about 30 s instead of 10, so a silent close takes longer.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
@@ -19,8 +20,6 @@ import { AUTH, TEST_TOKEN, type TestGateway } from './helpers/gateway.js';
 import { type CountingReplica, type CountingSetup, startCountingGateway } from './helpers/counting-replica.js';
 import { assertSluiceError, firstLine, parseResponse, rawExchange, type RawExchange } from './helpers/raw-http.js';
 
-/** uWS closes a connection whose request head it cannot parse after its 10 s idle timeout. */
-const SILENT_CLOSE_GUARD_MS = 20_000;
 
 /**
  * How a case is refused: `sluice` = Sluice's JSON `400 bad_request`; `uws NNN` = uWS's own
@@ -46,15 +45,12 @@ interface Case {
 /** The build this process runs on, the one the gateway under test loads (SLUICE_UWS_BUILD or the newest that loads). */
 const BUILD = await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined);
 const V57 = BUILD.upstream === 'v20.57.0';
+/** uWS closes a connection whose request head it cannot parse after its idle timeout: about 10 s, 30 s with v20.57.0. */
+const SILENT_CLOSE_GUARD_MS = V57 ? 45_000 : 20_000;
 const expectOf = (c: Case): Refusal => (V57 && c.v57 !== undefined ? c.v57.expect : c.expect);
 const todoOf = (c: Case): string | undefined => (V57 && c.v57 !== undefined ? c.v57.todo : c.todo);
 /** v20.57.0 answers these with its own 400 where uws-pack closed silently or Sluice answered. */
 const V57_400 = { expect: 'uws 400' } as const;
-/** v20.57.0 neither answers nor closes a connection whose head has a bare CR (seen open after 20 s). */
-const V57_OPEN = {
-  expect: 'silent',
-  todo: 'uWS v20.57.0 keeps the connection open without an answer after a bare CR in the head (no byte reaches the replica)',
-} as const;
 
 const CHUNKED = 'Transfer-Encoding: chunked\r\n';
 const UWS_CHUNK_TODO =
@@ -110,8 +106,8 @@ const CASES: Case[] = [
   { name: 'request line ended by a bare LF', rawHead: (p) => `POST ${p} HTTP/1.1\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 2\r\n`, body: '{}', expect: 'uws 505' },
   { name: 'request line ended by a bare CR', rawHead: (p) => `POST ${p} HTTP/1.1\rHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 2\r\n`, body: '{}', expect: 'uws 505' },
   { name: 'header line ended by a bare LF', head: 'Content-Length: 2\nX-A: b\r\n', body: '{}', expect: 'silent', v57: V57_400 },
-  { name: 'bare CR inside a header value', head: 'X-A: a\rb\r\nContent-Length: 2\r\n', body: '{}', expect: 'silent', v57: V57_OPEN },
-  { name: 'header line ended by a bare CR', head: 'X-A: b\rContent-Length: 2\r\n', body: '{}', expect: 'silent', v57: V57_OPEN },
+  { name: 'bare CR inside a header value', head: 'X-A: a\rb\r\nContent-Length: 2\r\n', body: '{}', expect: 'silent' },
+  { name: 'header line ended by a bare CR', head: 'X-A: b\rContent-Length: 2\r\n', body: '{}', expect: 'silent' },
   { name: 'every line ended by a bare LF', rawHead: (p) => `POST ${p} HTTP/1.1\nHost: x\nAuthorization: Bearer ${TEST_TOKEN}\nContent-Length: 2\n`, body: '\n{}', expect: 'uws 505' },
   // Obsolete line folding, whitespace before the colon, invalid bytes in names and values.
   { name: 'obs-fold (space)', head: 'X-A: a\r\n b\r\nContent-Length: 2\r\n', body: '{}', expect: 'silent', v57: V57_400 },
