@@ -15,10 +15,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
-import { loadUwsBuild } from '../src/data/uws-build.js';
 import { AUTH, TEST_TOKEN, type TestGateway } from './helpers/gateway.js';
 import { type CountingReplica, type CountingSetup, startCountingGateway } from './helpers/counting-replica.js';
 import { assertSluiceError, firstLine, parseResponse, rawExchange, type RawExchange } from './helpers/raw-http.js';
+import { UWS_BUILD, UWS_IDLE_MS, UWS_V57 } from './helpers/uws-timing.js';
 
 
 /**
@@ -42,11 +42,11 @@ interface Case {
   v57?: { expect: Refusal; todo?: string };
 }
 
-/** The build this process runs on, the one the gateway under test loads (SLUICE_UWS_BUILD or the newest that loads). */
-const BUILD = await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined);
-const V57 = BUILD.upstream === 'v20.57.0';
-/** uWS closes a connection whose request head it cannot parse after its idle timeout: about 10 s, 30 s with v20.57.0. */
-const SILENT_CLOSE_GUARD_MS = V57 ? 45_000 : 20_000;
+/** The build this process runs on, the one the gateway under test loads. */
+const BUILD = UWS_BUILD;
+const V57 = UWS_V57;
+/** uWS closes a connection whose request head it cannot parse after its idle timeout. */
+const SILENT_CLOSE_GUARD_MS = UWS_IDLE_MS + 15_000;
 const expectOf = (c: Case): Refusal => (V57 && c.v57 !== undefined ? c.v57.expect : c.expect);
 const todoOf = (c: Case): string | undefined => (V57 && c.v57 !== undefined ? c.v57.todo : c.todo);
 /** v20.57.0 answers these with its own 400 where uws-pack closed silently or Sluice answered. */
