@@ -1,11 +1,13 @@
 # syntax=docker/dockerfile:1
 # Sluice: built with the dev toolchain, run with production dependencies only, as a non-root user.
-# uWebSockets.js (uws-pack) ships prebuilt binaries for glibc Linux x64, so the image is Debian-based.
+# Node 24 (the newest LTS) on Debian 13 trixie: its glibc 2.41 loads the newest uWebSockets.js build
+# (@btc-vision/uwebsockets.js, upstream v20.57.0, needs glibc >= 2.38); bookworm's 2.36 would not,
+# and Node 24 has no uws-pack binary (docs/architecture.md#the-front-ends-build).
 #   docker build -t sluice .
 #   docker run -p 8080:8080 -v "$PWD/sluice.yaml:/etc/sluice/config.yaml:ro" sluice
 # test/dockerfile.test.ts keeps this file in step with package.json and docs/operations.md, and lints it.
 
-FROM node:22-bookworm-slim AS build
+FROM node:24-trixie-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No scripts yet: `prepare` would compile before the sources are here; the build step does that.
@@ -17,12 +19,12 @@ COPY test test
 COPY bench bench
 RUN npm run build
 
-FROM node:22-bookworm-slim AS deps
+FROM node:24-trixie-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
-FROM node:22-bookworm-slim
+FROM node:24-trixie-slim
 # SLUICE_HOST overrides listen.host: reachable from outside the container. The port is the
 # config's listen.port (default 8080); set SLUICE_PORT to override it, and the health check follows.
 ENV NODE_ENV=production \

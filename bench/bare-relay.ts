@@ -3,9 +3,10 @@
 // checks, no logs, no metrics, no timeouts, no backpressure, and a response parser that trusts
 // the replica (Content-Length or chunked, nothing refused). Its CPU per request is the floor of
 // uWS + Node for this exchange, so the difference to Sluice is what Sluice's own work costs.
-// Settings: BENCH_REPLICA_URL (required).
+// Settings: BENCH_REPLICA_URL (required); SLUICE_UWS_BUILD as for Sluice (the same build as the gateway).
 import { connect, type Socket } from 'node:net';
-import * as uWS from 'uWebSockets.js';
+import type { HttpResponse } from 'uWebSockets.js';
+import { loadUwsBuild, uws } from '../src/data/uws-build.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
 
 const replica = new URL(process.env['BENCH_REPLICA_URL']!);
@@ -16,7 +17,7 @@ const CRLF2 = Buffer.from('\r\n\r\n');
 
 /** The caller's side of one exchange. */
 interface Exchange {
-  res: uWS.HttpResponse;
+  res: HttpResponse;
   aborted: boolean;
 }
 
@@ -120,7 +121,7 @@ class Upstream {
     });
   }
 
-  private writeHead(res: uWS.HttpResponse): void {
+  private writeHead(res: HttpResponse): void {
     if (this.headerSent) return;
     this.headerSent = true;
     res.writeStatus(this.status).writeHeader('content-type', this.contentType);
@@ -148,6 +149,8 @@ class Upstream {
 const all = new Set<Upstream>();
 const idle: Upstream[] = [];
 
+await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined);
+const uWS = uws();
 const app = uWS.App().any('/*', (res, req) => {
   const method = req.getCaseSensitiveMethod();
   const query = req.getQuery();

@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../src/config/load.js';
 import { createLogger } from '../src/log/logger.js';
 import { startGateway } from '../src/control/gateway.js';
+import { loadUwsBuild } from '../src/data/uws-build.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
 import { recordPausesIfAsked } from './lib/pause-recorder.js';
 import { BENCH_SLUG, BENCH_TOKEN_SHA256, METRICS_PATH, READY_PATH, SESSION_HEADER } from './lib/workload.js';
@@ -61,6 +62,7 @@ const config = parseConfig({
   ],
 });
 const logger = createLogger(config.log.level);
+await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined); // as `sluice serve` chooses
 const gateway = await startGateway(config, { logger });
 announceReady(gateway.port);
 const writePauses = recordPausesIfAsked();

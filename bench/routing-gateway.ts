@@ -3,10 +3,12 @@
 import { parseConfig } from '../src/config/load.js';
 import { createLogger } from '../src/log/logger.js';
 import { startGateway } from '../src/control/gateway.js';
+import { loadUwsBuild } from '../src/data/uws-build.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
 
 const config = parseConfig(JSON.parse(process.env['BENCH_ROUTING_CONFIG'] ?? '{}'));
 const logger = createLogger(config.log.level);
+await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined); // as `sluice serve` chooses
 const gateway = await startGateway(config, { logger });
 announceReady(gateway.port);
 exitOnStop(async () => {

@@ -39,6 +39,7 @@ import { ttfbSvg } from './lib/svg.js';
 import { ensureSystemPeer, type SystemPeerId } from './lib/system-peers.js';
 import { INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './lib/workload.js';
 import { FRAMINGS, heldUploads, uploads } from './lib/uploads.js';
+import { loadUwsBuild } from '../src/data/uws-build.js';
 
 const T0 = performance.now();
 function log(message: string): void {
@@ -239,7 +240,8 @@ async function main(): Promise<void> {
     wallSeconds: 0,
     machine: { cpuModel: cpus()[0]?.model ?? 'unknown', cpus: cpus().length, kernel: release(), memTotalMiB: Math.round(totalmem() / 1048576), loadavgAtStart: loadavg(), loadavgAtEnd: [] },
     node: process.version,
-    versions: {},
+    // The build the gateway and `bare` children load: the same choice in this process (SLUICE_UWS_BUILD or the newest).
+    versions: { 'uWebSockets.js': (await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined)).id },
     settings: s,
     peers: [],
     processes: [],

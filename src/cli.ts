@@ -44,9 +44,17 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number | un
     case 'help':
       if (rest.length > 0) throw new UsageError(`sluice ${command}: unexpected argument ${JSON.stringify(rest[0])}`);
       return help();
+    case '-V':
+    case '--version':
+    case 'version': {
+      if (rest.length > 0) throw new UsageError(`sluice ${command}: unexpected argument ${JSON.stringify(rest[0])}`);
+      const { version } = await import('./cli/version.js');
+      return version(env);
+    }
     case 'serve': {
       const values = flags(command, rest, CONFIG);
       if (values.help === true) return help();
+      if (await noUwsBuild(env)) return 1;
       const { serve } = await import('./cli/serve.js');
       return serve(configPath(command, values.config, env), env, testHooksFrom(env));
     }
@@ -65,11 +73,20 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number | un
     case 'demo': {
       const values = flags(command, rest, {});
       if (values.help === true) return help();
+      if (await noUwsBuild(env)) return 1;
       return demo(env);
     }
     default:
       throw new UsageError(command.startsWith('-') ? `sluice: unknown option ${JSON.stringify(command)}` : `sluice: unknown command ${JSON.stringify(command)}`);
   }
+}
+
+/** True (and the one-line reason printed) when no uWebSockets.js build loads here: serve and demo cannot run. */
+async function noUwsBuild(env: NodeJS.ProcessEnv): Promise<boolean> {
+  const { uwsProblem } = await import('./cli/version.js');
+  const problem = await uwsProblem(env);
+  if (problem !== undefined) process.stderr.write(`sluice: ${problem}\n`);
+  return problem !== undefined;
 }
 
 function help(): number {

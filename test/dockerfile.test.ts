@@ -104,6 +104,14 @@ test('two linters from the npm registry find nothing in the Dockerfile', async (
   }
 });
 
+test('every stage is Node 24 on Debian 13 trixie: the newest LTS, with a glibc that loads the newest uWebSockets.js build', () => {
+  // docs/architecture.md#the-front-ends-build: v20.57.0 needs glibc >= 2.38 (trixie has 2.41);
+  // uws-pack has no Node 24 binary. The stages share one base, so what npm ci installs is what runs.
+  for (const stage of stages) assert.match(stage.from, /^node:24-trixie(-slim)?$/, `FROM ${stage.from}`);
+  assert.equal(new Set(stages.map((s) => s.from)).size, 1, 'one base image for every stage');
+  assert.match(readFileSync(join(ROOT, 'docs/operations.md'), 'utf8'), /Node 24 on Debian 13 \(trixie/);
+});
+
 test('multi-stage: built with npm ci and the build script, run with production dependencies only', () => {
   assert.ok(stages.length >= 2, 'a build stage and a runtime stage');
   const runs = stages.flatMap((s) => all(s, 'RUN').map((i) => i.args));

@@ -16,6 +16,7 @@ import { Agent, request } from 'undici';
 import { TEST_TOKEN, TEST_TOKEN_SHA256, AUTH, eventually } from './helpers/gateway.js';
 import { type GatewayProcess, openFds, rssBytes, startGatewayProcess } from './helpers/gateway-process.js';
 import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
+import { UWS_IDLE_MS } from './helpers/uws-timing.js';
 
 const IDLE_CONNECTIONS = 2000;
 const SLOWLORIS = 50;
@@ -184,8 +185,8 @@ describe('overload', () => {
       // discards the 431 before it is read, so a close without an answer counts as refused too.
       for (const line of answers) assert.ok(line === '' || /^HTTP\/1\.1 431 /.test(line), `a header block over the limit is refused (got ${JSON.stringify(line)})`);
 
-      // uWS closes the silent and the dribbling connections itself (its ~10 s timeout).
-      await eventually(() => mustClose.every((e) => e.closed), 30_000, 'the gateway to close the silent and slowloris connections');
+      // uWS closes the silent and the dribbling connections itself (its idle timeout: ~10 s, 30 s with v20.57.0).
+      await eventually(() => mustClose.every((e) => e.closed), UWS_IDLE_MS + 20_000, 'the gateway to close the silent and slowloris connections');
       for (const timer of slow) clearInterval(timer);
       const latencies2 = await realRequests(100);
       console.log(`after the silent connections closed: p50 ${percentile(latencies2, 50).toFixed(2)} ms`);

@@ -21,7 +21,7 @@ export interface Record {
   machine: { cpuModel: string; cpus: number; kernel: string; memTotalMiB: number; loadavgAtStart: number[]; loadavgAtEnd: number[] };
   node: string;
   /** The version of each system peer that ran (nginx, HAProxy, Caddy). */
-  versions: Partial<globalThis.Record<'nginx' | 'haproxy' | 'caddy', string>>;
+  versions: Partial<globalThis.Record<'nginx' | 'haproxy' | 'caddy' | 'uWebSockets.js', string>>;
   settings: Settings;
   peers: PeerRecord[];
   /** Every process the run started (pid), all stopped before it ended. */

@@ -16,11 +16,14 @@ Options:
       --json             token: print {"token":…,"sha256":…}
       --name NAME        token: the name to show in the config snippet
   -h, --help             show this help
+  -V, --version          print the version, the uWebSockets.js build in use, Node and the C library
 
 Environment:
   SLUICE_CONFIG          config file when --config is not given
   SLUICE_HOST, SLUICE_PORT, LOG_LEVEL
                          override listen.host, listen.port and log.level
+  SLUICE_UWS_BUILD       use this uWebSockets.js build (uws-pack, @btc-vision/uwebsockets.js)
+                         instead of the newest that loads
 
 Signals (serve): SIGTERM/SIGINT drain then exit 0 (a second one exits at once with 1);
 SIGHUP reloads the config's tokens (a renewed TLS certificate needs a restart).

@@ -7,7 +7,6 @@
 // `workers: 1` runs the one data plane on the main thread, calling the control plane directly
 // (today's single-thread costs: no thread, no message). `workers: N > 1` (0 = one per CPU) runs N
 // worker threads sharing the port, coordinated through shared slot tables and messages.
-import * as uWS from 'uWebSockets.js';
 import { AdminPage } from '../admin/page.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config/types.js';
@@ -19,6 +18,7 @@ import { resolveWorkers } from './cpu-count.js';
 import { LocalReplicaSet } from './replica-set.js';
 import { DataPlane } from '../data/data-plane.js';
 import { createApp, listenOn } from '../data/listen.js';
+import { loadUwsBuild, uws, uwsBuild } from '../data/uws-build.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
 import { Refusals } from '../relay/refusal.js';
@@ -124,6 +124,7 @@ class ControlPlane implements Gateway, OpsSource {
           flags: this.flagsBuffer,
           authFailures: this.authFailures,
           testRoutes: options.testHooks?.crashRoute ?? false,
+          uwsBuild: uwsBuild()!.id,
         }),
         render: () => this.metricsText(),
         countersOf: (thread) => stores[thread]!,
@@ -136,7 +137,7 @@ class ControlPlane implements Gateway, OpsSource {
       this.pool = pool;
     }
     if (config.admin !== undefined) {
-      this.adminApp = uWS.App();
+      this.adminApp = uws().App();
       const refusals = new Refusals(this.logger, new RequestIds());
       addOpsRoutes(this.adminApp, this, this.logger, refusals);
       this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.registry, services: this.services, relayPort: () => this.port });
@@ -197,13 +198,13 @@ class ControlPlane implements Gateway, OpsSource {
     }
     if (this.adminApp !== undefined) {
       this.adminSocket = await listenOn(this.adminApp, this.config.admin!.host, this.config.admin!.port, true);
-      this.adminPort = uWS.us_socket_local_port(this.adminSocket);
+      this.adminPort = uws().us_socket_local_port(this.adminSocket);
     }
     // Ready only now: a worker that listens alone would get every connection a client opens as
     // soon as /readyz says 200, and keep-alive keeps them there.
     Atomics.store(this.flags, FLAG_READY, 1);
     this.logger.info(
-      { host, port: this.port, adminPort: this.adminPort, workers: this.workers, basePath: this.config.basePath, services: this.config.services.map((s) => s.slug) },
+      { host, port: this.port, adminPort: this.adminPort, workers: this.workers, basePath: this.config.basePath, services: this.config.services.map((s) => s.slug), uws: uwsBuild()!.id },
       'gateway listening',
     );
   }
@@ -247,7 +248,7 @@ class ControlPlane implements Gateway, OpsSource {
 
   private async runClose(): Promise<void> {
     Atomics.store(this.flags, FLAG_DRAINING, 1);
-    if (this.adminSocket !== undefined) uWS.us_listen_socket_close(this.adminSocket);
+    if (this.adminSocket !== undefined) uws().us_listen_socket_close(this.adminSocket);
     this.adminSocket = undefined;
     this.adminPage?.close();
     this.adminApp?.close();
@@ -278,6 +279,9 @@ class ControlPlane implements Gateway, OpsSource {
 
 /** Builds the gateway and starts listening. Rejects with a one-line reason if it cannot. */
 export async function startGateway(config: Config, options: GatewayOptions): Promise<Gateway> {
+  // The front end's build, chosen before anything uses uWS (the CLI has chosen it already, from
+  // SLUICE_UWS_BUILD; otherwise the newest that loads); workers load the same one.
+  await loadUwsBuild();
   const gateway = new ControlPlane(config, options);
   try {
     await gateway.listen();

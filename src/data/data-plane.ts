@@ -1,7 +1,6 @@
 // One data plane: a uWS app with the relay route (relay/request-filter.ts), this thread's view of
 // every service's replicas, the access log and the per-request counters. Runs in each worker thread
 // (src/data/worker.ts), or on the main thread with `workers: 1`.
-import * as uWS from 'uWebSockets.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { AccessLog } from '../log/access-log.js';
 import type { Config, TokenConfig } from '../config/types.js';
@@ -17,6 +16,7 @@ import type { ReplicaSet } from '../replicas/types.js';
 import { createApp, listenOn } from './listen.js';
 import { addOpsRoutes, type OpsSource } from './ops-routes.js';
 import { SharedAuthLimiter } from './shared-auth-limiter.js';
+import { uws } from './uws-build.js';
 
 export interface DataPlaneOptions {
   config: Config;
@@ -71,7 +71,7 @@ export class DataPlane implements RequestFilterOwner {
 
   async listen(host: string, port: number, exclusive: boolean): Promise<number> {
     this.listenSocket = await listenOn(this.app, host, port, exclusive);
-    this.port = uWS.us_socket_local_port(this.listenSocket);
+    this.port = uws().us_socket_local_port(this.listenSocket);
     return this.port;
   }
 
@@ -91,7 +91,7 @@ export class DataPlane implements RequestFilterOwner {
   /** Stops accepting connections; new requests on open ones get `503 draining`. */
   stopAccepting(): void {
     this.localDraining = true;
-    if (this.listenSocket !== undefined) uWS.us_listen_socket_close(this.listenSocket);
+    if (this.listenSocket !== undefined) uws().us_listen_socket_close(this.listenSocket);
     this.listenSocket = undefined;
   }
 

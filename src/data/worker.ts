@@ -17,6 +17,7 @@ import { SlotTable } from '../replicas/slots.js';
 import { FLAG_DRAINING, FLAG_READY, type FromWorker, type ToWorker, type WorkerInit } from '../replicas/messages.js';
 import { DataPlane } from './data-plane.js';
 import { ReplicaView } from './replica-view.js';
+import { loadUwsBuild } from './uws-build.js';
 
 const port = parentPort!;
 const init = workerData as WorkerInit;
@@ -26,6 +27,8 @@ const post = (message: FromWorker): void => port.postMessage(message);
 const destination = new PostingDestination((text) => post({ t: 'log', text }));
 const logger = createLogger(config.log.level, destination).child({ worker: thread });
 const flags = new Int32Array(init.flags);
+// The build the main thread chose, before the data plane builds its app.
+await loadUwsBuild(init.uwsBuild);
 
 /** One service's demand, as messages to the main thread. */
 function demandLink(s: number): DemandLink {

@@ -23,6 +23,8 @@ export interface WorkerInit {
   authFailures: SharedArrayBuffer;
   /** Test builds only: serve the route that makes a worker fail (GatewayOptions.testHooks). */
   testRoutes: boolean;
+  /** The front end's build the main thread chose (data/uws-build.ts): every thread loads the same. */
+  uwsBuild: string;
 }
 
 /** Main → worker. `s` is a service's index in the config. */

@@ -6,6 +6,7 @@ import type { Config } from '../../src/config/types.js';
 import { createLogger } from '../../src/log/logger.js';
 import { testHooksFrom } from '../../src/cli/test-hooks.js';
 import { type Gateway, startGateway } from '../../src/control/gateway.js';
+import { loadUwsBuild } from '../../src/data/uws-build.js';
 import { sha256Hex } from '../../src/cli/token.js';
 
 export const TEST_TOKEN = 'slc_test_token_for_the_black_box_tests_0123456789';
@@ -70,6 +71,8 @@ export async function startTestGateway(services: RawService | RawService[], extr
   const logger = createLogger(config.log.level, sink);
   // The hooks a test switched on in this process's environment (kube-control-plane.test.ts), read as the command line reads them.
   const testHooks = testHooksFrom(process.env);
+  // As `sluice serve` does: SLUICE_UWS_BUILD, else the newest build that loads.
+  await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined);
   const gateway = await startGateway(config, testHooks === undefined ? { logger } : { logger, testHooks });
   const origin = `http://127.0.0.1:${gateway.port}`;
   const firstSlug = config.services[0]!.slug;
