@@ -50,44 +50,35 @@ async function arrivals(tg: TestGateway, n: number): Promise<(string | null)[]> 
   return Promise.all(answers);
 }
 
-test('with replicas.load, a replica reporting an empty queue while answering nothing stops getting requests', async (t) => {
-  const { stuck, healthy } = await pair();
-  const tg = await startTestGateway(rawService({ urls: [stuck.url, healthy.url], load: { preset: 'vllm' } }), { workers: 1 });
-  open.push(tg);
-  await eventually(
-    async () => (await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-1"}')) === 0 && (await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-2"}')) === 5,
-    10_000,
-    'both readings',
-  );
-  const answers = await arrivals(tg, 40);
-  const answered = answers.filter((a) => a === 'healthy').length;
-  t.diagnostic(`${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
-  assert.ok(answered >= 30, `${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
-  assert.equal(answered + stuck.seen.length, 40, 'every request went to one replica or the other');
-  assert.equal(healthy.seen.length, answered);
-  // Its gauges still say it is idle: only the gateway's own view moved the requests.
-  assert.equal(await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-1"}'), 0);
-});
+for (const workers of [1, 2]) {
+  const title =
+    workers === 1
+      ? 'with replicas.load, a replica reporting an empty queue while answering nothing stops getting requests'
+      : 'with replicas.load and worker threads: every thread counts its overdue requests into the same score';
+  test(title, async (t) => {
+    const { stuck, healthy } = await pair();
+    const tg = await startTestGateway(rawService({ urls: [stuck.url, healthy.url], load: { preset: 'vllm' } }), { workers });
+    open.push(tg);
+    await eventually(
+      async () => (await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-1"}')) === 0 && (await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-2"}')) === 5,
+      10_000,
+      'both readings',
+    );
+    const answers = await arrivals(tg, 40);
+    const answered = answers.filter((a) => a === 'healthy').length;
+    t.diagnostic(`${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
+    assert.ok(answered >= 30, `${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
+    assert.equal(answered + stuck.seen.length, 40, 'every request went to one replica or the other');
+    assert.equal(healthy.seen.length, answered);
+    // Its gauges still say it is idle: only the gateway's own view moved the requests.
+    assert.equal(await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-1"}'), 0);
+  });
+}
 
 test('without replicas.load, in-flight counts steer away from a replica that answers nothing', async (t) => {
   const { stuck, healthy } = await pair();
   const tg = await startTestGateway(rawService({ urls: [stuck.url, healthy.url] }), { workers: 1 });
   open.push(tg);
-  const answers = await arrivals(tg, 40);
-  const answered = answers.filter((a) => a === 'healthy').length;
-  t.diagnostic(`${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
-  assert.ok(answered >= 30, `${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
-});
-
-test('with replicas.load and worker threads: every thread counts its overdue requests into the same score', async (t) => {
-  const { stuck, healthy } = await pair();
-  const tg = await startTestGateway(rawService({ urls: [stuck.url, healthy.url], load: { preset: 'vllm' } }), { workers: 2 });
-  open.push(tg);
-  await eventually(
-    async () => (await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-1"}')) === 0 && (await metric(tg, 'sluice_replica_waiting{service="svc",replica="svc-2"}')) === 5,
-    10_000,
-    'both readings',
-  );
   const answers = await arrivals(tg, 40);
   const answered = answers.filter((a) => a === 'healthy').length;
   t.diagnostic(`${answered} of 40 answered; the stuck replica got ${stuck.seen.length}`);
