@@ -31,8 +31,8 @@ import type { EjectionSnapshot } from './control-types.js';
 import type { ManagedReplica } from './replica.js';
 import type { ReplicaSetTuning } from './tuning.js';
 
-/** A replica's ejection record, on its ManagedReplica. */
-export interface Ejection {
+/** A replica's ejection record, kept here for as long as the replica object lives. */
+interface Ejection {
   /** `Date.now()` when the current ejection ends; 0 while not ejected. */
   until: number;
   /** Why it was last ejected. */
@@ -44,17 +44,6 @@ export interface Ejection {
   /** `performance.now()` when it last returned from an ejection. */
   returnedAt: number;
   timer: NodeJS.Timeout | undefined;
-}
-
-export function noEjection(): Ejection {
-  return { until: 0, reason: null, count: 0, streak: 0, returnedAt: 0, timer: undefined };
-}
-
-/** What /status shows of a replica's ejections; undefined if it was never ejected. */
-export function ejectionSnapshot(r: ManagedReplica): EjectionSnapshot | undefined {
-  const { until, reason, count } = r.ejection;
-  if (count === 0) return undefined;
-  return { ejected: until !== 0, until: until === 0 ? null : new Date(until).toISOString(), reason, ejections: count };
 }
 
 /** What ejections need from the service. */
@@ -74,9 +63,33 @@ export class Ejections {
     private readonly owner: EjectionOwner,
   ) {}
 
+  /** Each replica's record, made at its first ejection. */
+  private readonly records = new WeakMap<ManagedReplica, Ejection>();
+
+  private record(r: ManagedReplica): Ejection {
+    let e = this.records.get(r);
+    if (e === undefined) {
+      e = { until: 0, reason: null, count: 0, streak: 0, returnedAt: 0, timer: undefined };
+      this.records.set(r, e);
+    }
+    return e;
+  }
+
+  /** True while `r` is out of rotation for a backoff. */
+  private ejected(r: ManagedReplica): boolean {
+    return (this.records.get(r)?.until ?? 0) !== 0;
+  }
+
+  /** What /status shows of a replica's ejections; undefined if it was never ejected. */
+  snapshot(r: ManagedReplica): EjectionSnapshot | undefined {
+    const e = this.records.get(r);
+    if (e === undefined || e.count === 0) return undefined;
+    return { ejected: e.until !== 0, until: e.until === 0 ? null : new Date(e.until).toISOString(), reason: e.reason, ejections: e.count };
+  }
+
   /** A data plane reports `r` failing in a row, the last time for `reason`: eject it if the rules allow. */
   failing(r: ManagedReplica, reason: FailureReason): void {
-    if (r.ejection.until !== 0 || (r.state !== 'ready' && r.state !== 'unreachable')) return;
+    if (this.ejected(r) || (r.state !== 'ready' && r.state !== 'unreachable')) return;
     const failures = this.slots.failures(r.slot);
     if (failures < EJECT_AFTER_FAILURES) return; // an answer came meanwhile
     let population = 0;
@@ -85,7 +98,7 @@ export class Ejections {
     for (const other of this.owner.replicas()) {
       if (other.state !== 'ready' && other.state !== 'unreachable') continue;
       population++;
-      if (other.ejection.until !== 0) ejected++;
+      if (this.ejected(other)) ejected++;
       else if (other !== r && other.state === 'ready' && this.slots.failures(other.slot) === 0) othersAnswer = true;
     }
     if (2 * (ejected + 1) > population) return;
@@ -94,7 +107,7 @@ export class Ejections {
   }
 
   private eject(r: ManagedReplica, reason: FailureReason, failures: number): void {
-    const e = r.ejection;
+    const e = this.record(r);
     const now = performance.now();
     if (e.returnedAt !== 0 && now - e.returnedAt >= this.tuning.ejectionResetMs) e.streak = 0;
     e.streak++;
@@ -112,7 +125,8 @@ export class Ejections {
 
   /** The backoff is over (or a probe found a refusing replica accepting): back in rotation, on probation. */
   private end(r: ManagedReplica, inTransition = false): void {
-    const e = r.ejection;
+    const e = this.records.get(r);
+    if (e === undefined) return;
     if (e.timer !== undefined) clearTimeout(e.timer);
     e.timer = undefined;
     if (e.until === 0) return;
@@ -132,8 +146,8 @@ export class Ejections {
    * Called by the transition before it sets the state (so `end` does not set it, nor dispatch).
    */
   readyState(r: ManagedReplica, from: string): number {
-    const e = r.ejection;
-    if (e.until === 0) return READY;
+    const e = this.records.get(r);
+    if (e === undefined || e.until === 0) return READY;
     if (from !== 'unreachable' || e.reason !== 'refused') return EJECTED;
     this.end(r, true);
     return READY;
@@ -141,7 +155,8 @@ export class Ejections {
 
   /** The replica left the live states (draining, failed, stopped): its ejection ends with it. */
   forget(r: ManagedReplica): void {
-    const e = r.ejection;
+    const e = this.records.get(r);
+    if (e === undefined) return;
     if (e.timer !== undefined) clearTimeout(e.timer);
     e.timer = undefined;
     e.until = 0;

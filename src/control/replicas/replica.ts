@@ -5,7 +5,6 @@
 // planes see a replica only as its slot in the shared table (src/replicas/slots.ts).
 import type { ReplicaProcess } from '../sources/replica-process.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
-import { type Ejection, noEjection } from './ejections.js';
 
 /** The allowed moves; anything else is a bug and is refused (and logged) by the transition. */
 const TRANSITIONS: Readonly<Record<ReplicaStateName, readonly ReplicaStateName[]>> = {
@@ -50,8 +49,6 @@ export class ManagedReplica {
   probing = false;
   /** Kubernetes replicas: out of rotation because the source says not ready (no recovery probe). */
   heldOut = false;
-  /** Out of rotation for consecutive failures (ejections.ts), and its past ejections. */
-  readonly ejection: Ejection = noEjection();
 
   /** Readiness poll (starting), periodic or recovery probe (ready / unreachable). */
   probeTimer: NodeJS.Timeout | undefined = undefined;

@@ -42,7 +42,7 @@ import { ReplicaChoice } from './choice.js';
 import { Demand } from './demand.js';
 import { EndpointReplicas } from './endpoint-replicas.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
-import { ejectionSnapshot, Ejections } from './ejections.js';
+import { Ejections } from './ejections.js';
 import { Health } from './health.js';
 import { IdleStops } from './idle.js';
 import { Launches } from './launches.js';
@@ -261,7 +261,7 @@ export class ServiceControl {
     const replicas: ReplicaSnapshot[] = [];
     for (const r of this.all) {
       const load = this.choice.load(r);
-      const ejection = ejectionSnapshot(r);
+      const ejection = this.ejections.snapshot(r);
       replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid, ...(load === undefined ? {} : { load }), ...(ejection === undefined ? {} : { ejection }) });
     }
     return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.choice.routing, replicas };
