@@ -335,10 +335,15 @@ export class UpstreamConnection implements ResponseSink, Ticking {
       this.destroy();
       return false;
     }
+    const hadHead = this.parser.headDone;
     const result = this.parser.execute(buf, 0, n);
     if (result === PARSE_MORE) {
       if (this.state !== BUSY) return false;
-      if (this.parser.headDone) this.ticks = 0;
+      if (this.parser.headDone) {
+        this.ticks = 0;
+        // Head and body pieces of one read reach the caller in one write; a head alone goes now.
+        if (!hadHead) this.handler?.onUpstreamHeadRead();
+      }
       return !this.paused;
     }
     if (result === PARSE_ERROR) {
