@@ -10,8 +10,11 @@
 //   BENCH_LOG_LEVEL           the gateway's log level (default warn; `info` logs every request)
 //   BENCH_PROFILE_WORKLOAD    json (POST small JSON, default) | sse (20 tokens per answer, no gap)
 //                             | tokens (long streams from the batching replica: the per-token path)
-//   BENCH_PROFILE_STREAMS     tokens: concurrent streams (default 1000)
-//   BENCH_PROFILE_GAP_MS      tokens: ms between the batch clock's ticks (default 100)
+//                             | newStreams (streams each on a new connection, scenario 3c: the
+//                               per-stream setup; the duration is each stream's life)
+//   BENCH_PROFILE_STREAMS     tokens: concurrent streams; newStreams: streams in all (default 1000)
+//   BENCH_PROFILE_GAP_MS      tokens: ms between the batch clock's ticks; newStreams: between a
+//                             stream's tokens (default 100)
 //   BENCH_PROFILE_TOP         how many functions to list (default 15)
 //   BENCH_PROFILE_DIR         where the .cpuprofile goes (default .bench-results/profiles)
 //   BENCH_PROFILE_TARGET      gateway (default) | bare: profile the bare uWS + net.Socket relay
@@ -22,6 +25,7 @@ import { join, resolve } from 'node:path';
 import { formatSummary, readProfile, summarizeProfile } from './cpuprofile.js';
 import { type Child, installCleanup, startChild } from './lib/children.js';
 import { measureStreams, type Target } from './lib/client.js';
+import { newStreams } from './lib/new-streams.js';
 import { cpuSeconds, cpuTimes, statusMiB, threadCpu } from './lib/proc.js';
 import { choiceEnv, intEnv } from './lib/settings.js';
 import { BENCH_SLUG, BENCH_TOKEN, INFER_PATH, INFER_REQUEST, STREAM_PATH } from './lib/workload.js';
@@ -31,7 +35,7 @@ const warmupS = intEnv('BENCH_WARMUP_S', 2, 0, 600);
 const connections = intEnv('BENCH_CONNECTIONS', 50, 1, 10_000);
 const top = intEnv('BENCH_PROFILE_TOP', 15, 1, 1_000);
 const logLevel = choiceEnv('BENCH_LOG_LEVEL', 'warn', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const);
-const workload = choiceEnv('BENCH_PROFILE_WORKLOAD', 'json', ['json', 'sse', 'tokens'] as const);
+const workload = choiceEnv('BENCH_PROFILE_WORKLOAD', 'json', ['json', 'sse', 'tokens', 'newStreams'] as const);
 const streams = intEnv('BENCH_PROFILE_STREAMS', 1_000, 1, 10_000);
 const gapMs = intEnv('BENCH_PROFILE_GAP_MS', 100, 1, 60_000);
 const target = choiceEnv('BENCH_PROFILE_TARGET', 'gateway', ['gateway', 'bare'] as const);
@@ -55,7 +59,19 @@ async function main(): Promise<void> {
       execArgv: ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}`],
     });
     children.push(measured);
-    if (workload === 'tokens') {
+    if (workload === 'newStreams') {
+      const t: Target = { origin: `http://127.0.0.1:${measured.port}`, prefix: `/api/v1/services/${BENCH_SLUG}/request`, headers: { authorization: `Bearer ${BENCH_TOKEN}` } };
+      const tokens = Math.max(1, Math.round((durationS * 1000) / gapMs));
+      if (warmupS > 0) {
+        process.stderr.write(`profile: warm-up ${warmupS} s\n`);
+        await newStreams(t, undefined, streams, Math.max(1, Math.round((warmupS * 1000) / gapMs)), gapMs);
+      }
+      process.stderr.write(`profile: gateway, ${streams} new streams × ${tokens} tokens, ${gapMs} ms apart, log level ${logLevel}\n`);
+      const from = Number(process.hrtime.bigint() / 1000n);
+      const r = await newStreams(t, measured.pid, streams, tokens, gapMs);
+      window = [from, Number(process.hrtime.bigint() / 1000n)];
+      stats = `gateway under --cpu-prof: ${r.completed}/${r.streams} streams, ${r.tokens} tokens; CPU ${r.relayCpuUsPerStream?.toFixed(1)} µs/stream (user ${r.relayUserUsPerStream?.toFixed(1)}, system ${r.relaySysUsPerStream?.toFixed(1)})\n(the profiler itself costs some CPU; compare peers with npm run bench, not here)`;
+    } else if (workload === 'tokens') {
       const t: Target =
         target === 'gateway'
           ? { origin: `http://127.0.0.1:${measured.port}`, prefix: `/api/v1/services/${BENCH_SLUG}/request`, headers: { authorization: `Bearer ${BENCH_TOKEN}` } }
