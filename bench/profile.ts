@@ -20,7 +20,7 @@
 //   BENCH_PROFILE_TARGET      gateway (default) | bare: profile the bare uWS + net.Socket relay
 //                             instead, to see which costs are the stack's and which are Sluice's
 import autocannon from 'autocannon';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { formatSummary, readProfile, summarizeProfile } from './cpuprofile.js';
 import { type Child, installCleanup, startChild } from './lib/children.js';
@@ -40,6 +40,15 @@ const streams = intEnv('BENCH_PROFILE_STREAMS', 1_000, 1, 10_000);
 const gapMs = intEnv('BENCH_PROFILE_GAP_MS', 100, 1, 60_000);
 const target = choiceEnv('BENCH_PROFILE_TARGET', 'gateway', ['gateway', 'bare'] as const);
 const dir = resolve(process.env['BENCH_PROFILE_DIR'] || join('.bench-results', 'profiles'));
+
+/** A thread's name (`/proc/<pid>/task/<tid>/comm`: libuv's pool, V8's workers, a Worker), or its id. */
+function threadName(pid: number, tid: number): string {
+  try {
+    return `${readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim()}(${tid})`;
+  } catch {
+    return String(tid);
+  }
+}
 
 const script = (name: string): URL => new URL(`./${name}.js`, import.meta.url);
 
@@ -67,10 +76,18 @@ async function main(): Promise<void> {
         await newStreams(t, undefined, streams, Math.max(1, Math.round((warmupS * 1000) / gapMs)), gapMs);
       }
       process.stderr.write(`profile: gateway, ${streams} new streams × ${tokens} tokens, ${gapMs} ms apart, log level ${logLevel}\n`);
+      const threads0 = threadCpu(measured.pid);
       const from = Number(process.hrtime.bigint() / 1000n);
       const r = await newStreams(t, measured.pid, streams, tokens, gapMs);
       window = [from, Number(process.hrtime.bigint() / 1000n)];
-      stats = `gateway under --cpu-prof: ${r.completed}/${r.streams} streams, ${r.tokens} tokens; CPU ${r.relayCpuUsPerStream?.toFixed(1)} µs/stream (user ${r.relayUserUsPerStream?.toFixed(1)}, system ${r.relaySysUsPerStream?.toFixed(1)})\n(the profiler itself costs some CPU; compare peers with npm run bench, not here)`;
+      const threads1 = threadCpu(measured.pid);
+      const perThread = [...threads1]
+        .map(([tid, s1]) => ({ tid, s: s1 - (threads0.get(tid) ?? 0) }))
+        .filter((x) => x.s > 0)
+        .sort((a, b) => b.s - a.s)
+        .map((x) => `${x.tid === measured.pid ? 'main' : threadName(measured.pid, x.tid)} ${((x.s * 1e6) / streams).toFixed(1)}`)
+        .join(', ');
+      stats = `gateway under --cpu-prof: ${r.completed}/${r.streams} streams, ${r.tokens} tokens; CPU ${r.relayCpuUsPerStream?.toFixed(1)} µs/stream (user ${r.relayUserUsPerStream?.toFixed(1)}, system ${r.relaySysUsPerStream?.toFixed(1)}; per thread, µs/stream: ${perThread})\n(the profiler itself costs some CPU; compare peers with npm run bench, not here)`;
     } else if (workload === 'tokens') {
       const t: Target =
         target === 'gateway'

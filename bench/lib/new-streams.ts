@@ -45,13 +45,14 @@ function oneStream(target: Target, path: string): Promise<{ tokens: number; clea
 }
 
 /**
- * `streams` streams of `tokens` tokens, `gapMs` apart, started evenly over one stream's life
- * (`tokens × gapMs`), so about that many are open at once half way; the relay's CPU from before
- * the first to after the last.
+ * `streams` streams of `tokens` tokens, `gapMs` apart, started evenly over two streams' lives
+ * (`2 × tokens × gapMs`): about half of them are open at once, and the second half starts as the
+ * first ends, as in a service's steady state (a relay may reuse the upstream connections the
+ * first half freed). The relay's CPU from before the first to after the last.
  */
 export async function newStreams(target: Target, pid: number | undefined, streams: number, tokens: number, gapMs: number): Promise<NewStreamsRun> {
   const path = `${STREAM_PATH}?tokens=${tokens}&gap_ms=${gapMs}`;
-  const spreadMs = tokens * gapMs;
+  const spreadMs = 2 * tokens * gapMs;
   const cpu0 = pid === undefined ? undefined : cpuTimes(pid);
   const t0 = performance.now();
   const runs: Promise<{ tokens: number; clean: boolean }>[] = [];

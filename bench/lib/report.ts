@@ -168,7 +168,7 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       '',
       '## 3c. New streams: a connection each',
       '',
-      `${num(s.newStreams)} SSE streams of ${s.newStreamTokens} tokens, one every ${num(s.newStreamGapMs)} ms, each on a new connection (raw sockets; the caller closes it after the last chunk), started evenly over ${num((s.newStreamTokens * s.newStreamGapMs) / 1000, 1)} s: what setting a stream up costs (the caller's connection and request, the upstream exchange, the access line), which the token scenarios, with their connections opened once, do not show. Relay CPU (\`utime + stime\` of its process over the run) ÷ streams, and ÷ nginx's within each round.`,
+      `${num(s.newStreams)} SSE streams of ${s.newStreamTokens} tokens, one every ${num(s.newStreamGapMs)} ms, each on a new connection (raw sockets; the caller closes it after the last chunk), started evenly over ${num((2 * s.newStreamTokens * s.newStreamGapMs) / 1000, 1)} s (two streams' lives: about half are open at once, and the second half starts as the first ends, as in a steady state): what setting a stream up costs (the caller's connection and request, the upstream exchange, the access line), which the token scenarios, with their connections opened once, do not show. Relay CPU (\`utime + stime\` of its process over the run) ÷ streams, and ÷ nginx's within each round.`,
       '',
       newStreamsTable(ran, d.newStreams),
     );
