@@ -10,18 +10,22 @@
 //   BENCH_LOG_LEVEL           the gateway's log level (default warn; `info` logs every request)
 //   BENCH_PROFILE_WORKLOAD    json (POST small JSON, default) | sse (20 tokens per answer, no gap)
 //                             | tokens (long streams from the batching replica: the per-token path)
-//   BENCH_PROFILE_STREAMS     tokens: concurrent streams (default 1000)
-//   BENCH_PROFILE_GAP_MS      tokens: ms between the batch clock's ticks (default 100)
+//                             | newStreams (streams each on a new connection, scenario 3c: the
+//                               per-stream setup; the duration is each stream's life)
+//   BENCH_PROFILE_STREAMS     tokens: concurrent streams; newStreams: streams in all (default 1000)
+//   BENCH_PROFILE_GAP_MS      tokens: ms between the batch clock's ticks; newStreams: between a
+//                             stream's tokens (default 100)
 //   BENCH_PROFILE_TOP         how many functions to list (default 15)
 //   BENCH_PROFILE_DIR         where the .cpuprofile goes (default .bench-results/profiles)
 //   BENCH_PROFILE_TARGET      gateway (default) | bare: profile the bare uWS + net.Socket relay
 //                             instead, to see which costs are the stack's and which are Sluice's
 import autocannon from 'autocannon';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { formatSummary, readProfile, summarizeProfile } from './cpuprofile.js';
 import { type Child, installCleanup, startChild } from './lib/children.js';
 import { measureStreams, type Target } from './lib/client.js';
+import { newStreams } from './lib/new-streams.js';
 import { cpuSeconds, cpuTimes, statusMiB, threadCpu } from './lib/proc.js';
 import { choiceEnv, intEnv } from './lib/settings.js';
 import { BENCH_SLUG, BENCH_TOKEN, INFER_PATH, INFER_REQUEST, STREAM_PATH } from './lib/workload.js';
@@ -31,11 +35,20 @@ const warmupS = intEnv('BENCH_WARMUP_S', 2, 0, 600);
 const connections = intEnv('BENCH_CONNECTIONS', 50, 1, 10_000);
 const top = intEnv('BENCH_PROFILE_TOP', 15, 1, 1_000);
 const logLevel = choiceEnv('BENCH_LOG_LEVEL', 'warn', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const);
-const workload = choiceEnv('BENCH_PROFILE_WORKLOAD', 'json', ['json', 'sse', 'tokens'] as const);
+const workload = choiceEnv('BENCH_PROFILE_WORKLOAD', 'json', ['json', 'sse', 'tokens', 'newStreams'] as const);
 const streams = intEnv('BENCH_PROFILE_STREAMS', 1_000, 1, 10_000);
 const gapMs = intEnv('BENCH_PROFILE_GAP_MS', 100, 1, 60_000);
 const target = choiceEnv('BENCH_PROFILE_TARGET', 'gateway', ['gateway', 'bare'] as const);
 const dir = resolve(process.env['BENCH_PROFILE_DIR'] || join('.bench-results', 'profiles'));
+
+/** A thread's name (`/proc/<pid>/task/<tid>/comm`: libuv's pool, V8's workers, a Worker), or its id. */
+function threadName(pid: number, tid: number): string {
+  try {
+    return `${readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim()}(${tid})`;
+  } catch {
+    return String(tid);
+  }
+}
 
 const script = (name: string): URL => new URL(`./${name}.js`, import.meta.url);
 
@@ -55,7 +68,27 @@ async function main(): Promise<void> {
       execArgv: ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}`],
     });
     children.push(measured);
-    if (workload === 'tokens') {
+    if (workload === 'newStreams') {
+      const t: Target = { origin: `http://127.0.0.1:${measured.port}`, prefix: `/api/v1/services/${BENCH_SLUG}/request`, headers: { authorization: `Bearer ${BENCH_TOKEN}` } };
+      const tokens = Math.max(1, Math.round((durationS * 1000) / gapMs));
+      if (warmupS > 0) {
+        process.stderr.write(`profile: warm-up ${warmupS} s\n`);
+        await newStreams(t, undefined, streams, Math.max(1, Math.round((warmupS * 1000) / gapMs)), gapMs);
+      }
+      process.stderr.write(`profile: gateway, ${streams} new streams × ${tokens} tokens, ${gapMs} ms apart, log level ${logLevel}\n`);
+      const threads0 = threadCpu(measured.pid);
+      const from = Number(process.hrtime.bigint() / 1000n);
+      const r = await newStreams(t, measured.pid, streams, tokens, gapMs);
+      window = [from, Number(process.hrtime.bigint() / 1000n)];
+      const threads1 = threadCpu(measured.pid);
+      const perThread = [...threads1]
+        .map(([tid, s1]) => ({ tid, s: s1 - (threads0.get(tid) ?? 0) }))
+        .filter((x) => x.s > 0)
+        .sort((a, b) => b.s - a.s)
+        .map((x) => `${x.tid === measured.pid ? 'main' : threadName(measured.pid, x.tid)} ${((x.s * 1e6) / streams).toFixed(1)}`)
+        .join(', ');
+      stats = `gateway under --cpu-prof: ${r.completed}/${r.streams} streams, ${r.tokens} tokens; CPU ${r.relayCpuUsPerStream?.toFixed(1)} µs/stream (user ${r.relayUserUsPerStream?.toFixed(1)}, system ${r.relaySysUsPerStream?.toFixed(1)}; per thread, µs/stream: ${perThread})\n(the profiler itself costs some CPU; compare peers with npm run bench, not here)`;
+    } else if (workload === 'tokens') {
       const t: Target =
         target === 'gateway'
           ? { origin: `http://127.0.0.1:${measured.port}`, prefix: `/api/v1/services/${BENCH_SLUG}/request`, headers: { authorization: `Bearer ${BENCH_TOKEN}` } }

@@ -12,13 +12,15 @@
 //   3 tokens       1,000 SSE streams from a batching replica, a token each per 100 ms: per-token
 //                  delivery added over direct, relay CPU per token
 //   3b tokensFew   the same with 20 streams, a token each per 20 ms
+//   3c newStreams  1,000 streams each on a new connection, a token a second, 6 s each: relay CPU
+//                  per stream set up
 //   4 slowReader   64 MiB read at 4 MiB/s: relay RSS growth
 //   5 idleStreams  1,000 idle open streams: relay memory per stream
 //   6 coldStart    500 requests at once to a cold launched service: lost, readiness → first request
 //   7 uploads      1 KiB uploads with Content-Length, chunked, chunked in pieces: TTFB, relay CPU/request
 //   8 heldUploads  1,000 callers each holding 1 MiB of a chunked body open: relay RSS growth
 //                  (bench/lib/uploads.ts)
-// 1–3b and 7 run in rounds with the peers interleaved (the first peer rotates every round), after a
+// 1–3c and 7 run in rounds with the peers interleaved (the first peer rotates every round), after a
 // warm-up; 4–6 and 8 once. Output: BENCHMARKS.md, results/latest.json (every per-round value) and
 // results/ttfb.svg — under bench/ for a full run, under .bench-results/<mode>/ otherwise, or
 // under --out DIR. Settings: bench/README.md.
@@ -40,6 +42,7 @@ import { ensureSystemPeer, type SystemPeerId } from './lib/system-peers.js';
 import { INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './lib/workload.js';
 import { FRAMINGS, heldUploads, uploads } from './lib/uploads.js';
 import { loadUwsBuild } from '../src/data/uws-build.js';
+import { newStreams } from './lib/new-streams.js';
 
 const T0 = performance.now();
 function log(message: string): void {
@@ -121,7 +124,7 @@ async function startAll(s: Settings, replica: Child, rec: Record): Promise<{ pee
   return { peers, binaries };
 }
 
-type RoundScenario = 'throughput' | 'ttfb' | 'tokens' | 'tokensFew';
+type RoundScenario = 'throughput' | 'ttfb' | 'tokens' | 'tokensFew' | 'newStreams';
 
 async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void> {
   const has = (id: ScenarioId): boolean => s.scenarios.includes(id);
@@ -133,7 +136,7 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
   }
   const sc = rec.scenarios;
   for (let round = 0; round < s.rounds; round++) {
-    for (const scenario of ['throughput', 'ttfb', 'tokens', 'tokensFew'] as RoundScenario[]) {
+    for (const scenario of ['throughput', 'ttfb', 'tokens', 'tokensFew', 'newStreams'] as RoundScenario[]) {
       if (!has(scenario)) continue;
       const inOrder = order(peers, round);
       sc[scenario].order.push(inOrder.map((p) => p.id));
@@ -148,6 +151,10 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
           const r = await measure.ttfb(p, s);
           (sc.ttfb.rounds[p.id] ??= []).push(r);
           summary = `p50 ${r.p50Us.toFixed(0)} µs, p99 ${r.p99Us.toFixed(0)} µs`;
+        } else if (scenario === 'newStreams') {
+          const r = await newStreams(p.target, p.relay?.pid, s.newStreams, s.newStreamTokens, s.newStreamGapMs);
+          (sc.newStreams.rounds[p.id] ??= []).push(r);
+          summary = `${r.completed}/${r.streams} streams, ${r.tokens} tokens, relay ${r.relayCpuUsPerStream?.toFixed(1) ?? '–'} µs/stream`;
         } else {
           const r = await measure.tokens(p, s, scenario === 'tokensFew');
           (sc[scenario].rounds[p.id] ??= []).push(r);

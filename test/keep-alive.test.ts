@@ -92,8 +92,13 @@ for (const workers of [1, 2]) {
           const head = `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${AUTH.authorization}\r\nContent-Type: application/json\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`;
           const exchange = await rawExchange(tg.port, Buffer.concat([Buffer.from(head, 'latin1'), Buffer.from(body)]), 10_000);
           assert.ok(exchange.closedByGateway, `${name}: the answer ended`);
-          // The same but for the request id and the date.
-          return exchange.bytes.toString('latin1').replace(/\r\nx-request-id: [^\r]*/i, '').replace(/\r\ndate: [^\r]*/i, '');
+          // The same but for the request id, the date, and the comment chunk that carries a head that
+          // came alone (a matter of reads: docs/api.md#when-the-status-line-goes-out).
+          return exchange.bytes
+            .toString('latin1')
+            .replace(/\r\nx-request-id: [^\r]*/i, '')
+            .replace(/\r\ndate: [^\r]*/i, '')
+            .replace('\r\n\r\n2\r\n:\n\r\n', '\r\n\r\n');
         };
         const [on, off] = await Promise.all([wire('on'), wire('off')]);
         assert.equal(on, off, name);

@@ -41,6 +41,9 @@ class Recorder implements UpstreamHandler {
       this.settle();
     }
   }
+  onUpstreamHeadRead(): void {
+    this.calls.push('head read');
+  }
   onUpstreamData(chunk: Buffer): boolean {
     if (this.calls.at(-1) !== 'data') this.calls.push('data');
     this.body += chunk.toString('latin1');
@@ -99,6 +102,14 @@ before(async () => {
         socket.write('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello');
         setTimeout(() => socket.destroy(), 20);
         return;
+      case '/head-then-body':
+        socket.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n');
+        // The body comes from the test, once the head has been handed on.
+        return;
+      case '/split-head':
+        // The rest of the head, and the body, come from the test.
+        socket.write('HTTP/1.1 200 OK\r\nContent-Len');
+        return;
       case '/stream':
         socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n');
         setTimeout(() => socket.write('5\r\nworld\r\n'), 20);
@@ -124,6 +135,30 @@ test('a complete answer: connection, head, data, end', async () => {
   await pool.close();
 });
 
+test('a head alone in its read: head, head read, then the body in a later read, end', async () => {
+  const pool = poolFor(replica.port);
+  const r = new Recorder('/head-then-body');
+  pool.request(r);
+  await eventually(() => r.calls.includes('head read'), 5_000, 'the head read');
+  replica.connections.at(-1)!.socket.write('hello');
+  assert.deepEqual(await r.done(), ['connection', 'head 200', 'head read', 'data', 'end']);
+  await pool.close();
+});
+
+test('a head split over two reads: head read after the read that completed it, not the one with its status line', async () => {
+  const pool = poolFor(replica.port);
+  const r = new Recorder('/split-head');
+  pool.request(r);
+  // The connection has read the status line and part of a field (white-box: the parser's byte count).
+  await eventually(() => (r.connection as unknown as { parser: { bytesSeen: number } } | undefined)?.parser.bytesSeen !== undefined && (r.connection as unknown as { parser: { bytesSeen: number } }).parser.bytesSeen > 0, 5_000, 'the first piece read');
+  assert.deepEqual(r.calls, ['connection']);
+  replica.connections.at(-1)!.socket.write('gth: 5\r\n\r\n');
+  await eventually(() => r.calls.includes('head read'), 5_000, 'the head read');
+  replica.connections.at(-1)!.socket.write('hello');
+  assert.deepEqual(await r.done(), ['connection', 'head 200', 'head read', 'data', 'end']);
+  await pool.close();
+});
+
 test('a refused connection: one retryable error, nothing else', async () => {
   const pool = poolFor(await closedPort());
   const r = new Recorder('/ok');
@@ -146,7 +181,7 @@ test('an answer cut short: connection, head, data, error', async () => {
   const pool = poolFor(replica.port);
   const r = new Recorder('/truncated');
   pool.request(r);
-  assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'error']);
+  assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'head read', 'error']);
   await pool.close();
 });
 

@@ -8,7 +8,7 @@ const PEERS = ['direct', 'sluice-info', 'sluice-info-plain', 'sluice-warn', 'slu
 const ALL_PEERS = [...PEERS, 'sluice-other'] as const;
 export type PeerId = (typeof ALL_PEERS)[number];
 
-const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'slowReader', 'idleStreams', 'coldStart', 'uploads', 'heldUploads'] as const;
+const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'newStreams', 'slowReader', 'idleStreams', 'coldStart', 'uploads', 'heldUploads'] as const;
 export type ScenarioId = (typeof SCENARIOS)[number];
 
 export type Mode = 'full' | 'quick' | 'smoke';
@@ -30,6 +30,10 @@ export interface Settings {
   fewStreams: number;
   fewStreamTokens: number;
   fewStreamGapMs: number;
+  /** The `newStreams` scenario: streams each on a new connection, started evenly over one stream's life. */
+  newStreams: number;
+  newStreamTokens: number;
+  newStreamGapMs: number;
   slowBytes: number;
   slowRateBytesPerS: number;
   slowPeers: PeerId[];
@@ -64,6 +68,9 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     fewStreams: 20,
     fewStreamTokens: 150,
     fewStreamGapMs: 20,
+    newStreams: 1_000,
+    newStreamTokens: 6,
+    newStreamGapMs: 1_000,
     slowBytes: 64 * MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 1_000,
@@ -85,6 +92,9 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     fewStreams: 20,
     fewStreamTokens: 75,
     fewStreamGapMs: 20,
+    newStreams: 300,
+    newStreamTokens: 3,
+    newStreamGapMs: 1_000,
     slowBytes: 8 * MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 1_000,
@@ -106,6 +116,9 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     fewStreams: 2,
     fewStreamTokens: 3,
     fewStreamGapMs: 10,
+    newStreams: 4,
+    newStreamTokens: 2,
+    newStreamGapMs: 10,
     slowBytes: MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 10,
@@ -134,6 +147,9 @@ export function settingsFor(mode: Mode): Settings {
     fewStreams: intEnv('BENCH_FEW_STREAMS', d.fewStreams, 1, 10_000),
     fewStreamTokens: intEnv('BENCH_FEW_STREAM_TOKENS', d.fewStreamTokens, 2, 100_000),
     fewStreamGapMs: intEnv('BENCH_FEW_STREAM_GAP_MS', d.fewStreamGapMs, 1, 60_000),
+    newStreams: intEnv('BENCH_NEW_STREAMS', d.newStreams, 1, 100_000),
+    newStreamTokens: intEnv('BENCH_NEW_STREAM_TOKENS', d.newStreamTokens, 1, 10_000),
+    newStreamGapMs: intEnv('BENCH_NEW_STREAM_GAP_MS', d.newStreamGapMs, 1, 60_000),
     slowBytes: intEnv('BENCH_SLOW_MIB', d.slowBytes / MiB, 1, 4_096) * MiB,
     slowRateBytesPerS: intEnv('BENCH_SLOW_MIB_PER_S', d.slowRateBytesPerS / MiB, 1, 1_024) * MiB,
     slowPeers: listEnv<PeerId>('BENCH_SLOW_PEERS', ['sluice-info', 'nginx'], ALL_PEERS),

@@ -2,7 +2,7 @@
 // table per scenario. Deterministic in format (only the figures change between runs).
 import { LABEL } from './peers.js';
 import type { PeerId } from './modes.js';
-import type { Figure, Record, TokensFigures } from './results.js';
+import type { Figure, NewStreamsFigures, Record, TokensFigures } from './results.js';
 import { median } from './stats.js';
 import { FRAMINGS, type UploadRun } from './uploads.js';
 
@@ -69,6 +69,18 @@ function tokensTable(ran: PeerId[], figures: Partial<globalThis.Record<PeerId, T
       const t = figures[id]!;
       const split = t.userUsPerToken.median === null || t.sysUsPerToken.median === null ? '–' : `${med(t.userUsPerToken, 1)} / ${med(t.sysUsPerToken, 1)}`;
       return [LABEL[id], med(t.p50), med(t.p90), med(t.p99), medSigned(t.addedP50) + rounds(t.addedP50), medSigned(t.addedP99) + rounds(t.addedP99), med(t.cpuUsPerToken, 1) + rounds(t.cpuUsPerToken, 1), ratio(t.cpuVsNginx), split, String(t.incompleteStreams)];
+    }),
+  );
+}
+
+/** The table of the new-streams scenario. */
+function newStreamsTable(ran: PeerId[], figures: Partial<globalThis.Record<PeerId, NewStreamsFigures>>): string {
+  return table(
+    ['peer', 'relay CPU µs/stream', '÷ nginx', 'user / system µs/stream', 'relay CPU µs/token', 'streams cut short'],
+    ran.filter((id) => figures[id] !== undefined && id !== 'direct').map((id) => {
+      const t = figures[id]!;
+      const split = t.userUsPerStream.median === null || t.sysUsPerStream.median === null ? '–' : `${med(t.userUsPerStream, 1)} / ${med(t.sysUsPerStream, 1)}`;
+      return [LABEL[id], med(t.cpuUsPerStream, 1) + rounds(t.cpuUsPerStream, 1), ratio(t.cpuVsNginx), split, med(t.cpuUsPerToken, 1), String(t.incompleteStreams)];
     }),
   );
 }
@@ -149,6 +161,16 @@ export function markdown(rec: Record, chartFile: string | undefined): string {
       `${num(s.fewStreams)} concurrent SSE streams of ${s.fewStreamTokens} tokens, a token to each every ${s.fewStreamGapMs} ms from the same batching replica: the per-token cost when each burst is small. ${tokensMethod}`,
       '',
       tokensTable(ran, d.tokensFew),
+    );
+  }
+  if (Object.keys(d.newStreams).length > 0) {
+    out.push(
+      '',
+      '## 3c. New streams: a connection each',
+      '',
+      `${num(s.newStreams)} SSE streams of ${s.newStreamTokens} tokens, one every ${num(s.newStreamGapMs)} ms, each on a new connection (raw sockets; the caller closes it after the last chunk), started evenly over ${num((2 * s.newStreamTokens * s.newStreamGapMs) / 1000, 1)} s (two streams' lives: about half are open at once, and the second half starts as the first ends, as in a steady state): what setting a stream up costs (the caller's connection and request, the upstream exchange, the access line), which the token scenarios, with their connections opened once, do not show. Relay CPU (\`utime + stime\` of its process over the run) ÷ streams, and ÷ nginx's within each round.`,
+      '',
+      newStreamsTable(ran, d.newStreams),
     );
   }
   const slow = rec.scenarios.slowReader.peers;

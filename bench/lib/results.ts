@@ -2,6 +2,7 @@
 // differences and ratios taken within each round, and the targets, met or missed.
 import type { ColdStartRun, IdleStreamsRun, SlowReaderRun, ThroughputRun, TokensRun, TtfbRun } from './measure.js';
 import type { PeerId, Settings } from './modes.js';
+import type { NewStreamsRun } from './new-streams.js';
 import type { Framing, HeldUploadsRun, UploadRun } from './uploads.js';
 import { median } from './stats.js';
 
@@ -31,6 +32,7 @@ export interface Record {
     ttfb: { order: PeerId[][]; rounds: Partial<globalThis.Record<PeerId, TtfbRun[]>> };
     tokens: { order: PeerId[][]; rounds: Partial<globalThis.Record<PeerId, TokensRun[]>> };
     tokensFew: { order: PeerId[][]; rounds: Partial<globalThis.Record<PeerId, TokensRun[]>> };
+    newStreams: { order: PeerId[][]; rounds: Partial<globalThis.Record<PeerId, NewStreamsRun[]>> };
     slowReader: { peers: Partial<globalThis.Record<PeerId, SlowReaderRun>> };
     idleStreams: { peers: Partial<globalThis.Record<PeerId, IdleStreamsRun>> };
     coldStart: { run: ColdStartRun | null };
@@ -47,6 +49,7 @@ export function emptyScenarios(): Record['scenarios'] {
     ttfb: { order: [], rounds: {} },
     tokens: { order: [], rounds: {} },
     tokensFew: { order: [], rounds: {} },
+    newStreams: { order: [], rounds: {} },
     slowReader: { peers: {} },
     idleStreams: { peers: {} },
     coldStart: { run: null },
@@ -74,6 +77,7 @@ export interface Derived {
   ttfb: Partial<globalThis.Record<PeerId, { p50: Figure; p90: Figure; p99: Figure; p999: Figure; addedP50: Figure; addedP99: Figure }>>;
   tokens: Partial<globalThis.Record<PeerId, TokensFigures>>;
   tokensFew: Partial<globalThis.Record<PeerId, TokensFigures>>;
+  newStreams: Partial<globalThis.Record<PeerId, NewStreamsFigures>>;
   ratios: { name: string; value: Figure }[];
   targets: Target[];
 }
@@ -89,6 +93,16 @@ export interface TokensFigures {
   sysUsPerToken: Figure;
   cpuVsNginx: Figure;
   /** Streams cut short, over every round. */
+  incompleteStreams: number;
+}
+
+export interface NewStreamsFigures {
+  cpuUsPerStream: Figure;
+  userUsPerStream: Figure;
+  sysUsPerStream: Figure;
+  cpuUsPerToken: Figure;
+  cpuVsNginx: Figure;
+  /** Streams that did not end cleanly with every token, over every round. */
   incompleteStreams: number;
 }
 
@@ -128,9 +142,26 @@ function tokenFigures(all: Partial<globalThis.Record<PeerId, TokensRun[]>>): Par
   return out;
 }
 
+/** Per peer: relay CPU per stream set up, and ÷ nginx's within each round. */
+function newStreamFigures(all: Partial<globalThis.Record<PeerId, NewStreamsRun[]>>): Partial<globalThis.Record<PeerId, NewStreamsFigures>> {
+  const out: Partial<globalThis.Record<PeerId, NewStreamsFigures>> = {};
+  const nginx = all['nginx'];
+  for (const [id, runs] of Object.entries(all) as [PeerId, NewStreamsRun[]][]) {
+    out[id] = {
+      cpuUsPerStream: figure(runs.map((r) => r.relayCpuUsPerStream)),
+      userUsPerStream: figure(runs.map((r) => r.relayUserUsPerStream)),
+      sysUsPerStream: figure(runs.map((r) => r.relaySysUsPerStream)),
+      cpuUsPerToken: figure(runs.map((r) => r.relayCpuUsPerToken)),
+      cpuVsNginx: id === 'direct' ? figure([]) : paired(runs, nginx, (x, y) => ratio(x.relayCpuUsPerStream, y.relayCpuUsPerStream)),
+      incompleteStreams: runs.reduce((n, r) => n + r.streams - r.completed, 0),
+    };
+  }
+  return out;
+}
+
 export function derive(rec: Record): Derived {
   const { throughput: tp, ttfb: tt, tokens: tk } = rec.scenarios;
-  const d: Derived = { throughput: {}, ttfb: {}, tokens: {}, tokensFew: {}, ratios: [], targets: [] };
+  const d: Derived = { throughput: {}, ttfb: {}, tokens: {}, tokensFew: {}, newStreams: {}, ratios: [], targets: [] };
   const nginxTp = tp.rounds['nginx'];
   for (const [id, runs] of Object.entries(tp.rounds) as [PeerId, ThroughputRun[]][]) {
     d.throughput[id] = {
@@ -159,6 +190,7 @@ export function derive(rec: Record): Derived {
   }
   d.tokens = tokenFigures(tk.rounds);
   d.tokensFew = tokenFigures(rec.scenarios.tokensFew.rounds);
+  d.newStreams = newStreamFigures(rec.scenarios.newStreams?.rounds ?? {});
   const tpRatio = (name: string, a: PeerId, b: PeerId, pick: (r: ThroughputRun) => number | null): void => {
     if (tp.rounds[a] !== undefined && tp.rounds[b] !== undefined) d.ratios.push({ name, value: paired(tp.rounds[a], tp.rounds[b], (x, y) => ratio(pick(x), pick(y))) });
   };

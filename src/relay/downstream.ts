@@ -12,6 +12,7 @@ import type { HttpResponse } from 'uWebSockets.js';
 import type { RelayError } from '../http/errors.js';
 import { statusLine } from '../http/status-line.js';
 import { errorEvent, WAITING_COMMENT } from './keep-alive.js';
+import { isEventStream } from './sse-events.js';
 
 export interface DownstreamListener {
   /** A caller that was slow can take more bytes (the upstream may resume). */
@@ -21,13 +22,15 @@ export interface DownstreamListener {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** The line that carries a chunked event stream's head before its first event (`flushHead`). */
+const HEAD_COMMENT = Buffer.from(':\n', 'latin1');
 
 export class Downstream {
   /** The response was ended, closed, or the caller went away: `res` must not be touched. */
   closed = false;
   /** The status line has been written. */
   headersSent = false;
-  /** Body bytes handed to uWS: the replica's, and a kept-alive request's comments and error event. */
+  /** Body bytes handed to uWS: the replica's, a kept-alive request's comments and error event, and HEAD_COMMENT. */
   bytesOut = 0;
   /** `performance.now()` when the answer's status line and first bytes were written (for a kept-alive
    *  request, when the replica's answer or the error event followed the comments); 0 before. */
@@ -63,7 +66,8 @@ export class Downstream {
   ) {}
 
   /**
-   * Records the replica's status and headers; they are written with the first chunk or the end.
+   * Records the replica's status and headers; they are written with the first chunk or the end
+   * when these come in the same read, else by `flushHead`.
    * `closeAfter`: the answer says `Connection: close` (CallerBody.closesAfterAnswer).
    */
   begin(status: number, contentType: string | undefined, contentLength: number, bodyless: boolean, closeAfter: boolean): void {
@@ -92,6 +96,20 @@ export class Downstream {
     this.res.cork(this.corkedWrite);
     this.chunk = EMPTY;
     return this.writable;
+  }
+
+  /**
+   * The replica's head came without body bytes in the same read and the answer goes on: its
+   * status line and headers go out now (docs/api.md#what-the-caller-receives). A known length:
+   * `tryEnd` with no bytes writes the head with its Content-Length and leaves the response open.
+   * A chunked answer: uWS ends a head only with a first chunk (an empty `write` sends nothing),
+   * so an event stream's head goes with HEAD_COMMENT, a comment line event parsers skip; any
+   * other chunked answer's head waits for its first bytes.
+   */
+  flushHead(): void {
+    if (this.closed || this.headersSent || this.keptAlive || this.bodyless) return;
+    if (this.total < 0 ? !isEventStream(this.contentType) : this.total === 0) return;
+    this.write(this.total < 0 ? HEAD_COMMENT : EMPTY);
   }
 
   /** The replica's answer is complete. */

@@ -257,6 +257,10 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     if (!bodyless && isEventStream(contentType)) this.stream = new StreamTiming(this.service.streams, this.startedAt);
   }
 
+  onUpstreamHeadRead(): void {
+    if (this.asError === undefined) this.downstream.flushHead();
+  }
+
   onUpstreamData(chunk: Buffer): boolean {
     if (this.asError !== undefined) {
       // Enough of it for the message: the rest is not wanted (`finish` aborts the exchange).

@@ -56,6 +56,8 @@ export class UpstreamConnection implements ResponseSink, Ticking {
   private headWait = -1;
   /** The request is counted as overdue by the owner. */
   private overdueCounted = false;
+  /** The head was handed to the handler during the current read (`onUpstreamHeadRead`). */
+  private headRead = false;
 
   constructor(
     private readonly owner: ConnectionOwner,
@@ -284,6 +286,7 @@ export class UpstreamConnection implements ResponseSink, Ticking {
   onResponseHead(status: number, contentType: string | undefined, contentLength: number): void {
     this.headCame();
     this.arm(ticksFor(this.owner.bodyIdleMs));
+    this.headRead = true;
     this.handler?.onUpstreamHead(status, contentType, contentLength);
   }
 
@@ -336,9 +339,13 @@ export class UpstreamConnection implements ResponseSink, Ticking {
       return false;
     }
     const result = this.parser.execute(buf, 0, n);
+    const headRead = this.headRead;
+    this.headRead = false;
     if (result === PARSE_MORE) {
       if (this.state !== BUSY) return false;
       if (this.parser.headDone) this.ticks = 0;
+      // Head and body pieces of one read reach the caller in one write; a head alone goes now.
+      if (headRead) this.handler?.onUpstreamHeadRead();
       return !this.paused;
     }
     if (result === PARSE_ERROR) {

@@ -7,13 +7,17 @@ import type { UpstreamConnection } from './connection.js';
  * What a request needs to implement to go through a pool: the relay's per-request object, so
  * an exchange costs no closure. Call order: `onUpstreamConnection` once (or `onUpstreamError`);
  * then `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly one of
- * `onUpstreamEnd` / `onUpstreamError`. Nothing after that, nor after `abort()`.
+ * `onUpstreamEnd` / `onUpstreamError`. Nothing after that, nor after `abort()`. `onUpstreamHeadRead`
+ * comes after `onUpstreamHead` (and the body pieces of the same read), once, if the answer did not
+ * end in the read that completed its head.
  */
 export interface UpstreamHandler {
   /** A connection is ready: write the request now (`send`, then `writeBody` for a streamed body). */
   onUpstreamConnection(connection: UpstreamConnection): void;
   /** The final status line and head (1xx skipped). `contentLength` is -1 when absent. */
   onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void;
+  /** The read that completed the head is over and the answer goes on: the head may go out now. */
+  onUpstreamHeadRead(): void;
   /** A body piece, valid only during the call (copy it to keep it). False pauses the replica's stream until `resume()`. */
   onUpstreamData(chunk: Buffer): boolean;
   /** The answer is complete. */
