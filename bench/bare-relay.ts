@@ -6,7 +6,7 @@
 // Settings: BENCH_REPLICA_URL (required); SLUICE_UWS_BUILD as for Sluice (the same build as the gateway).
 import { connect, type Socket } from 'node:net';
 import type { HttpResponse } from 'uWebSockets.js';
-import { loadUwsBuild, uws } from '../src/data/uws-build.js';
+import { loadUwsBuild, uws } from '../src/http/uws-build.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
 
 const replica = new URL(process.env['BENCH_REPLICA_URL']!);

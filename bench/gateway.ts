@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../src/config/load.js';
 import { createLogger } from '../src/log/logger.js';
 import { startGateway } from '../src/control/gateway.js';
-import { loadUwsBuild } from '../src/data/uws-build.js';
+import { loadUwsBuild } from '../src/http/uws-build.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
 import { recordPausesIfAsked } from './lib/pause-recorder.js';
 import { BENCH_SLUG, BENCH_TOKEN_SHA256, METRICS_PATH, READY_PATH, SESSION_HEADER } from './lib/workload.js';

@@ -3,7 +3,7 @@
 import { parseConfig } from '../src/config/load.js';
 import { createLogger } from '../src/log/logger.js';
 import { startGateway } from '../src/control/gateway.js';
-import { loadUwsBuild } from '../src/data/uws-build.js';
+import { loadUwsBuild } from '../src/http/uws-build.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
 
 const config = parseConfig(JSON.parse(process.env['BENCH_ROUTING_CONFIG'] ?? '{}'));

@@ -41,7 +41,7 @@ import { ttfbSvg } from './lib/svg.js';
 import { ensureSystemPeer, type SystemPeerId } from './lib/system-peers.js';
 import { INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './lib/workload.js';
 import { FRAMINGS, heldUploads, uploads } from './lib/uploads.js';
-import { loadUwsBuild } from '../src/data/uws-build.js';
+import { loadUwsBuild } from '../src/http/uws-build.js';
 import { newStreams } from './lib/new-streams.js';
 
 const T0 = performance.now();

@@ -9,6 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { type ScriptedReplica, startScriptedReplica } from './fixtures/scripted-replica.js';
 import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
+import { UWS_BUILD } from './helpers/uws-timing.js';
 
 const EVENT = 'data: {"token":"hi"}\n\n';
 const JSON_BODY = '{"ok":true}';
@@ -54,8 +55,11 @@ interface Seen {
   closed: boolean;
 }
 
-/** A caller on a raw socket: records 'head' when the head is complete, 'released' when the guard let the replica go on. */
-async function call(path: string): Promise<Seen> {
+/**
+ * A caller on a raw socket: records 'head' when the head is complete, 'released' when the guard let
+ * the replica go on (or at once with `releaseFirst`).
+ */
+async function call(path: string, releaseFirst = false): Promise<Seen> {
   held = undefined;
   const seen: Seen = { order: [], head: '', bytes: '', closed: false };
   const socket = connect(tg.port, '127.0.0.1');
@@ -63,12 +67,18 @@ async function call(path: string): Promise<Seen> {
   socket.write(`POST ${new URL(tg.url(path)).pathname} HTTP/1.1\r\nhost: x\r\nauthorization: ${AUTH.authorization}\r\ncontent-length: 2\r\n\r\n{}`);
   await eventually(() => held !== undefined, 10_000, 'the request at the replica');
   let guard: NodeJS.Timeout | undefined;
+  if (releaseFirst) {
+    seen.order.push('released');
+    release();
+  }
   const headSeen = new Promise<void>((resolve) => {
     // Only if the head never comes on its own: the replica goes on, and the order shows it.
-    guard = setTimeout(() => {
-      seen.order.push('released');
-      release();
-    }, 10_000);
+    if (!releaseFirst) {
+      guard = setTimeout(() => {
+        seen.order.push('released');
+        release();
+      }, 10_000);
+    }
     socket.on('data', (chunk: Buffer) => {
       seen.bytes += chunk.toString('latin1');
       const end = seen.bytes.indexOf('\r\n\r\n');
@@ -114,9 +124,11 @@ test('an event stream: the status line, Content-Type and X-Request-Id reach the 
   assert.equal(line.events, 1);
 });
 
-test('a Content-Length answer whose body comes later: the head first, then the body with its length', async () => {
-  const seen = await call('/json');
-  assert.deepEqual(seen.order, ['head', 'released']);
+// uws-pack's tryEnd can write a head alone; v20.57.0's ends the response when given no bytes, so there
+// the head waits for the first body bytes (docs/api.md#when-the-status-line-goes-out).
+test(`a Content-Length answer whose body comes later: ${UWS_BUILD.headAlone ? 'the head first, then the body' : 'the head with the first body bytes'}, with its length`, async () => {
+  const seen = await call('/json', !UWS_BUILD.headAlone);
+  assert.deepEqual(seen.order, UWS_BUILD.headAlone ? ['head', 'released'] : ['released', 'head']);
   assert.match(seen.head, /\r\ncontent-type: application\/json/i);
   assert.match(seen.head, /\r\ncontent-length: 11/i);
   assert.match(seen.head, /\r\nx-request-id: /i);

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { BUILDS, loadUwsBuild } from '../src/data/uws-build.js';
+import { BUILDS, loadUwsBuild } from '../src/http/uws-build.js';
 import { startGatewayProcess } from './helpers/gateway-process.js';
 import { TEST_TOKEN_SHA256 } from './helpers/gateway.js';
 

@@ -2,7 +2,7 @@
 // else (docs/operations.md#the-command-line): on a platform where no uWebSockets.js build loads,
 // the process exits 1 with one line saying why and what to do.
 import { readFileSync } from 'node:fs';
-import { libcName, loadUwsBuild, UwsBuildError } from '../data/uws-build.js';
+import { libcName, loadUwsBuild, UwsBuildError } from '../http/uws-build.js';
 
 /** Loads the front end's build (SLUICE_UWS_BUILD or the newest that loads); the one-line reason if none does. */
 export async function uwsProblem(env: NodeJS.ProcessEnv): Promise<string | undefined> {

@@ -18,7 +18,7 @@ import { resolveWorkers } from './cpu-count.js';
 import { LocalReplicaSet } from './replica-set.js';
 import { DataPlane } from '../data/data-plane.js';
 import { createApp, listenOn } from '../data/listen.js';
-import { loadUwsBuild, uws, uwsBuild } from '../data/uws-build.js';
+import { loadUwsBuild, uws, uwsBuild } from '../http/uws-build.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
 import { Refusals } from '../relay/refusal.js';

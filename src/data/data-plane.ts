@@ -16,7 +16,7 @@ import type { ReplicaSet } from '../replicas/types.js';
 import { createApp, listenOn } from './listen.js';
 import { addOpsRoutes, type OpsSource } from './ops-routes.js';
 import { SharedAuthLimiter } from './shared-auth-limiter.js';
-import { uws } from './uws-build.js';
+import { uws } from '../http/uws-build.js';
 
 export interface DataPlaneOptions {
   config: Config;

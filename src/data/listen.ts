@@ -8,7 +8,7 @@
 // same check. With port 0 the first worker picks the port and the others join it.
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config/types.js';
-import { uws } from './uws-build.js';
+import { uws } from '../http/uws-build.js';
 
 /** `uWS.LIBUS_LISTEN_EXCLUSIVE_PORT`: exported by the module, missing from its typings. */
 const exclusivePort = (): number => (uws() as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;

@@ -17,7 +17,7 @@ import { SlotTable } from '../replicas/slots.js';
 import { FLAG_DRAINING, FLAG_READY, type FromWorker, type ToWorker, type WorkerInit } from '../replicas/messages.js';
 import { DataPlane } from './data-plane.js';
 import { ReplicaView } from './replica-view.js';
-import { loadUwsBuild } from './uws-build.js';
+import { loadUwsBuild } from '../http/uws-build.js';
 
 const port = parentPort!;
 const init = workerData as WorkerInit;

@@ -11,6 +11,7 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { RelayError } from '../http/errors.js';
 import { statusLine } from '../http/status-line.js';
+import { sendsHeadAlone } from '../http/uws-build.js';
 import { errorEvent, WAITING_COMMENT } from './keep-alive.js';
 import { isEventStream } from './sse-events.js';
 
@@ -101,14 +102,15 @@ export class Downstream {
   /**
    * The replica's head came without body bytes in the same read and the answer goes on: its
    * status line and headers go out now (docs/api.md#what-the-caller-receives). A known length:
-   * `tryEnd` with no bytes writes the head with its Content-Length and leaves the response open.
-   * A chunked answer: uWS ends a head only with a first chunk (an empty `write` sends nothing),
-   * so an event stream's head goes with HEAD_COMMENT, a comment line event parsers skip; any
-   * other chunked answer's head waits for its first bytes.
+   * `tryEnd` with no bytes writes the head with its Content-Length and leaves the response open,
+   * on a build that can (`sendsHeadAlone`: v20.57.0 ends the response there, so its head waits for
+   * the first body bytes). A chunked answer: uWS ends a head only with a first chunk (an empty
+   * `write` sends nothing), so an event stream's head goes with HEAD_COMMENT, a comment line event
+   * parsers skip; any other chunked answer's head waits for its first bytes.
    */
   flushHead(): void {
     if (this.closed || this.headersSent || this.keptAlive || this.bodyless) return;
-    if (this.total < 0 ? !isEventStream(this.contentType) : this.total === 0) return;
+    if (this.total < 0 ? !isEventStream(this.contentType) : this.total === 0 || !sendsHeadAlone()) return;
     this.write(this.total < 0 ? HEAD_COMMENT : EMPTY);
   }
 

@@ -23,7 +23,7 @@ export interface WorkerInit {
   authFailures: SharedArrayBuffer;
   /** Test builds only: serve the route that makes a worker fail (GatewayOptions.testHooks). */
   testRoutes: boolean;
-  /** The front end's build the main thread chose (data/uws-build.ts): every thread loads the same. */
+  /** The front end's build the main thread chose (http/uws-build.ts): every thread loads the same. */
   uwsBuild: string;
 }
 

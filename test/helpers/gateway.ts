@@ -6,7 +6,7 @@ import type { Config } from '../../src/config/types.js';
 import { createLogger } from '../../src/log/logger.js';
 import { testHooksFrom } from '../../src/cli/test-hooks.js';
 import { type Gateway, startGateway } from '../../src/control/gateway.js';
-import { loadUwsBuild } from '../../src/data/uws-build.js';
+import { loadUwsBuild } from '../../src/http/uws-build.js';
 import { sha256Hex } from '../../src/cli/token.js';
 
 export const TEST_TOKEN = 'slc_test_token_for_the_black_box_tests_0123456789';

@@ -1,6 +1,6 @@
 // The front end's timings that tests wait on, for the build this process (and a gateway it starts
 // here) loads: SLUICE_UWS_BUILD, else the newest that loads (docs/architecture.md#the-front-ends-build).
-import { loadUwsBuild } from '../../src/data/uws-build.js';
+import { loadUwsBuild } from '../../src/http/uws-build.js';
 
 export const UWS_BUILD = await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined);
 

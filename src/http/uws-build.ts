@@ -2,7 +2,8 @@
 // (docs/architecture.md#the-front-ends-build). Two builds are installed; each ships native binaries
 // for some Node versions (ABI) and needs a minimum glibc. The newest one that loads here is used,
 // unless SLUICE_UWS_BUILD names one. Every thread loads the same build: the main thread chooses,
-// and each worker loads the build named in its init (src/data/worker.ts).
+// and each worker loads the build named in its init (src/data/worker.ts). It sits with the HTTP
+// helpers, below the relay, because the relay asks it what the build can write (`sendsHeadAlone`).
 //
 // Everything in src/ that calls uWS at run time gets the module from `uws()`; the types come from
 // the `uWebSockets.js` package (both builds expose the same API to Sluice).
@@ -28,6 +29,12 @@ export interface UwsBuild {
   readonly node: string;
   /** The C library it needs on Linux. */
   readonly libc: string;
+  /**
+   * Whether `tryEnd` with no bytes writes a Content-Length head and leaves the response open.
+   * Upstream made it end the response in May 2025 (uWebSockets "Fix sync. HEAD responses with
+   * content-length"), so with v20.57.0 a known-length head can only go with its first body bytes.
+   */
+  readonly headAlone: boolean;
 }
 
 export const BUILDS: readonly UwsBuild[] = [
@@ -38,6 +45,7 @@ export const BUILDS: readonly UwsBuild[] = [
     upstream: 'v20.57.0',
     node: 'Node 20, 22, 24 or 25',
     libc: 'glibc >= 2.38 (Debian 13, Ubuntu 24.04, Fedora 39)',
+    headAlone: false,
   },
   {
     id: 'uws-pack@20.0.8',
@@ -46,6 +54,7 @@ export const BUILDS: readonly UwsBuild[] = [
     upstream: 'v20 (Node 18-22 binaries)',
     node: 'Node 18-22',
     libc: 'glibc >= 2.27',
+    headAlone: true,
   },
 ];
 
@@ -65,6 +74,11 @@ export function uws(): Uws {
 /** The build in use, or undefined before loadUwsBuild. */
 export function uwsBuild(): UwsBuild | undefined {
   return loaded?.build;
+}
+
+/** Whether the build in use can send a Content-Length answer's head before its body (`headAlone`). */
+export function sendsHeadAlone(): boolean {
+  return loaded?.build.headAlone ?? false;
 }
 
 /** The C library this process runs on: "glibc 2.36", or a name without a version. */
