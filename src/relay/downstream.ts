@@ -18,8 +18,11 @@ import { isEventStream } from './sse-events.js';
 export interface DownstreamListener {
   /** A caller that was slow can take more bytes (the upstream may resume). */
   onCallerWritable(): void;
-  /** The response is about to end (its last byte is being written): `res` is still usable. */
-  onResponseEnding(): void;
+  /**
+   * The response is about to end (its last byte is being written): `res` is still usable.
+   * `relayed`: it ends with the replica's answer complete (not with an error event of Sluice's).
+   */
+  onResponseEnding(relayed: boolean): void;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -174,7 +177,7 @@ export class Downstream {
     this.errorEventSent = true;
     this.status = status;
     this.firstByteAt = performance.now();
-    this.listener.onResponseEnding();
+    this.listener.onResponseEnding(false);
     const text = errorEvent(json);
     this.bytesOut += Buffer.byteLength(text);
     this.res.cork(() => this.res.end(text));
@@ -251,7 +254,7 @@ export class Downstream {
       this.writable = false;
       return;
     }
-    if (this.bytesOut >= this.total) this.listener.onResponseEnding();
+    if (this.bytesOut >= this.total) this.listener.onResponseEnding(true);
     this.tryEnd(chunk);
   }
 
@@ -282,7 +285,7 @@ export class Downstream {
     if (this.closed) return true;
     const pending = this.pending;
     if (pending !== undefined) {
-      if (this.bytesOut >= this.total) this.listener.onResponseEnding();
+      if (this.bytesOut >= this.total) this.listener.onResponseEnding(true);
       const [ok, done] = this.res.tryEnd(pending.subarray(offset - this.pendingOffset), this.total);
       if (done) this.closed = true;
       if (!ok && !done) return false;
@@ -304,7 +307,7 @@ export class Downstream {
     if (!this.headersSent) this.writeHead();
     const res = this.res;
     if (this.bodyless || this.total < 0 || (this.pending === undefined && this.bytesOut <= this.total)) {
-      this.listener.onResponseEnding();
+      this.listener.onResponseEnding(true);
     }
     if (this.bodyless) {
       // HEAD, 204 or 304: no body. A HEAD answer keeps the replica's Content-Length: written by

@@ -291,9 +291,20 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.body.onWritable();
   }
 
-  /** The answer's last byte is being written: the rest of an unfinished upload is not wanted. */
-  onResponseEnding(): void {
+  /**
+   * The answer's last byte is being written: the rest of an unfinished upload is not wanted. With
+   * the replica's answer complete its slot is free now, before the caller can have the last byte:
+   * a caller that sends its next request at once, on a new connection that another worker thread
+   * takes, finds the replica free instead of queueing (and waking a cold start) behind a slot this
+   * thread has not given back yet.
+   */
+  onResponseEnding(relayed: boolean): void {
     this.body.endUpload();
+    const replica = this.replica;
+    if (relayed && replica !== undefined && this.phase === 'receiving') {
+      this.replica = undefined;
+      this.service.replicas.release(replica, 'ok');
+    }
   }
 
   onUpstreamError(error: RelayError): void {
