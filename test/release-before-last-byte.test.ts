@@ -1,4 +1,4 @@
-// A replica's slot is free before the caller has the last byte of its answer (docs/api.md#queueing):
+// A replica's slot is free before the caller has the last byte of its answer (docs/api.md#cold-start-and-the-queue):
 // a caller that sends its next request at once on a new connection — which another worker thread
 // may take — finds the replica free. With one request at a time allowed, each request here waits
 // not at all (`X-Sluice-Max-Wait-Ms: 0`): a slot still held by the thread that relayed the previous
