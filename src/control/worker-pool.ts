@@ -6,8 +6,9 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log/logger.js';
 import { destinationOf } from '../log/transport.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
-import type { ErrorSpec, ReplicaInfo, ViewLink } from '../replicas/link.js';
+import { DEMAND_LINK, VIEW_LINK, type ViewLink } from '../replicas/link.js';
 import type { FromWorker, ToWorker, WorkerInit } from '../replicas/messages.js';
+import { linkOverPort, serveLink } from '../replicas/port-link.js';
 import type { ViewRouter } from './replicas/control-types.js';
 import type { ServiceControl } from './replicas/service-control.js';
 import { WORKER_CLOSE_WAIT_MS, WORKER_RESPAWN_BASE_MS, WORKER_RESPAWN_MAX_MS, WORKER_STABLE_MS } from '../tunables.js';
@@ -45,13 +46,7 @@ class WorkerHandle {
     readonly worker: Worker,
     services: number,
   ) {
-    const post = (message: ToWorker): void => worker.postMessage(message);
-    this.views = Array.from({ length: services }, (_, s) => ({
-      announce: (r: ReplicaInfo) => post({ t: 'announce', s, r }),
-      gone: (slot: number, gen: number) => post({ t: 'gone', s, slot, gen }),
-      grant: (id: number, slot: number) => post({ t: 'grant', s, id, slot }),
-      fail: (id: number, e: ErrorSpec) => post({ t: 'fail', s, id, e }),
-    }));
+    this.views = Array.from({ length: services }, (_, s) => linkOverPort(worker, VIEW_LINK, s));
     this.exited = new Promise((resolve) => worker.once('exit', resolve));
   }
 
@@ -93,6 +88,8 @@ export class WorkerPool {
       h.listening = resolve;
       h.failed = (reason) => reject(new Error(reason));
     });
+    // The services' demand arrives as calls of their DemandLink; the rest in onMessage.
+    serveLink(worker, DEMAND_LINK, this.options.services, (err) => this.options.logger.error({ worker: thread, err }, 'link call refused'));
     worker.on('message', (message: FromWorker) => this.onMessage(h, message));
     worker.on('error', (err) => {
       h.error = err;
@@ -107,25 +104,8 @@ export class WorkerPool {
   }
 
   private onMessage(h: WorkerHandle, m: FromWorker): void {
-    const services = this.options.services;
     switch (m.t) {
-      case 'enq':
-        services[m.s]!.enqueue(h.thread, m.id, m.at, m.p, m.w, m.h);
-        break;
-      case 'wake':
-        services[m.s]!.wake();
-        break;
-      case 'cancel':
-        services[m.s]!.cancel(h.thread, m.id);
-        break;
-      case 'released':
-        services[m.s]!.released();
-        break;
-      case 'unreachable':
-        services[m.s]!.unreachable(m.slot, m.gen);
-        break;
-      case 'failing':
-        services[m.s]!.failing(m.slot, m.gen, m.reason);
+      case 'call': // served by serveLink (start)
         break;
       case 'log':
         destinationOf(this.options.logger).write(m.text);

@@ -12,9 +12,10 @@ import { replicaKind } from '../config/types.js';
 import { createLogger } from '../log/logger.js';
 import { PostingDestination } from '../log/transport.js';
 import { CounterLayout, RequestCounters } from '../metrics/request-counters.js';
-import type { DemandLink } from '../replicas/link.js';
+import { DEMAND_LINK, type DemandLink, VIEW_LINK } from '../replicas/link.js';
 import { SlotTable } from '../replicas/slots.js';
 import { FLAG_DRAINING, FLAG_READY, type FromWorker, type ToWorker, type WorkerInit } from '../replicas/messages.js';
+import { linkOverPort, serveLink } from '../replicas/port-link.js';
 import { DataPlane } from './data-plane.js';
 import { ReplicaView } from './replica-view.js';
 import { loadUwsBuild } from '../http/uws-build.js';
@@ -30,16 +31,9 @@ const flags = new Int32Array(init.flags);
 // The build the main thread chose, before the data plane builds its app.
 await loadUwsBuild(init.uwsBuild);
 
-/** One service's demand, as messages to the main thread. */
+/** One service's demand, as calls to the main thread. */
 function demandLink(s: number): DemandLink {
-  return {
-    enqueue: (_thread, id, at, p, w, h) => post({ t: 'enq', s, id, at, p, w, h }),
-    wake: () => post({ t: 'wake', s }),
-    cancel: (_thread, id) => post({ t: 'cancel', s, id }),
-    released: () => post({ t: 'released', s }),
-    unreachable: (slot, gen) => post({ t: 'unreachable', s, slot, gen }),
-    failing: (slot, gen, reason) => post({ t: 'failing', s, slot, gen, reason }),
-  };
+  return linkOverPort(port, DEMAND_LINK, s);
 }
 
 const views = config.services.map((service, s) => {
@@ -108,19 +102,11 @@ process.on('unhandledRejection', (err) => {
   exit(1);
 });
 
+// The control plane's calls of each service's ViewLink; the rest below.
+serveLink(port, VIEW_LINK, views, (err) => logger.error({ err }, 'link call refused'));
 port.on('message', (message: ToWorker) => {
   switch (message.t) {
-    case 'announce':
-      views[message.s]!.announce(message.r);
-      break;
-    case 'gone':
-      views[message.s]!.gone(message.slot, message.gen);
-      break;
-    case 'grant':
-      views[message.s]!.grant(message.id, message.slot);
-      break;
-    case 'fail':
-      views[message.s]!.fail(message.id, message.e);
+    case 'call': // served by serveLink
       break;
     case 'tokens': {
       const ignored = plane.reload(message.services);

@@ -1,9 +1,10 @@
 // The two directions between a service's control plane (main thread) and a data plane's view of
 // it (each worker). Both are plain method calls: with `workers: 1` the view and the control plane
 // live in one thread and call each other directly; with worker threads each call becomes one
-// message (src/control/worker-pool.ts and src/data/worker.ts carry them). None of them is on the
+// message (port-link.ts carries them, named by the method tables below). None of them is on the
 // hot path: choosing a ready replica with room reads the shared slot table (slots.ts) instead.
 import { type ErrorCode, RelayError } from '../http/errors.js';
+import { linkMethods } from './port-link.js';
 import type { FailureReason } from './types.js';
 
 /** A replica as a data plane needs to know it: where it is and which slot counts for it. */
@@ -54,6 +55,9 @@ export interface DemandLink {
   failing(slot: number, gen: number, reason: FailureReason): void;
 }
 
+/** `DemandLink`'s methods, for carrying it between threads. */
+export const DEMAND_LINK = linkMethods<DemandLink>({ enqueue: true, wake: true, cancel: true, released: true, unreachable: true, failing: true });
+
 /** Control plane → one data plane's view of one service. */
 export interface ViewLink {
   /** A replica exists (it may not be ready yet): open connections to it when it is. */
@@ -65,3 +69,6 @@ export interface ViewLink {
   /** Queued request `id` gets no replica. */
   fail(id: number, error: ErrorSpec): void;
 }
+
+/** `ViewLink`'s methods, for carrying it between threads. */
+export const VIEW_LINK = linkMethods<ViewLink>({ announce: true, gone: true, grant: true, fail: true });

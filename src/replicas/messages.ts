@@ -1,9 +1,9 @@
 // The messages between the main thread (control plane) and a worker thread (data plane). One
 // MessagePort per worker carries all of them, so they arrive in the order they were posted (an
 // announced replica is known before a grant on it). None is sent per request on the fast path.
+// The calls of link.ts's two interfaces travel on the same port as `LinkCall`s (port-link.ts).
 import type { Config, TokenConfig } from '../config/types.js';
-import type { ErrorSpec, ReplicaInfo } from './link.js';
-import type { FailureReason } from './types.js';
+import type { LinkCall } from './port-link.js';
 import type { SlotTableInit } from './slots.js';
 
 /** `workerData` of a data plane thread. */
@@ -27,27 +27,19 @@ export interface WorkerInit {
   uwsBuild: string;
 }
 
-/** Main → worker. `s` is a service's index in the config. */
+/** Main → worker. A `LinkCall` is a call of a service's `ViewLink` (`s`: its index in the config). */
 export type ToWorker =
-  | { t: 'announce'; s: number; r: ReplicaInfo }
-  | { t: 'gone'; s: number; slot: number; gen: number }
-  | { t: 'grant'; s: number; id: number; slot: number }
-  | { t: 'fail'; s: number; id: number; e: ErrorSpec }
+  | LinkCall
   | { t: 'tokens'; services: { slug: string; tokens: TokenConfig[] }[] }
   | { t: 'drain'; timeoutMs: number }
   | { t: 'close' }
   | { t: 'metrics'; id: number; text: string; contentType: string; failed: boolean };
 
-/** Worker → main. */
+/** Worker → main. A `LinkCall` is a call of a service's `DemandLink` (`s`: its index in the config). */
 export type FromWorker =
+  | LinkCall
   | { t: 'listening'; port: number }
   | { t: 'listen-failed'; reason: string }
-  | { t: 'enq'; s: number; id: number; at: number; p: number; w: number; h: number }
-  | { t: 'wake'; s: number }
-  | { t: 'cancel'; s: number; id: number }
-  | { t: 'released'; s: number }
-  | { t: 'unreachable'; s: number; slot: number; gen: number }
-  | { t: 'failing'; s: number; slot: number; gen: number; reason: FailureReason }
   | { t: 'log'; text: string }
   | { t: 'render'; id: number }
   | { t: 'drained' };
