@@ -168,6 +168,7 @@ function ours(c: Case): Verdict {
   const parts: Buffer[] = [];
   let status = 0;
   const parser = new ResponseParser({
+    onResponseField() {},
     onResponseHead(s) {
       status = s;
     },
