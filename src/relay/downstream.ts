@@ -1,8 +1,8 @@
 // The one writer to a caller's uWS response. Everything Sluice sends to the caller goes through
 // here: the relayed status and headers (as response-headers.ts decides) and each chunk (corked
-// together, facts 4 to 6 in docs/architecture.md), Sluice's own JSON errors, and the unclean close that marks a
-// truncated answer. After the caller went away or the response ended, every call is a no-op
-// (fact 1).
+// together, facts 4 to 6 in docs/architecture.md), Sluice's own JSON errors, and the unclean
+// close that marks a truncated answer. After the caller went away or the response ended, every
+// call is a no-op (fact 1).
 //
 // A request kept alive while it waits (keep-alive.ts) gets `200 text/event-stream` and comments
 // from here before its replica answers. From then on the caller has a status line: the replica's

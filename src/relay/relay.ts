@@ -7,9 +7,8 @@
 //   dispatch         — ask the replica's connection pool for a connection, with this object as
 //                      handler; once it is ready, write the request head and body to it
 //   upstreamResponse — status and what the caller gets of the head (response-headers.ts) →
-//                      downstream, then each chunk, with
-//                      backpressure both ways; the events of an event stream are timed as they
-//                      pass (stream-timing.ts)
+//                      downstream, then each chunk, with backpressure both ways; the events
+//                      of an event stream are timed as they pass (stream-timing.ts)
 //   finish           — release the replica, count, log
 // Meanwhile, for a service with `queue.keepAliveMs`, a request for a stream that is still waiting
 // for the replica's answer gets `200` and comments (keep-alive.ts).
