@@ -1,5 +1,5 @@
 // The upstream pool's handler contract, checked on real sockets: `onUpstreamConnection` once (or
-// an error), then `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly
+// an error), then each field of the head, `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly
 // one of `onUpstreamEnd` / `onUpstreamError` — nothing after it, and nothing after `abort()`.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -16,6 +16,8 @@ import { closedPort } from './helpers/replica.js';
 
 class Recorder implements UpstreamHandler {
   readonly calls: string[] = [];
+  /** The head's fields as reported, `name: value`. */
+  readonly fields: string[] = [];
   connection: UpstreamConnection | undefined;
   error: RelayError | undefined;
   body = '';
@@ -33,6 +35,10 @@ class Recorder implements UpstreamHandler {
     this.calls.push('connection');
     this.connection = connection;
     connection.send(`GET ${this.path} HTTP/1.1\r\nhost: x\r\n\r\n`, true, false, undefined, true);
+  }
+  onUpstreamField(buf: Buffer, nameStart: number, nameEnd: number, valueStart: number, valueEnd: number): void {
+    if (this.calls.some((c) => c.startsWith('head'))) this.calls.push('field after the head');
+    this.fields.push(`${buf.toString('latin1', nameStart, nameEnd)}: ${buf.toString('latin1', valueStart, valueEnd)}`);
   }
   onUpstreamHead(status: number): void {
     this.calls.push(`head ${status}`);
@@ -132,6 +138,7 @@ test('a complete answer: connection, head, data, end', async () => {
   pool.request(r);
   assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
   assert.equal(r.body, 'hello');
+  assert.deepEqual(r.fields, ['content-type: text/plain', 'content-length: 5']);
   await pool.close();
 });
 
@@ -156,6 +163,8 @@ test('a head split over two reads: head read after the read that completed it, n
   await eventually(() => r.calls.includes('head read'), 5_000, 'the head read');
   replica.connections.at(-1)!.socket.write('hello');
   assert.deepEqual(await r.done(), ['connection', 'head 200', 'head read', 'data', 'end']);
+  // The field split over the two reads is reported whole, before the head.
+  assert.deepEqual(r.fields, ['Content-Length: 5']);
   await pool.close();
 });
 

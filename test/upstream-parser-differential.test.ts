@@ -1,7 +1,8 @@
 // Differential fuzz test of the upstream response parser (docs/architecture.md#fact-13): a few thousand
 // generated and mutated response byte streams go to Sluice's ResponseParser and to llhttp (through
 // undici, reading them from a raw TCP server). Both must agree on accept or refuse, and on what
-// both accept: status, framing and body bytes. Deterministic (seeded PRNG; FUZZ_SEED and
+// both accept: status, framing, body bytes and the head's fields as the parser reports them to the
+// relay (llhttp's trailing spaces in a value aside). Deterministic (seeded PRNG; FUZZ_SEED and
 // FUZZ_CASES override); a failure names the seed and the case.
 //
 // Where Sluice is deliberately different from llhttp the difference is an explicit allowance
@@ -65,6 +66,16 @@ interface Verdict {
   status: number;
   framing: string;
   body: string;
+  /** The head's fields as undici lists them: names in lower case, a repeated name's values in an array (JSON). */
+  fields: string;
+}
+
+/** Adds a field to `into` as undici's parseHeaders does. */
+function addField(into: Record<string, string | string[]>, name: string, value: string): void {
+  const had = into[name];
+  if (had === undefined) into[name] = value;
+  else if (Array.isArray(had)) had.push(value);
+  else into[name] = [had, value];
 }
 
 // ── generation ───────────────────────────────────────────────────────────────────────────────
@@ -167,7 +178,11 @@ function mutate(bytes: Buffer, rand: () => number, int: (n: number) => number, p
 function ours(c: Case): Verdict {
   const parts: Buffer[] = [];
   let status = 0;
+  const fields: Record<string, string | string[]> = {};
   const parser = new ResponseParser({
+    onResponseField(buf, nameStart, nameEnd, valueStart, valueEnd) {
+      addField(fields, buf.toString('latin1', nameStart, nameEnd).toLowerCase(), buf.toString('latin1', valueStart, valueEnd));
+    },
     onResponseHead(s) {
       status = s;
     },
@@ -187,8 +202,8 @@ function ours(c: Case): Verdict {
     scratch.fill(0x0a);
   }
   if (result !== PARSE_DONE && result !== PARSE_ERROR) result = parser.finish();
-  if (result === PARSE_ERROR) return { ok: false, reason: parser.error, status: 0, framing: '', body: '' };
-  return { ok: true, reason: '', status, framing: parser.framing, body: Buffer.concat(parts).toString('latin1') };
+  if (result === PARSE_ERROR) return { ok: false, reason: parser.error, status: 0, framing: '', body: '', fields: '' };
+  return { ok: true, reason: '', status, framing: parser.framing, body: Buffer.concat(parts).toString('latin1'), fields: JSON.stringify(fields) };
 }
 
 let server: Server;
@@ -219,6 +234,17 @@ after(async () => {
   server.close();
 });
 
+/**
+ * undici's headers with the spaces and tabs after each value removed: llhttp keeps them, Sluice
+ * does not (RFC 9110 section 5.5: they are not part of the field value).
+ */
+function trimmedValues(h: Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  const trim = (v: string): string => v.replace(/[ \t]+$/, '');
+  for (const [name, value] of Object.entries(h)) if (value !== undefined) out[name] = Array.isArray(value) ? value.map(trim) : trim(value);
+  return out;
+}
+
 /** llhttp through undici: the same bytes from a server that closes after writing them. */
 async function reference(path: string, c: Case): Promise<Verdict> {
   try {
@@ -227,9 +253,9 @@ async function reference(path: string, c: Case): Promise<Verdict> {
     const h = res.headers;
     const bodyless = c.head || res.statusCode === 204 || res.statusCode === 304;
     const framing = bodyless ? 'none' : h['transfer-encoding'] !== undefined ? 'chunked' : h['content-length'] !== undefined ? 'length' : 'close';
-    return { ok: true, reason: '', status: res.statusCode, framing, body };
+    return { ok: true, reason: '', status: res.statusCode, framing, body, fields: JSON.stringify(trimmedValues(h)) };
   } catch (err) {
-    return { ok: false, reason: (err as Error).message, status: 0, framing: '', body: '' };
+    return { ok: false, reason: (err as Error).message, status: 0, framing: '', body: '', fields: '' };
   }
 }
 
@@ -273,7 +299,7 @@ test(`the response parser agrees with llhttp on ${CASES} generated and mutated r
           return;
         }
         accepted++;
-        if (mine.status !== theirs.status || mine.framing !== theirs.framing || mine.body !== theirs.body) problems.push(`answers differ: ${show()}`);
+        if (mine.status !== theirs.status || mine.framing !== theirs.framing || mine.body !== theirs.body || mine.fields !== theirs.fields) problems.push(`answers differ: ${show()}`);
       }),
     );
   }

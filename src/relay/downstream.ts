@@ -1,8 +1,8 @@
 // The one writer to a caller's uWS response. Everything Sluice sends to the caller goes through
-// here: the relayed status, the two allowed headers and each chunk (corked together, facts 4 to 6
-// in docs/architecture.md), Sluice's own JSON errors, and the unclean close that marks a
-// truncated answer. After the caller went away or the response ended, every call is a no-op
-// (fact 1).
+// here: the relayed status and headers (as response-headers.ts decides) and each chunk (corked
+// together, facts 4 to 6 in docs/architecture.md), Sluice's own JSON errors, and the unclean
+// close that marks a truncated answer. After the caller went away or the response ended, every
+// call is a no-op (fact 1).
 //
 // A request kept alive while it waits (keep-alive.ts) gets `200 text/event-stream` and comments
 // from here before its replica answers. From then on the caller has a status line: the replica's
@@ -13,6 +13,7 @@ import type { RelayError } from '../http/errors.js';
 import { statusLine } from '../http/status-line.js';
 import { sendsHeadAlone } from '../http/uws-build.js';
 import { errorEvent, WAITING_COMMENT } from './keep-alive.js';
+import { writeReturnedHead } from './response-headers.js';
 import { isEventStream } from './sse-events.js';
 
 export interface DownstreamListener {
@@ -230,11 +231,7 @@ export class Downstream {
   }
 
   private writeHead(): void {
-    const res = this.res;
-    res.writeStatus(statusLine(this.status));
-    if (this.contentType !== undefined) res.writeHeader('content-type', this.contentType);
-    res.writeHeader('x-request-id', this.requestId);
-    if (this.closeAfter) res.writeHeader('connection', 'close');
+    writeReturnedHead(this.res, this.status, this.contentType, this.total, this.bodyless, this.requestId, this.closeAfter);
     this.headersSent = true;
     this.firstByteAt = performance.now();
   }
@@ -310,10 +307,7 @@ export class Downstream {
       this.listener.onResponseEnding(true);
     }
     if (this.bodyless) {
-      // HEAD, 204 or 304: no body. A HEAD answer keeps the replica's Content-Length: written by
-      // hand here, since endWithoutBody() writes none (and this uWS build aborts the process when
-      // endWithoutBody is given a length).
-      if (this.total >= 0 && this.status !== 204 && this.status !== 304) res.writeHeader('content-length', String(this.total));
+      // HEAD, 204 or 304: no body (a HEAD answer's Content-Length went with the head: writeReturnedHead).
       res.endWithoutBody();
       this.closed = true;
     } else if (this.total < 0) {

@@ -1,7 +1,7 @@
 // Header policy, as pure functions: what Sluice reads from the caller and how its request is
 // framed. What the replica receives is written by replica-request-head.ts; what the caller
-// receives of the replica's headers (Content-Type and Content-Length only) is picked by the
-// response parser (src/upstream/response-parser.ts). The caller's headers are read once, in the
+// receives of the replica's headers (Content-Type and Content-Length only), by
+// response-headers.ts. The caller's headers are read once, in the
 // uWS handler, into a CallerHeaders record: the ones Sluice acts on (framing, Host,
 // Authorization, `X-Sluice-Priority`, `X-Sluice-Max-Wait-Ms`, the service's affinity header) and
 // the ones it forwards. `X-Sluice-*` are never forwarded; the affinity header only when it is in

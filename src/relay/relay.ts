@@ -6,9 +6,9 @@
 //   upstreamRequest  — build the replica's request: path, allowed headers, framing, body
 //   dispatch         — ask the replica's connection pool for a connection, with this object as
 //                      handler; once it is ready, write the request head and body to it
-//   upstreamResponse — status and the two allowed headers → downstream, then each chunk, with
-//                      backpressure both ways; the events of an event stream are timed as they
-//                      pass (stream-timing.ts)
+//   upstreamResponse — status and what the caller gets of the head (response-headers.ts) →
+//                      downstream, then each chunk, with backpressure both ways; the events
+//                      of an event stream are timed as they pass (stream-timing.ts)
 //   finish           — release the replica, count, log
 // Meanwhile, for a service with `queue.keepAliveMs`, a request for a stream that is still waiting
 // for the replica's answer gets `200` and comments (keep-alive.ts).
@@ -24,6 +24,7 @@ import type { UpstreamConnection } from '../upstream/connection.js';
 import type { UpstreamHandler } from '../upstream/handler.js';
 import { faultBeforeHead } from '../upstream/errors.js';
 import { requestHead } from './replica-request-head.js';
+import { bodylessAnswer, returnField, type ReturnedFields } from './response-headers.js';
 import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
 import type { HeldBodies } from './held-bodies.js';
@@ -73,7 +74,7 @@ export interface RelayObserver {
  */
 type Phase = 'waiting' | 'queued' | 'sending' | 'receiving' | 'done';
 
-export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive {
+export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive, ReturnedFields {
   readonly startedAt = performance.now();
   readonly downstream: Downstream;
   readonly body: CallerBody;
@@ -88,6 +89,8 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   error: RelayError | undefined = undefined;
   /** The request was sent again after the first replica could not be reached. */
   retried = false;
+  /** The replica's Content-Type, as the current attempt's head reports it (response-headers.ts). */
+  answerContentType: string | undefined = undefined;
   /** The events of an answer with Content-Type text/event-stream, as they are relayed. */
   stream: StreamTiming | undefined = undefined;
   /** Why that answer was cut after its status line, if it was. */
@@ -237,17 +240,23 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   onUpstreamConnection(connection: UpstreamConnection): void {
     this.inPool = false;
     this.connection = connection;
+    this.answerContentType = undefined;
     // A chunked body held whole goes with its length (docs/api.md#what-the-replica-receives).
     const length = this.body.framedLength;
     const head = requestHead(this.method, this.target, this.replica!.host, this.headers, length, this.requestId);
     this.body.sendTo(connection, head, length < 0, this.method !== 'HEAD');
   }
 
-  onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void {
+  onUpstreamField(buf: Buffer, nameStart: number, nameEnd: number, valueStart: number, valueEnd: number): void {
+    returnField(this, buf, nameStart, nameEnd, valueStart, valueEnd);
+  }
+
+  onUpstreamHead(status: number, contentLength: number): void {
     this.phase = 'receiving';
     this.body.answered();
     stopKeepingAlive(this);
-    const bodyless = this.method === 'HEAD' || status === 204 || status === 304;
+    const contentType = this.answerContentType;
+    const bodyless = bodylessAnswer(this.method, status);
     if (this.downstream.keptAlive && !continuesStream(status, contentType, bodyless)) {
       this.asError = new AnswerAsError(status);
       return;

@@ -1,10 +1,11 @@
 // One keep-alive connection to a replica on a raw `net.Socket`: it writes a request (head and a
 // whole body in one write, or a streamed body piece by piece with backpressure), parses the answer
-// with the strict ResponseParser and hands status, headers and body pieces straight to the
-// request's handler (the relay), then decides whether it may carry another exchange
-// (docs/architecture.md#fact-13): never after `Connection: close`, an HTTP/1.0 answer without keep-alive,
-// bytes left over after a complete answer, a request body the replica did not wait for, a FIN, or
-// a failed exchange. Deadlines count ticks of the one process-wide interval (ticker.ts).
+// with the strict ResponseParser and hands each head field, the status and body pieces straight
+// to the request's handler (the relay, which decides what the caller gets), then decides whether
+// it may carry another exchange (docs/architecture.md#fact-13): never after `Connection: close`,
+// an HTTP/1.0 answer without keep-alive, bytes left over after a complete answer, a request body
+// the replica did not wait for, a FIN, or a failed exchange. Deadlines count ticks of the one
+// process-wide interval (ticker.ts).
 //
 // Reads go through one shared buffer per thread (`onread`, fact 12): a body piece handed to the
 // handler is a view of it, valid only during the call.
@@ -283,11 +284,15 @@ export class UpstreamConnection implements ResponseSink, Ticking {
 
   // ── the response (ResponseSink) ────────────────────────────────────────────────────────────
 
-  onResponseHead(status: number, contentType: string | undefined, contentLength: number): void {
+  onResponseField(buf: Buffer, nameStart: number, nameEnd: number, valueStart: number, valueEnd: number): void {
+    this.handler?.onUpstreamField(buf, nameStart, nameEnd, valueStart, valueEnd);
+  }
+
+  onResponseHead(status: number, contentLength: number): void {
     this.headCame();
     this.arm(ticksFor(this.owner.bodyIdleMs));
     this.headRead = true;
-    this.handler?.onUpstreamHead(status, contentType, contentLength);
+    this.handler?.onUpstreamHead(status, contentLength);
   }
 
   onResponseBody(chunk: Buffer): void {

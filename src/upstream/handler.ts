@@ -6,7 +6,7 @@ import type { UpstreamConnection } from './connection.js';
 /**
  * What a request needs to implement to go through a pool: the relay's per-request object, so
  * an exchange costs no closure. Call order: `onUpstreamConnection` once (or `onUpstreamError`);
- * then `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly one of
+ * then `onUpstreamField` for each field of the answer's head, `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly one of
  * `onUpstreamEnd` / `onUpstreamError`. Nothing after that, nor after `abort()`. `onUpstreamHeadRead`
  * comes after `onUpstreamHead` (and the body pieces of the same read), once, if the answer did not
  * end in the read that completed its head.
@@ -14,8 +14,15 @@ import type { UpstreamConnection } from './connection.js';
 export interface UpstreamHandler {
   /** A connection is ready: write the request now (`send`, then `writeBody` for a streamed body). */
   onUpstreamConnection(connection: UpstreamConnection): void;
-  /** The final status line and head (1xx skipped). `contentLength` is -1 when absent. */
-  onUpstreamHead(status: number, contentType: string | undefined, contentLength: number): void;
+  /**
+   * One field of the final head (1xx skipped), in arrival order, every one of them: name
+   * `buf[nameStart..nameEnd)` as sent, value `buf[valueStart..valueEnd)` trimmed, valid only during
+   * the call. What the caller gets of them is the request's decision; the connection reads the
+   * framing fields itself. Fields may come for a head that is then refused (`onUpstreamError`).
+   */
+  onUpstreamField(buf: Buffer, nameStart: number, nameEnd: number, valueStart: number, valueEnd: number): void;
+  /** The final status line and head (1xx skipped). `contentLength`, the body's framing, is -1 when absent. */
+  onUpstreamHead(status: number, contentLength: number): void;
   /** The read that completed the head is over and the answer goes on: the head may go out now. */
   onUpstreamHeadRead(): void;
   /** A body piece, valid only during the call (copy it to keep it). False pauses the replica's stream until `resume()`. */

@@ -1,36 +1,31 @@
 // A strict, incremental HTTP/1.1 response parser (RFC 9112) for the upstream connection manager.
 // It refuses what docs/architecture.md#fact-13 lists — Content-Length with Transfer-Encoding, several
 // Content-Length fields, a transfer coding other than chunked, an invalid status line, obs-fold,
-// a bare CR or LF, a head over MAX_HEAD_BYTES — and skips 1xx answers. It hands the sink the
-// status, Content-Type and Content-Length of the final answer, then each body piece as a slice of
-// the buffer it was given (no copy): a slice is valid only during the call.
+// a bare CR or LF, a head over MAX_HEAD_BYTES — and skips 1xx answers. It hands the sink each
+// field of the final answer's head, then its status and Content-Length, then each body piece, all
+// as slices of the buffer it was given (no copy), valid only during the call. It reads the fields
+// that frame the body for itself (response-head.ts); what the caller gets of the others is not
+// its business (src/relay/response-headers.ts).
 //
 // Feed it with `execute(buf, start, end)` as bytes arrive and `finish()` at end of stream. One
 // parser per connection; `reset()` before each response.
-import {
-  chunkExtensionProblem,
-  CONNECTION_CLOSE,
-  CONNECTION_KEEP_ALIVE,
-  connectionOptions,
-  contentLengthValue,
-  fieldNameEnd,
-  fieldNameProblem,
-  fieldValueProblem,
-  hasTab,
-  HEX,
-  HTAB,
-  keepAliveTimeout,
-  nameIs,
-  statusLineProblem,
-} from './http-syntax.js';
+import { chunkExtensionProblem, fieldNameEnd, fieldNameProblem, fieldValueProblem, HEX, HTAB, statusLineProblem } from './http-syntax.js';
+import { type Framing, FramingFields } from './response-head.js';
 import { MAX_CHUNK_LINE_BYTES, MAX_HEAD_BYTES } from '../tunables.js';
 
 /** Chunk sizes are at most 13 hex digits, so every length stays a safe integer. */
 const MAX_CHUNK_SIZE_DIGITS = 13;
 
 export interface ResponseSink {
+  /**
+   * One field of the final (non-1xx) head, in arrival order, the framing fields included: its name
+   * `buf[nameStart..nameEnd)` as sent (any case) and its value `buf[valueStart..valueEnd)` trimmed
+   * of spaces and tabs, valid only during the call. Trailer fields are not reported. A head refused
+   * after some fields were reported gets no `onResponseHead`.
+   */
+  onResponseField(buf: Buffer, nameStart: number, nameEnd: number, valueStart: number, valueEnd: number): void;
   /** The final (non-1xx) status line and head arrived. `contentLength` is -1 when absent. */
-  onResponseHead(status: number, contentType: string | undefined, contentLength: number): void;
+  onResponseHead(status: number, contentLength: number): void;
   /** A piece of the body: a view of the buffer given to `execute`, valid only during this call. */
   onResponseBody(chunk: Buffer): void;
 }
@@ -42,9 +37,6 @@ export const PARSE_DONE = 1;
 /** The response is refused; `error` says why. */
 export const PARSE_ERROR = 2;
 export type ParseResult = typeof PARSE_MORE | typeof PARSE_DONE | typeof PARSE_ERROR;
-
-/** How the body of the answer is delimited (for tests and logs). */
-export type Framing = 'none' | 'length' | 'chunked' | 'close';
 
 const S_STATUS = 0;
 const S_HEADER = 1;
@@ -88,14 +80,8 @@ export class ResponseParser {
   private carryLength = 0;
 
   // The head being parsed.
-  private http10 = false;
   private interim = false;
-  private contentLength = -1;
-  private contentType: string | undefined = undefined;
-  private transferEncoding = 0;
-  private chunked = false;
-  private connectionClose = false;
-  private connectionKeepAlive = false;
+  private readonly head = new FramingFields();
 
   constructor(private readonly sink: ResponseSink) {}
 
@@ -112,7 +98,7 @@ export class ResponseParser {
     this.bytesSeen = 0;
     this.remaining = 0;
     this.carryLength = 0;
-    this.startHead();
+    this.lineBytes = 0;
   }
 
   /** No more callbacks, whatever comes (the exchange was aborted). */
@@ -239,18 +225,6 @@ export class ResponseParser {
     this.carryLength = need;
   }
 
-  private startHead(): void {
-    this.lineBytes = 0;
-    this.http10 = false;
-    this.interim = false;
-    this.contentLength = -1;
-    this.contentType = undefined;
-    this.transferEncoding = 0;
-    this.chunked = false;
-    this.connectionClose = false;
-    this.connectionKeepAlive = false;
-  }
-
   /** One complete line `buf[start..end)`, CRLF excluded. False when refused. */
   private line(buf: Buffer, start: number, end: number): boolean {
     switch (this.state) {
@@ -275,7 +249,7 @@ export class ResponseParser {
     const problem = statusLineProblem(buf, start, end);
     if (problem !== undefined) return this.refuse(problem);
     const status = (buf[start + 9]! - 48) * 100 + (buf[start + 10]! - 48) * 10 + (buf[start + 11]! - 48);
-    this.http10 = buf[start + 7] === 48;
+    this.head.start(buf[start + 7] === 48);
     this.interim = status < 200;
     if (!this.interim) this.status = status;
     this.state = S_HEADER;
@@ -283,90 +257,52 @@ export class ResponseParser {
   }
 
 
-  /** `name: value`; in the head, the framing and connection fields are read. */
+  /** `name: value`; a field of the final head is read for its framing and reported. */
   private field(buf: Buffer, start: number, end: number, head: boolean): boolean {
     const colon = fieldNameEnd(buf, start, end);
     const problem = colon < 0 ? fieldNameProblem(buf, start) : fieldValueProblem(buf, colon + 1, end);
-    if (problem !== undefined) {
-      this.fail(problem);
-      return false;
-    }
-    let vs = colon + 1;
+    if (problem !== undefined) return this.refuse(problem);
     if (!head || this.interim) return true;
+    let vs = colon + 1;
     let ve = end;
     while (vs < ve && (buf[vs] === SP || buf[vs] === HTAB)) vs++;
     while (ve > vs && (buf[ve - 1] === SP || buf[ve - 1] === HTAB)) ve--;
-    switch (colon - start) {
-      case 10:
-        if (nameIs(buf, start, colon, 'connection')) {
-          const options = connectionOptions(buf, vs, ve);
-          if ((options & CONNECTION_CLOSE) !== 0) this.connectionClose = true;
-          if ((options & CONNECTION_KEEP_ALIVE) !== 0) this.connectionKeepAlive = true;
-        } else if (nameIs(buf, start, colon, 'keep-alive')) {
-          const timeout = keepAliveTimeout(buf, vs, ve);
-          if (timeout >= 0) this.keepAliveTimeout = timeout;
-        }
-        return true;
-      case 12:
-        if (nameIs(buf, start, colon, 'content-type') && this.contentType === undefined) this.contentType = buf.toString('latin1', vs, ve);
-        return true;
-      case 14:
-        if (!nameIs(buf, start, colon, 'content-length')) return true;
-        if (this.contentLength >= 0) {
-          this.fail('several Content-Length fields');
-          return false;
-        }
-        // Like llhttp, HTAB after the digits is refused.
-        this.contentLength = hasTab(buf, ve, end) ? -1 : contentLengthValue(buf, vs, ve);
-        if (this.contentLength < 0) {
-          this.fail('invalid Content-Length');
-          return false;
-        }
-        return true;
-      case 17:
-        if (!nameIs(buf, start, colon, 'transfer-encoding')) return true;
-        this.transferEncoding += 1;
-        // HTAB after the value: llhttp reads `chunked<HTAB>` as another coding; refused as one.
-        this.chunked = ve - vs === 7 && nameIs(buf, vs, ve, 'chunked') && !hasTab(buf, ve, end);
-        return true;
-      default:
-        return true;
-    }
+    const refused = this.head.read(buf, start, colon, vs, ve, end);
+    if (refused !== undefined) return this.refuse(refused);
+    this.sink.onResponseField(buf, start, colon, vs, ve);
+    return true;
   }
 
   /** The empty line after the fields: skip a 1xx, check the framing, tell the sink. */
   private endOfHead(): boolean {
+    this.lineBytes = 0;
     if (this.interim) {
       this.state = S_STATUS;
-      this.startHead();
       return true;
     }
+    const head = this.head;
+    const problem = head.problem();
+    if (problem !== undefined) return this.refuse(problem);
     const bodyless = !this.expectBody || this.status === 204 || this.status === 304;
-    if (this.transferEncoding > 0) {
-      if (this.contentLength >= 0) return this.refuse('both Content-Length and Transfer-Encoding');
-      if (this.transferEncoding > 1 || !this.chunked) return this.refuse('a transfer coding other than chunked');
-      // RFC 9112 section 6.1: Transfer-Encoding in an HTTP/1.0 message means faulty framing.
-      if (this.http10) return this.refuse('Transfer-Encoding in an HTTP/1.0 response');
-    }
-    this.keepAlive = this.http10 ? this.connectionKeepAlive && !this.connectionClose : !this.connectionClose;
-    this.lineBytes = 0;
+    this.keepAlive = head.keepAlive;
+    this.keepAliveTimeout = head.keepAliveTimeout;
     if (bodyless) {
       this.framing = 'none';
       this.state = S_DONE;
-    } else if (this.chunked) {
+    } else if (head.chunked) {
       this.framing = 'chunked';
       this.state = S_CHUNK_SIZE;
-    } else if (this.contentLength >= 0) {
+    } else if (head.contentLength >= 0) {
       this.framing = 'length';
-      this.remaining = this.contentLength;
-      this.state = this.contentLength === 0 ? S_DONE : S_BODY_LENGTH;
+      this.remaining = head.contentLength;
+      this.state = head.contentLength === 0 ? S_DONE : S_BODY_LENGTH;
     } else {
       // Neither: the body ends when the replica closes the connection (RFC 9112 section 6.3, rule 8).
       this.framing = 'close';
       this.keepAlive = false;
       this.state = S_BODY_CLOSE;
     }
-    this.sink.onResponseHead(this.status, this.contentType, this.contentLength);
+    this.sink.onResponseHead(this.status, head.contentLength);
     return true;
   }
 
