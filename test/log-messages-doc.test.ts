@@ -43,7 +43,7 @@ interface Logged {
   last: string;
 }
 
-const CALL = /\b(?:log|logger|Log|Logger)\.(?:trace|debug|info|warn|error|fatal)\(/g;
+const CALL = /\b\w*[lL]og(?:ger)?\.(?:trace|debug|info|warn|error|fatal)\(/g;
 
 /** Every log call under src/: its message when it is a fixed string (a literal, or a constant of the file). */
 function logged(): Logged[] {
