@@ -23,7 +23,7 @@ const FILES = [
   ['/', 'index.html', 'text/html; charset=utf-8'],
   ['/ui/app.js', 'app.js', 'text/javascript; charset=utf-8'],
   ['/ui/snippets.js', 'snippets.js', 'text/javascript; charset=utf-8'],
-  ['/ui/routing.js', 'routing.js', 'text/javascript; charset=utf-8'],
+  ['/ui/routing-text.js', 'routing-text.js', 'text/javascript; charset=utf-8'],
   ['/ui/style.css', 'style.css', 'text/css; charset=utf-8'],
   ['/ui/favicon.svg', 'favicon.svg', 'image/svg+xml'],
 ] as const;
@@ -64,7 +64,7 @@ test('the page loads nothing from elsewhere: every script, style and image is on
   assert.ok(refs.length >= 3);
   for (const ref of refs) assert.ok(['ui/app.js', 'ui/style.css', 'ui/favicon.svg', 'status', 'metrics'].includes(ref), `${ref} is local`);
   assert.doesNotMatch(html, /<script>|\sstyle="|\son[a-z]+="/, 'no inline script, style or handler (the CSP forbids them)');
-  for (const file of ['app.js', 'snippets.js', 'routing.js']) {
+  for (const file of ['app.js', 'snippets.js', 'routing-text.js']) {
     assert.doesNotMatch(readFileSync(`${UI_DIR}${file}`, 'utf8'), /https?:\/\/|innerHTML|eval\(|\bimport\(/, `${file}: no remote URL, no HTML injection`);
   }
 });

@@ -1,5 +1,5 @@
 // The overview page's wording of a service's replica choice and load readings (src/admin/ui/
-// routing.js, shipped as is and run in the browser), from /status's `routing` and `loads`.
+// routing-text.js, shipped as is and run in the browser), from /status's `routing` and `loads`.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
@@ -11,7 +11,7 @@ interface RoutingText {
   ejectionsText(ejections: unknown, now: number): string;
 }
 
-const { routingText, loadsText, ejectionsText } = (await import(pathToFileURL(`${UI_DIR}routing.js`).href)) as RoutingText;
+const { routingText, loadsText, ejectionsText } = (await import(pathToFileURL(`${UI_DIR}routing-text.js`).href)) as RoutingText;
 
 test('the policy, with the affinity header when there is one', () => {
   assert.equal(routingText({ policy: 'fewest-in-flight', affinityHeader: null }), 'fewest in flight');

@@ -21,7 +21,7 @@ const ASSETS: ReadonlyArray<{ route: string; file: string; type: string }> = [
   { route: '/', file: 'index.html', type: 'text/html; charset=utf-8' },
   { route: '/ui/app.js', file: 'app.js', type: 'text/javascript; charset=utf-8' },
   { route: '/ui/snippets.js', file: 'snippets.js', type: 'text/javascript; charset=utf-8' },
-  { route: '/ui/routing.js', file: 'routing.js', type: 'text/javascript; charset=utf-8' },
+  { route: '/ui/routing-text.js', file: 'routing-text.js', type: 'text/javascript; charset=utf-8' },
   { route: '/ui/style.css', file: 'style.css', type: 'text/css; charset=utf-8' },
   { route: '/ui/favicon.svg', file: 'favicon.svg', type: 'image/svg+xml' },
 ];
