@@ -87,7 +87,8 @@ export class ReplicaView implements ReplicaSet, ViewLink {
      *  retry after a refused connection, instead of failing). */
     private readonly launched: boolean,
     private readonly log: Logger,
-    private readonly poolCloseMs = 1_000,
+    /** How long closing a gone replica's pool waits for its requests (control/replicas/tuning.ts). */
+    private readonly poolCloseMs: number,
   ) {
     this.slug = service.slug;
     this.known = new Int32Array(slots.slots).fill(-1);

@@ -25,6 +25,8 @@ export interface WorkerInit {
   testRoutes: boolean;
   /** The front end's build the main thread chose (http/uws-build.ts): every thread loads the same. */
   uwsBuild: string;
+  /** How long closing a gone replica's pool waits for its requests (the control plane's `poolCloseMs`). */
+  poolCloseMs: number;
 }
 
 /** Main → worker. `s` is a service's index in the config. */
