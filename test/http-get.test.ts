@@ -7,7 +7,9 @@ import { once } from 'node:events';
 import { Duplex } from 'node:stream';
 import { test } from 'node:test';
 import { errorCode } from '../src/http/error-code.js';
+import { RelayError } from '../src/http/errors.js';
 import { type GetFailure, getWithDeadline } from '../src/http/get.js';
+import { describeUpstreamError } from '../src/upstream/errors.js';
 
 /** One in-memory connection: what the client wrote, and `answer` to play the replica. */
 class FakeConnection extends Duplex {
@@ -161,4 +163,11 @@ test('errorCode: the code, else the first code along the causes, else the name, 
   let deep: Error = code('EDEEP');
   for (let i = 0; i < 20; i++) deep = new Error('level', { cause: deep });
   assert.equal(errorCode(deep), 'Error', 'a chain past 8 causes is not followed');
+});
+
+test('errorCode: the access line names a wrapped socket error by its code, and a codeless failure by its name', () => {
+  const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+  const wrapped = new RelayError('upstream_unavailable', { cause: new Error('exchange failed', { cause: reset }) });
+  assert.deepEqual(describeUpstreamError(wrapped), { code: 'ECONNRESET', message: 'exchange failed' });
+  assert.deepEqual(describeUpstreamError(new RelayError('internal_error', { cause: new TypeError('x is undefined') })), { code: 'TypeError', message: 'x is undefined' });
 });
