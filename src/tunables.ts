@@ -155,6 +155,10 @@ export const PORT_QUARANTINE_MS = 60_000;
  */
 export const WATCH_HELD_MS = 1_000;
 
+// used by control/sources/kubernetes/endpoint-watch.ts
+/** Stopping the watch waits this long for its loop, not for a list call the API server leaves hanging. */
+export const WATCH_STOP_WAIT_MS = 1_000;
+
 // used by control/sources/kubernetes/idle-lease.ts
 /** The Lease is written at most this often by one gateway, whatever idleTimeoutMs is. */
 export const LEASE_MIN_RENEW_MS = 250;
@@ -198,6 +202,10 @@ export const LOG_MAX_WRITE = 64 * 1024;
 // used by log/logger.ts
 /** …or at least this often, so a quiet gateway's lines are not held back. */
 export const LOG_FLUSH_EVERY_MS = 250;
+
+// used by cli/serve.ts
+/** Before an exit, the log destination's flush is waited for this long at most. */
+export const LOG_EXIT_FLUSH_MS = 1_000;
 
 // ── The overview page ──────────────────────────────────────────────────────────────────────────────
 

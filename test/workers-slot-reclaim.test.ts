@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
 import { ServiceControl } from '../src/control/replicas/service-control.js';
+import { DEFAULT_TUNING } from '../src/control/replicas/tuning.js';
 import { ReplicaView } from '../src/data/replica-view.js';
 import type { ViewLink } from '../src/replicas/link.js';
 import { serviceConfig, TestWaiter } from './fixtures/replica-harness.js';
@@ -25,7 +26,7 @@ function twoThreads(concurrency: number): { control: ServiceControl; views: Repl
     },
   });
   for (let thread = 0; thread < 2; thread++) {
-    const view = new ReplicaView(service, control.slots, thread, control, false, logger);
+    const view = new ReplicaView(service, control.slots, thread, control, false, logger, DEFAULT_TUNING.poolCloseMs);
     for (const info of control.replicas()) view.announce(info);
     views.push(view);
   }

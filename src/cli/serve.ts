@@ -7,6 +7,8 @@ import type { Config } from '../config/types.js';
 import type { Gateway, TestHooks } from '../control/gateway.js';
 import { createLogger, type Logger } from '../log/logger.js';
 import { loadOrReport, oneLine } from './config-file.js';
+import { settlesWithin } from '../time/bounded-wait.js';
+import { LOG_EXIT_FLUSH_MS } from '../tunables.js';
 import { reloadTokens } from './reload.js';
 
 /** `sluice serve --config FILE`: undefined while the gateway runs (the process exits when it stops), 1 if the config is invalid. */
@@ -136,12 +138,6 @@ class Lifecycle {
 }
 
 /** Lets the asynchronous log destination write what it holds, in order, before an exit. */
-function flushLogs(logger: Logger): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, 1000);
-    logger.flush(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
+async function flushLogs(logger: Logger): Promise<void> {
+  await settlesWithin(new Promise<void>((resolve) => logger.flush(() => resolve())), LOG_EXIT_FLUSH_MS);
 }

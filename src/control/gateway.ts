@@ -27,7 +27,7 @@ import { FLAG_COUNT, FLAG_DRAINING, FLAG_READY } from '../replicas/messages.js';
 import { checkPortFree } from './port-check.js';
 import type { EndpointReplicasOptions } from './replicas/endpoint-replicas.js';
 import { ServiceControl } from './replicas/service-control.js';
-import type { ReplicaSetTuning } from './replicas/tuning.js';
+import { DEFAULT_TUNING, type ReplicaSetTuning } from './replicas/tuning.js';
 import type { KubernetesTuning } from './sources/kubernetes/kubernetes-source.js';
 import { WorkerPool } from './worker-pool.js';
 
@@ -125,6 +125,7 @@ class ControlPlane implements Gateway, OpsSource {
           authFailures: this.authFailures,
           testRoutes: options.testHooks?.crashRoute ?? false,
           uwsBuild: uwsBuild()!.id,
+          poolCloseMs: replicaTuning.poolCloseMs ?? DEFAULT_TUNING.poolCloseMs,
         }),
         render: () => this.metricsText(),
         countersOf: (thread) => stores[thread]!,

@@ -11,6 +11,8 @@ import type { FromWorker, ToWorker, WorkerInit } from '../replicas/messages.js';
 import { linkOverPort, serveLink } from '../replicas/port-link.js';
 import type { ViewRouter } from './replicas/control-types.js';
 import type { ServiceControl } from './replicas/service-control.js';
+import { backoffMs } from '../time/backoff.js';
+import { settlesWithin } from '../time/bounded-wait.js';
 import { WORKER_CLOSE_WAIT_MS, WORKER_RESPAWN_BASE_MS, WORKER_RESPAWN_MAX_MS, WORKER_STABLE_MS } from '../tunables.js';
 
 const WORKER_URL = new URL('../data/worker.js', import.meta.url);
@@ -149,7 +151,7 @@ export class WorkerPool {
     const now = performance.now();
     if (now - h.startedAt >= WORKER_STABLE_MS) this.quickDeaths[h.thread] = 0;
     const deaths = (this.quickDeaths[h.thread] = (this.quickDeaths[h.thread] ?? 0) + 1);
-    const delay = Math.min(WORKER_RESPAWN_MAX_MS, WORKER_RESPAWN_BASE_MS * 2 ** (deaths - 1));
+    const delay = backoffMs(WORKER_RESPAWN_BASE_MS, WORKER_RESPAWN_MAX_MS, deaths);
     this.options.logger.error({ worker: h.thread, code, slotsGivenBack: given, restartInMs: delay }, 'worker died; replacing it');
     setTimeout(() => {
       if (this.closing) return;
@@ -185,10 +187,7 @@ export class WorkerPool {
       this.handles.map(async (h) => {
         if (h === undefined) return;
         h.post({ t: 'close' });
-        let timer: NodeJS.Timeout | undefined;
-        const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, WORKER_CLOSE_WAIT_MS)));
-        const exited = await Promise.race([h.exited.then(() => true), late.then(() => false)]);
-        clearTimeout(timer);
+        const exited = await settlesWithin(h.exited, WORKER_CLOSE_WAIT_MS);
         if (!exited) this.options.logger.error({ worker: h.thread, waitedMs: WORKER_CLOSE_WAIT_MS }, 'worker did not exit');
       }),
     );

@@ -17,6 +17,7 @@ import { createApp, listenOn } from './listen.js';
 import { addOpsRoutes, type OpsSource } from './ops-routes.js';
 import { SharedAuthLimiter } from './shared-auth-limiter.js';
 import { uws } from '../http/uws-build.js';
+import { settlesWithin } from '../time/bounded-wait.js';
 
 export interface DataPlaneOptions {
   config: Config;
@@ -99,13 +100,7 @@ export class DataPlane implements RequestFilterOwner {
   async drain(timeoutMs: number): Promise<void> {
     this.stopAccepting();
     if (this.inflight === 0) return;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, timeoutMs);
-      this.idleWaiter = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
+    await settlesWithin(new Promise<void>((resolve) => (this.idleWaiter = resolve)), timeoutMs);
     this.idleWaiter = undefined;
   }
 

@@ -31,6 +31,7 @@ import type { SlotTable } from '../replicas/slots.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { hostAndPort } from '../http/syntax.js';
 import { type OverdueSink, type PoolOptions, UpstreamPool } from '../upstream/pool.js';
+import { settlesWithin } from '../time/bounded-wait.js';
 import { CONNECT_TIMEOUT_MS, EJECT_AFTER_FAILURES, WAKE_EVERY_MS } from '../tunables.js';
 
 /** One replica as this thread uses it. */
@@ -86,7 +87,8 @@ export class ReplicaView implements ReplicaSet, ViewLink {
      *  retry after a refused connection, instead of failing). */
     private readonly launched: boolean,
     private readonly log: Logger,
-    private readonly poolCloseMs = 1_000,
+    /** How long closing a gone replica's pool waits for its requests (control/replicas/tuning.ts). */
+    private readonly poolCloseMs: number,
   ) {
     this.slug = service.slug;
     this.known = new Int32Array(slots.slots).fill(-1);
@@ -243,17 +245,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
 
 /** `close()` (let requests finish) bounded by `ms`, then `destroy()`. Never rejects. */
 async function closePool(pool: UpstreamPool, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const closed = pool.close().then(
-    () => true,
-    () => true,
-  );
-  const late = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  const done = await Promise.race([closed, late]);
-  clearTimeout(timer);
-  if (!done) pool.destroy();
+  if (!(await settlesWithin(pool.close(), ms))) pool.destroy();
 }
 
 /**

@@ -38,7 +38,7 @@ function demandLink(s: number): DemandLink {
 
 const views = config.services.map((service, s) => {
   const queues = replicaKind(service.replicas) !== 'static';
-  return new ReplicaView(service, new SlotTable(init.slots[s]!), thread, demandLink(s), queues, logger);
+  return new ReplicaView(service, new SlotTable(init.slots[s]!), thread, demandLink(s), queues, logger, init.poolCloseMs);
 });
 
 /** /metrics scrapes waiting for the main thread's rendering, by id. */

@@ -2,23 +2,35 @@
 // Errors relayed from a replica are not RelayErrors: they pass through untouched.
 import { DRAINING_RETRY_AFTER_S } from '../tunables.js';
 
-export type ErrorCode =
-  | 'bad_request'
-  | 'invalid_path'
-  | 'unauthorized'
-  | 'not_found'
-  | 'service_not_found'
-  | 'method_not_allowed'
-  | 'payload_too_large'
-  | 'too_many_requests'
-  | 'client_closed'
-  | 'upstream_unavailable'
-  | 'upstream_error'
-  | 'queue_full'
-  | 'no_replica'
-  | 'draining'
-  | 'upstream_timeout'
-  | 'internal_error';
+/**
+ * Every code of Sluice's own errors: the one list that the type, the table below, the outcomes
+ * and the request counters (metrics/request-counters.ts numbers them in this order) come from.
+ */
+const ERROR_CODES = [
+  'client_closed',
+  'upstream_error',
+  'upstream_unavailable',
+  'upstream_timeout',
+  'payload_too_large',
+  'queue_full',
+  'no_replica',
+  'draining',
+  'internal_error',
+  'bad_request',
+  'invalid_path',
+  'unauthorized',
+  'not_found',
+  'service_not_found',
+  'method_not_allowed',
+  'too_many_requests',
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/** How a request ended, for logs and metrics: `ok`, or the code of the error it ended with. */
+export type Outcome = 'ok' | ErrorCode;
+
+/** Every outcome, `ok` first. */
+export const OUTCOMES: readonly Outcome[] = ['ok', ...ERROR_CODES];
 
 /** Who caused the error: the caller, the replica, or the gateway itself. */
 export type ErrorSource = 'caller' | 'replica' | 'gateway';

@@ -18,7 +18,7 @@
 // pair arriving when the table is full (64 distinct pairs for one service in one store), is
 // counted under status "other" for its outcome. So the label set is bounded: at most
 // PAIR_SLOTS + one "other" per outcome for each service.
-import type { ErrorCode } from '../http/errors.js';
+import { OUTCOMES as REQUEST_OUTCOMES } from '../http/errors.js';
 
 /** Bucket bounds (seconds) of the time-to-first-byte and duration histograms. */
 export const LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
@@ -33,29 +33,11 @@ export const STREAM_BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.
 export const INTERRUPTIONS = ['upstream_reset', 'upstream_idle', 'draining'] as const;
 export type Interruption = (typeof INTERRUPTIONS)[number];
 
-/** Every outcome a request can end with (`ok` or one of Sluice's error codes), plus `other`. */
-const OUTCOME_SET: Record<'ok' | ErrorCode | 'other', true> = {
-  ok: true,
-  client_closed: true,
-  upstream_error: true,
-  upstream_unavailable: true,
-  upstream_timeout: true,
-  payload_too_large: true,
-  queue_full: true,
-  no_replica: true,
-  draining: true,
-  internal_error: true,
-  bad_request: true,
-  invalid_path: true,
-  unauthorized: true,
-  not_found: true,
-  service_not_found: true,
-  method_not_allowed: true,
-  too_many_requests: true,
-  // An outcome name this list does not know (none should reach here): counted, not lost.
-  other: true,
-};
-export const OUTCOMES: readonly string[] = Object.keys(OUTCOME_SET);
+/**
+ * Every outcome a request can end with (http/errors.ts: `ok` or one of Sluice's error codes), plus
+ * `other` for an outcome name that list does not know (none should reach here): counted, not lost.
+ */
+export const OUTCOMES: readonly string[] = [...REQUEST_OUTCOMES, 'other'];
 const OUTCOME_INDEX = new Map(OUTCOMES.map((name, index) => [name, index]));
 const OTHER_OUTCOME = OUTCOMES.length - 1;
 // A pair key holds the outcome in 5 bits.

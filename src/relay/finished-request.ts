@@ -3,7 +3,8 @@
 // plane forwards it to the counters and the access log and knows nothing of how it was found.
 import type { AccessLine } from '../log/access-log.js';
 import { describeUpstreamError } from '../upstream/errors.js';
-import type { Outcome, RelayRequest } from './relay.js';
+import type { Outcome } from '../http/errors.js';
+import type { RelayRequest } from './relay.js';
 
 export interface FinishedRequest {
   slug: string;

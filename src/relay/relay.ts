@@ -17,7 +17,7 @@
 // listener, keep-alive tick), so the hot path allocates no closures beyond the two uWS callbacks.
 import type { HttpResponse } from 'uWebSockets.js';
 import type { ServiceConfig } from '../config/types.js';
-import { RelayError } from '../http/errors.js';
+import { type Outcome, RelayError } from '../http/errors.js';
 import type { Interruption, StreamCounters } from '../metrics/request-counters.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamConnection } from '../upstream/connection.js';
@@ -43,19 +43,6 @@ export interface ServiceRuntime {
   /** This thread's account of the service's waiting and held request bodies. */
   readonly held: HeldBodies;
 }
-
-/** How a request ended, for logs and metrics. */
-export type Outcome =
-  | 'ok'
-  | 'client_closed'
-  | 'upstream_error'
-  | 'payload_too_large'
-  | 'queue_full'
-  | 'no_replica'
-  | 'draining'
-  | 'upstream_unavailable'
-  | 'upstream_timeout'
-  | 'internal_error';
 
 /** Told once per request, when it is over. */
 export interface RelayObserver {
@@ -399,7 +386,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     const closeLater = !this.callerGone && this.body.endUpload();
     this.body.stop();
     this.downstream.error(error, this.method === 'HEAD', closeLater);
-    this.finish(error.code as Outcome, error, release);
+    this.finish(error.code, error, release);
   }
 
   /**

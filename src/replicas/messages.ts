@@ -25,6 +25,8 @@ export interface WorkerInit {
   testRoutes: boolean;
   /** The front end's build the main thread chose (http/uws-build.ts): every thread loads the same. */
   uwsBuild: string;
+  /** How long closing a gone replica's pool waits for its requests (the control plane's `poolCloseMs`). */
+  poolCloseMs: number;
 }
 
 /** Main → worker. A `LinkCall` is a call of a service's `ViewLink` (`s`: its index in the config). */

@@ -5,6 +5,7 @@
 // another ready replica (docs/api.md#errors). A reset on a connection that was established
 // (even a reused one) is never retried: bytes may have reached the replica.
 import { RelayError } from '../http/errors.js';
+import { errorCode } from '../http/error-code.js';
 
 /** What went wrong on the upstream side when there is no socket error to name it. */
 export type UpstreamErrorCode =
@@ -87,13 +88,8 @@ export function faultBeforeHead(error: RelayError): 'reset' | 'timeout' | 'faile
   return error.code === 'upstream_unavailable' && cause instanceof Error ? 'reset' : 'failed';
 }
 
-function codeOf(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
-
 /** A short, token-free description of an upstream error for logs. */
-export function describeUpstreamError(err: unknown): { code: string | undefined; message: string } {
+export function describeUpstreamError(err: unknown): { code: string; message: string } {
   const cause = err instanceof RelayError ? err.cause : err;
-  return { code: codeOf(cause), message: cause instanceof Error ? cause.message : String(cause) };
+  return { code: errorCode(cause), message: cause instanceof Error ? cause.message : String(cause) };
 }

@@ -27,6 +27,7 @@ import type { ReplicaEvents } from '../../replicas/events.js';
 import { EJECTED, READY, type SlotTable } from '../../replicas/slots.js';
 import type { FailureReason } from '../../replicas/types.js';
 import { EJECT_AFTER_FAILURES } from '../../tunables.js';
+import { backoffMs } from '../../time/backoff.js';
 import type { EjectionSnapshot } from './control-types.js';
 import type { ManagedReplica } from './replica.js';
 import type { ReplicaSetTuning } from './tuning.js';
@@ -112,14 +113,14 @@ export class Ejections {
     if (e.returnedAt !== 0 && now - e.returnedAt >= this.tuning.ejectionResetMs) e.streak = 0;
     e.streak++;
     e.count++;
-    const backoffMs = Math.min(this.tuning.ejectionMaxMs, this.tuning.ejectionBaseMs * 2 ** (e.streak - 1));
-    e.until = Date.now() + backoffMs;
+    const waitMs = backoffMs(this.tuning.ejectionBaseMs, this.tuning.ejectionMaxMs, e.streak);
+    e.until = Date.now() + waitMs;
     e.reason = reason;
     this.slots.setFailures(r.slot, 0);
     if (r.state === 'ready') this.slots.setState(r.slot, EJECTED);
-    e.timer = setTimeout(() => this.end(r), backoffMs);
+    e.timer = setTimeout(() => this.end(r), waitMs);
     e.timer.unref();
-    this.log.warn({ service: this.slug, replica: r.id, reason, backoffMs, failures, ejections: e.count }, 'replica ejected');
+    this.log.warn({ service: this.slug, replica: r.id, reason, backoffMs: waitMs, failures, ejections: e.count }, 'replica ejected');
     this.events?.replicaEjected(this.slug, r.id, reason);
   }
 

@@ -3,8 +3,10 @@
 // so a probe never waits behind relayed requests for one of `concurrency` connections (and a slow
 // probe never holds one). Probes are rare and off the hot path: a fresh connection each time
 // (no keep-alive), and one timer per probe for its deadline.
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { connect } from 'node:net';
+import { errorCode } from '../../http/error-code.js';
+import { getWithDeadline } from '../../http/get.js';
 
 /** A probe's outcome: `ok`, plus what to log when it changes (`200`, `503`, `ECONNREFUSED`). */
 export interface ProbeResult {
@@ -16,44 +18,23 @@ export function createProbeAgent(_timeoutMs: number): Agent {
   return new Agent({ keepAlive: false });
 }
 
+const HEADERS = { 'accept-encoding': 'identity', 'user-agent': 'sluice-probe' };
+
 /** `GET origin+path`; ok on any 2xx within `timeoutMs` (connect included). Never throws. */
 export function probeHttp(agent: Agent, origin: string, path: string, timeoutMs: number): Promise<ProbeResult> {
-  return new Promise((resolve) => {
-    let settled = false;
-    const done = (result: ProbeResult): void => {
-      if (settled) return;
-      settled = true;
-      resolve(result);
-    };
-    let req: ReturnType<typeof request>;
-    try {
-      req = request(origin + path, { agent, method: 'GET', headers: { 'accept-encoding': 'identity', 'user-agent': 'sluice-probe' } }, (res) => {
-        // The status decides; the body is read (and dropped) in the background, within the same deadline.
-        res.on('end', () => clearTimeout(timer));
-        res.on('error', () => undefined);
-        res.resume();
-        const status = res.statusCode ?? 0;
-        done({ ok: status >= 200 && status < 300, detail: String(status) });
-      });
-    } catch (err) {
-      done({ ok: false, detail: errorCode(err) });
-      return;
-    }
-    const timer = setTimeout(() => {
-      done({ ok: false, detail: 'ETIMEDOUT' });
-      req.destroy();
-    }, timeoutMs);
-    req.on('error', (err) => {
-      clearTimeout(timer);
-      done({ ok: false, detail: errorCode(err) });
-    });
-    req.on('close', () => {
-      if (settled) return;
-      clearTimeout(timer);
-      done({ ok: false, detail: 'closed' });
-    });
-    req.end();
-  });
+  return getWithDeadline<ProbeResult>(
+    agent,
+    origin + path,
+    HEADERS,
+    timeoutMs,
+    (res, answer) => {
+      // The status decides; the body is read (and dropped) in the background, within the same deadline.
+      res.resume();
+      const status = res.statusCode ?? 0;
+      answer.settle({ ok: status >= 200 && status < 300, detail: String(status) });
+    },
+    (failure) => ({ ok: false, detail: failure.why === 'timeout' ? 'ETIMEDOUT' : failure.why === 'closed' ? 'closed' : failure.code }),
+  );
 }
 
 /** Opens and closes a TCP connection; ok when it connects. Never throws. */
@@ -72,15 +53,4 @@ export function probeTcp(host: string, port: number, timeoutMs: number): Promise
     socket.once('connect', () => done({ ok: true, detail: 'connected' }));
     socket.once('error', (err) => done({ ok: false, detail: errorCode(err) }));
   });
-}
-
-function errorCode(err: unknown): string {
-  if (typeof err === 'object' && err !== null) {
-    const code = (err as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-    const cause = (err as { cause?: unknown }).cause;
-    if (cause !== undefined && cause !== err) return errorCode(cause);
-    if (err instanceof Error) return err.name;
-  }
-  return 'error';
 }

@@ -1,5 +1,6 @@
 // Timings of the control plane that tests shorten; production uses the defaults (src/tunables.ts).
 import { REPLICA_TIMINGS } from '../../tunables.js';
+import { backoffMs } from '../../time/backoff.js';
 
 export interface ReplicaSetTuning {
   /** Readiness poll of a starting replica: this interval (at least) for its first 2 s, then at
@@ -51,7 +52,7 @@ export class StartBackoff {
     if (this.lastReadyAt > this.lastFailureAt && now - this.lastReadyAt >= this.tuning.stableMs) this.failures = 0;
     this.failures++;
     this.lastFailureAt = now;
-    const ms = Math.min(this.tuning.backoffMaxMs, this.tuning.backoffBaseMs * 2 ** (this.failures - 1));
+    const ms = backoffMs(this.tuning.backoffBaseMs, this.tuning.backoffMaxMs, this.failures);
     this.until = now + ms;
     return ms;
   }

@@ -5,6 +5,7 @@
 // server for an hour writes two lines per kind of call, not one per request or retry.
 import { type ConfigurationOptions, Observable, type RequestContext, type ResponseContext } from '@kubernetes/client-node';
 import type { Logger } from '../../../log/logger.js';
+import { backoffMs } from '../../../time/backoff.js';
 
 /** What a failed API call says about itself, safe to log. */
 export interface ApiFailure {
@@ -115,7 +116,7 @@ export class ApiTrouble {
   }
 
   private delay(count: number): number {
-    const base = Math.min(this.tuning.backoffMaxMs, this.tuning.backoffBaseMs * 2 ** Math.min(count - 1, 20));
+    const base = backoffMs(this.tuning.backoffBaseMs, this.tuning.backoffMaxMs, count);
     // ±20% so that N gateways that lost the API server together do not retry in lockstep.
     return Math.round(base * (0.8 + Math.random() * 0.4));
   }

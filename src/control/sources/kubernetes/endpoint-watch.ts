@@ -25,7 +25,8 @@ import { Watch } from '@kubernetes/client-node';
 import type { Logger } from '../../../log/logger.js';
 import { type ApiTrouble, callOptions, describeApiError, sleep, statusOf } from './api-trouble.js';
 import { SERVICE_NAME_LABEL } from './endpoints.js';
-import { WATCH_HELD_MS } from '../../../tunables.js';
+import { settlesWithin } from '../../../time/bounded-wait.js';
+import { WATCH_HELD_MS, WATCH_STOP_WAIT_MS } from '../../../tunables.js';
 
 export interface WatchTuning {
   /** `timeoutSeconds` asked of the API server: it ends the watch cleanly after this long. */
@@ -79,9 +80,7 @@ export class EndpointSliceWatch {
     this.stopper.abort();
     this.current?.abort();
     if (this.running === undefined) return;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.running, new Promise<void>((resolve) => (timer = setTimeout(resolve, 1_000)))]);
-    clearTimeout(timer);
+    await settlesWithin(this.running, WATCH_STOP_WAIT_MS);
   }
 
   private get stopped(): boolean {
