@@ -16,15 +16,15 @@ import { after, test } from 'node:test';
 import { promisify } from 'node:util';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { request } from 'undici';
-import { AUTH, TEST_TOKEN, TEST_TOKEN_SHA256 } from './helpers/gateway.js';
-import { type OverviewFixture, startOverviewFixture } from './helpers/overview.js';
+import { AUTH, TEST_TOKEN, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { type OverviewFixture, startOverviewFixture } from '../helpers/overview.js';
 
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 const IN_CI = process.env['CI'] === 'true' || process.env['CI'] === '1';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
 const SKIP = !HAVE_CHROMIUM && !IN_CI ? `no chromium at ${CHROMIUM}: run .ci/install-chromium (Debian) or set CHROMIUM_PATH` : false;
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const OUTPUT = join(ROOT, '.test-output');
 const FLAGS = [
   '--headless',

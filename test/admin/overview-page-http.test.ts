@@ -5,9 +5,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { UI_DIR } from '../src/admin/page.js';
-import { quantile } from '../src/admin/status.js';
-import { type OverviewFixture, startOverviewFixture } from './helpers/overview.js';
+import { UI_DIR } from '../../src/admin/page.js';
+import { quantile } from '../../src/admin/status.js';
+import { type OverviewFixture, startOverviewFixture } from '../helpers/overview.js';
 
 let fixture: OverviewFixture | undefined;
 after(async () => {

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { UI_DIR } from '../src/admin/page.js';
+import { UI_DIR } from '../../src/admin/page.js';
 
 interface RoutingText {
   routingText(routing: unknown): string;

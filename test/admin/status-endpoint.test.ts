@@ -4,9 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, TEST_TOKEN, TEST_TOKEN_SHA256, eventually, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { type OverviewFixture, type ServiceStatusJson, startOverviewFixture } from './helpers/overview.js';
-import { startReplica } from './helpers/replica.js';
+import { AUTH, TEST_TOKEN, TEST_TOKEN_SHA256, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { type OverviewFixture, type ServiceStatusJson, startOverviewFixture } from '../helpers/overview.js';
+import { startReplica } from '../helpers/replica.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 after(async () => {

@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const RUN = fileURLToPath(new URL('../bench/run.js', import.meta.url));
-const PAUSES = fileURLToPath(new URL('../bench/pauses.js', import.meta.url));
+const RUN = fileURLToPath(new URL('../../bench/run.js', import.meta.url));
+const PAUSES = fileURLToPath(new URL('../../bench/pauses.js', import.meta.url));
 
 interface Run {
   code: number | null;

@@ -7,9 +7,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sha256Hex } from '../src/cli/token.js';
+import { sha256Hex } from '../../src/cli/token.js';
 
-const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const DIGEST = 'ab'.repeat(32);
 
 interface Run {

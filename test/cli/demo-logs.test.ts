@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { DEV_TOKEN } from '../src/cli/demo.js';
-import { eventually, TEST_TOKEN_SHA256 } from './helpers/gateway.js';
-import { closedPort } from './helpers/replica.js';
+import { DEV_TOKEN } from '../../src/cli/demo.js';
+import { eventually, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { closedPort } from '../helpers/replica.js';
 
-const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const children: ChildProcess[] = [];
 after(() => {
   for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');

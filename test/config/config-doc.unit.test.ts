@@ -5,10 +5,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { parseConfig } from '../src/config/load.js';
-import { ABOUT, configKeys, configTable, TABLE_BEGIN, TABLE_END, TABLE_FILE, withTable } from '../src/config/doc.js';
+import { parseConfig } from '../../src/config/load.js';
+import { ABOUT, configKeys, configTable, TABLE_BEGIN, TABLE_END, TABLE_FILE, withTable } from '../../src/config/doc.js';
 
-const DOC = fileURLToPath(new URL(`../../${TABLE_FILE}`, import.meta.url));
+const DOC = fileURLToPath(new URL(`../../../${TABLE_FILE}`, import.meta.url));
 
 test("the config table of docs/configuration.md is the one generated from the schema", () => {
   assert.equal(TABLE_FILE, 'docs/configuration.md');

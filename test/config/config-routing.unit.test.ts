@@ -2,8 +2,8 @@
 // names overriding them), `routing`, `tokens[].priority`, each validated with a precise rule.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseConfig } from '../src/config/load.js';
-import { problemsOf } from './helpers/config.js';
+import { parseConfig } from '../../src/config/load.js';
+import { problemsOf } from '../helpers/config.js';
 
 const DIGEST = 'ab'.repeat(32);
 

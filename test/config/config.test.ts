@@ -5,11 +5,11 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfigFile, parseConfig } from '../src/config/load.js';
-import { problemsOf } from './helpers/config.js';
-import type { Config } from '../src/config/types.js';
-import { DEFAULTS } from '../src/config/schema.js';
-import { makeCertificate } from './helpers/tls.js';
+import { ConfigError, loadConfigFile, parseConfig } from '../../src/config/load.js';
+import { problemsOf } from '../helpers/config.js';
+import type { Config } from '../../src/config/types.js';
+import { DEFAULTS } from '../../src/config/schema.js';
+import { makeCertificate } from '../helpers/tls.js';
 
 const DIGEST = 'ab'.repeat(32);
 const DIGEST2 = 'cd'.repeat(32);

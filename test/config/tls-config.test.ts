@@ -7,15 +7,15 @@ import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { parseConfig } from '../src/config/load.js';
-import { problemsOf } from './helpers/config.js';
-import { tlsWarnings } from '../src/config/tls.js';
-import { createLogger } from '../src/log/logger.js';
-import { startGateway } from '../src/control/gateway.js';
-import { TEST_TOKEN_SHA256 } from './helpers/gateway.js';
-import { encryptKey, makeCertificate } from './helpers/tls.js';
+import { parseConfig } from '../../src/config/load.js';
+import { problemsOf } from '../helpers/config.js';
+import { tlsWarnings } from '../../src/config/tls.js';
+import { createLogger } from '../../src/log/logger.js';
+import { startGateway } from '../../src/control/gateway.js';
+import { TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { encryptKey, makeCertificate } from '../helpers/tls.js';
 
-const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 
 const a = makeCertificate('a');
 const b = makeCertificate('b', a.dir);

@@ -1,8 +1,8 @@
 // The waiter queue on its own: FIFO order, bound, O(1) removal, and deadlines served by one timer.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { WaiterQueue } from '../src/control/replicas/queue.js';
-import { TestWaiter, within } from './fixtures/replica-harness.js';
+import { WaiterQueue } from '../../src/control/replicas/queue.js';
+import { TestWaiter, within } from '../fixtures/replica-harness.js';
 
 test('queue: FIFO order, bound, remove from the middle', () => {
   const expired: TestWaiter[] = [];

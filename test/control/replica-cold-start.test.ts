@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { createReplicaSet } from '../src/control/replica-set.js';
+import { createReplicaSet } from '../../src/control/replica-set.js';
 import {
   Recorder,
   TestWaiter,
@@ -16,7 +16,7 @@ import {
   serverCommand,
   serviceConfig,
   within,
-} from './fixtures/replica-harness.js';
+} from '../fixtures/replica-harness.js';
 
 test('a burst of 200 on a cold service starts exactly one replica and is served in FIFO order', async () => {
   const { logger } = captureLogger();

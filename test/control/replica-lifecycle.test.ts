@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { createReplicaSet } from '../src/control/replica-set.js';
+import { createReplicaSet } from '../../src/control/replica-set.js';
 import {
   Recorder,
   TestWaiter,
@@ -15,8 +15,8 @@ import {
   serverCommand,
   serviceConfig,
   within,
-} from './fixtures/replica-harness.js';
-import { eventually } from './helpers/gateway.js';
+} from '../fixtures/replica-harness.js';
+import { eventually } from '../helpers/gateway.js';
 
 test('close() stops every replica process, even one that ignores SIGTERM, and awaits the exits', async () => {
   const { logger, records } = captureLogger();

@@ -4,9 +4,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { createReplicaSet } from '../src/control/replica-set.js';
-import type { Replica } from '../src/replicas/types.js';
-import { Recorder, TestWaiter, captureLogger, pidAlive, serverCommand, serviceConfig, within } from './fixtures/replica-harness.js';
+import { createReplicaSet } from '../../src/control/replica-set.js';
+import type { Replica } from '../../src/replicas/types.js';
+import { Recorder, TestWaiter, captureLogger, pidAlive, serverCommand, serviceConfig, within } from '../fixtures/replica-harness.js';
 
 /**
  * Waits for a witness: a replica of another set, released at once, stopped after `idleMs` idle.

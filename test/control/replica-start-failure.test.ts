@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { createReplicaSet } from '../src/control/replica-set.js';
+import { createReplicaSet } from '../../src/control/replica-set.js';
 import {
   Recorder,
   TestWaiter,
@@ -15,7 +15,7 @@ import {
   serverCommand,
   serviceConfig,
   within,
-} from './fixtures/replica-harness.js';
+} from '../fixtures/replica-harness.js';
 
 test('a command that exits at once: every queued waiter gets no_replica on the exit, not at the start timeout; the next request starts again', async () => {
   const { logger, records } = captureLogger();

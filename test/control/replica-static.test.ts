@@ -6,10 +6,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { findFreePort } from '../src/control/sources/replica-process.js';
-import { createReplicaSet, type ManagedReplicaSet } from '../src/control/replica-set.js';
-import type { Replica } from '../src/replicas/types.js';
-import { Recorder, TestWaiter, captureLogger, serviceConfig, within } from './fixtures/replica-harness.js';
+import { findFreePort } from '../../src/control/sources/replica-process.js';
+import { createReplicaSet, type ManagedReplicaSet } from '../../src/control/replica-set.js';
+import type { Replica } from '../../src/replicas/types.js';
+import { Recorder, TestWaiter, captureLogger, serviceConfig, within } from '../fixtures/replica-harness.js';
 
 interface Upstream {
   server: Server;

@@ -5,16 +5,16 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { FAST, NS, slice, startFakeKube, writeKubeconfig } from './helpers/kube.js';
-import { startLoadReplica, type LoadReplica } from './helpers/load-replica.js';
-import { connectionsOnEveryWorker, type WorkerConnection } from './helpers/workers.js';
+import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { FAST, NS, slice, startFakeKube, writeKubeconfig } from '../helpers/kube.js';
+import { startLoadReplica, type LoadReplica } from '../helpers/load-replica.js';
+import { connectionsOnEveryWorker, type WorkerConnection } from '../helpers/workers.js';
 
 process.env['NODE_ENV'] = 'test';
 process.env['SLUICE_TEST_HOOKS'] = '1';
 process.env['SLUICE_TEST_KUBE_TUNING'] = JSON.stringify(FAST);
 
-const METRICS_REPLICA = fileURLToPath(new URL('./fixtures/metrics-replica.js', import.meta.url));
+const METRICS_REPLICA = fileURLToPath(new URL('../fixtures/metrics-replica.js', import.meta.url));
 const open: { close(): Promise<void> }[] = [];
 after(async () => {
   for (const x of open.splice(0).reverse()) await x.close();

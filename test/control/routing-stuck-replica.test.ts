@@ -7,8 +7,8 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { type LoadReplica, startLoadReplica } from './helpers/load-replica.js';
+import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { type LoadReplica, startLoadReplica } from '../helpers/load-replica.js';
 
 const open: { close(): Promise<void> }[] = [];
 after(async () => {

@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
-import { ServiceControl } from '../src/control/replicas/service-control.js';
-import { ReplicaView } from '../src/data/replica-view.js';
-import type { ViewLink } from '../src/replicas/link.js';
-import { serviceConfig, TestWaiter } from './fixtures/replica-harness.js';
+import { ServiceControl } from '../../src/control/replicas/service-control.js';
+import { ReplicaView } from '../../src/data/replica-view.js';
+import type { ViewLink } from '../../src/replicas/link.js';
+import { serviceConfig, TestWaiter } from '../fixtures/replica-harness.js';
 
 const logger = pino({ level: 'silent' });
 

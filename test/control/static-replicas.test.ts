@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { closedPort, readBody, startReplica, type TestReplica } from './helpers/replica.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { closedPort, readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 
 let live: TestReplica;
 let tg: TestGateway;

@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, before, test } from 'node:test';
 import { Worker } from 'node:worker_threads';
-import { createAuthLimiterBuffer, SharedAuthLimiter } from '../src/data/shared-auth-limiter.js';
-import { AUTH_FAILURE_LIMIT, AUTH_FAILURE_WINDOW_S } from '../src/tunables.js';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
+import { createAuthLimiterBuffer, SharedAuthLimiter } from '../../src/data/shared-auth-limiter.js';
+import { AUTH_FAILURE_LIMIT, AUTH_FAILURE_WINDOW_S } from '../../src/tunables.js';
+import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 
 /** The address as uWS gives it to the limiter: 4 bytes (IPv4) or 16 (IPv6, `::` allowed). */
 function ip(text: string): ArrayBuffer {
@@ -141,7 +141,7 @@ test('exact across threads: failures recorded at once by four threads add up, on
   const rounds = AUTH_FAILURE_LIMIT / threads;
   const workers = Array.from(
     { length: threads },
-    () => new Worker(new URL('./fixtures/auth-failure-recorder.js', import.meta.url), { workerData: { buffer, go, addresses, rounds, now } }),
+    () => new Worker(new URL('../fixtures/auth-failure-recorder.js', import.meta.url), { workerData: { buffer, go, addresses, rounds, now } }),
   );
   const done = workers.map((w) => new Promise((resolve, reject) => w.once('message', resolve).once('error', reject)));
   await eventually(() => Atomics.load(gate, 1) === threads, 10_000, 'every thread to be ready');

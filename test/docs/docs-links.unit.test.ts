@@ -7,7 +7,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 
 /** The markdown files users read. */
 function documents(): string[] {
@@ -118,7 +118,7 @@ test('no text points outside the repository: no design notes, no contract sectio
   const outside = /\.\.\/shared|shared\/design|CONTRACT\.md|ARCHITECTURE\.md|contract sections? \d|ARCHITECTURE fact/;
   const found: string[] = [];
   for (const file of repositoryTexts()) {
-    if (file === fileURLToPath(import.meta.url).replace(/dist\/test\/docs-links\.test\.js$/, 'test/docs-links.test.ts')) continue;
+    if (file === fileURLToPath(import.meta.url).replace(/dist\/test\/docs\/docs-links\.unit\.test\.js$/, 'test/docs/docs-links.unit.test.ts')) continue;
     readFileSync(file, 'utf8')
       .split('\n')
       .forEach((line, i) => {

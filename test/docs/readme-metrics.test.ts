@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { AUTH, rawService, startTestGateway } from './helpers/gateway.js';
+import { AUTH, rawService, startTestGateway } from '../helpers/gateway.js';
 
-const operations = readFileSync(fileURLToPath(new URL('../../docs/operations.md', import.meta.url)), 'utf8');
+const operations = readFileSync(fileURLToPath(new URL('../../../docs/operations.md', import.meta.url)), 'utf8');
 const metricsStart = operations.indexOf('\n## Metrics\n');
 const metricsEnd = operations.indexOf('\n## ', metricsStart + 1);
 /** The section "Metrics" of docs/operations.md: the table and the sample alerts. */

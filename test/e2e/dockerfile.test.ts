@@ -13,11 +13,11 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { DEFAULTS } from '../src/config/schema.js';
-import { eventually, TEST_TOKEN_SHA256 } from './helpers/gateway.js';
-import { closedPort } from './helpers/replica.js';
+import { DEFAULTS } from '../../src/config/schema.js';
+import { eventually, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { closedPort } from '../helpers/replica.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const DOCKERFILE = join(ROOT, 'Dockerfile');
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   bin: Record<string, string>;

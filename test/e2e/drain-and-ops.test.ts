@@ -9,11 +9,11 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, TEST_TOKEN_SHA256 } from './helpers/gateway.js';
-import { RECORDING_REPLICA } from './helpers/launched.js';
-import { closedPort, readBody, startReplica } from './helpers/replica.js';
+import { AUTH, eventually, rawService, startTestGateway, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { RECORDING_REPLICA } from '../helpers/launched.js';
+import { closedPort, readBody, startReplica } from '../helpers/replica.js';
 
-const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
   for (const cleanup of cleanups) await cleanup();

@@ -13,10 +13,10 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
-import { TEST_TOKEN, TEST_TOKEN_SHA256, AUTH, eventually } from './helpers/gateway.js';
-import { type GatewayProcess, openFds, rssBytes, startGatewayProcess } from './helpers/gateway-process.js';
-import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
-import { UWS_IDLE_MS } from './helpers/uws-timing.js';
+import { TEST_TOKEN, TEST_TOKEN_SHA256, AUTH, eventually } from '../helpers/gateway.js';
+import { type GatewayProcess, openFds, rssBytes, startGatewayProcess } from '../helpers/gateway-process.js';
+import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { UWS_IDLE_MS } from '../helpers/uws-timing.js';
 
 const IDLE_CONNECTIONS = 2000;
 const SLOWLORIS = 50;

@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, TEST_TOKEN_SHA256, eventually } from './helpers/gateway.js';
-import { type GatewayProcess, startGatewayProcess } from './helpers/gateway-process.js';
-import { RECORDING_REPLICA, isAlive, recordFile, recorded } from './helpers/launched.js';
-import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
+import { AUTH, TEST_TOKEN_SHA256, eventually } from '../helpers/gateway.js';
+import { type GatewayProcess, startGatewayProcess } from '../helpers/gateway-process.js';
+import { RECORDING_REPLICA, isAlive, recordFile, recorded } from '../helpers/launched.js';
+import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 
 const DRAIN_TIMEOUT_MS = 3000;
 

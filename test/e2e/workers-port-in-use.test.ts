@@ -6,9 +6,9 @@ import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { TEST_TOKEN_SHA256 } from './helpers/gateway.js';
-import { closedPort } from './helpers/replica.js';
-import { CLI, type CliGateway, startCliGateway } from './helpers/workers.js';
+import { TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { closedPort } from '../helpers/replica.js';
+import { CLI, type CliGateway, startCliGateway } from '../helpers/workers.js';
 
 let gw: CliGateway | undefined;
 

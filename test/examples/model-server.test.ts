@@ -6,7 +6,7 @@ import { connect, createServer, type AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { Agent, request } from 'undici';
-import { startModelServer, type ModelServer } from '../examples/model-server.js';
+import { startModelServer, type ModelServer } from '../../examples/model-server.js';
 
 const TOKEN_DELAY_MS = 25;
 

@@ -12,11 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { BUILDS, loadUwsBuild } from '../src/http/uws-build.js';
-import { startGatewayProcess } from './helpers/gateway-process.js';
-import { TEST_TOKEN_SHA256 } from './helpers/gateway.js';
+import { BUILDS, loadUwsBuild } from '../../src/http/uws-build.js';
+import { startGatewayProcess } from '../helpers/gateway-process.js';
+import { TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 
-const CLI = fileURLToPath(new URL('../src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const BUILD = await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined);
 const NO_UWS_NODE = process.env['SLUICE_NO_UWS_NODE'];
 const IN_CI = process.env['CI'] === 'true';

@@ -3,10 +3,10 @@
 // (a watch that was working resumes at once when cut; failures in a row back off).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { KubeEndpoint } from '../src/control/sources/kubernetes/kubernetes-source.js';
-import type { FakeKubeApi, KubeRequest } from './fixtures/fake-kube-api.js';
-import { eventually } from './helpers/gateway.js';
-import { KUBE_TOKEN, NS, newSource, slice, startFakeKube, writeKubeconfig } from './helpers/kube.js';
+import type { KubeEndpoint } from '../../src/control/sources/kubernetes/kubernetes-source.js';
+import type { FakeKubeApi, KubeRequest } from '../fixtures/fake-kube-api.js';
+import { eventually } from '../helpers/gateway.js';
+import { KUBE_TOKEN, NS, newSource, slice, startFakeKube, writeKubeconfig } from '../helpers/kube.js';
 
 const ids = (eps: readonly KubeEndpoint[]): string[] => eps.map((e) => `${e.id}${e.ready ? '' : e.terminating ? ' terminating' : ' not-ready'}`);
 

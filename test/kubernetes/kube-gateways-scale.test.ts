@@ -5,10 +5,10 @@
 // cold-starts again; a gateway killed while relaying does not hold the Deployment up.
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import type { FakeKubeApi } from './fixtures/fake-kube-api.js';
-import { eventually } from './helpers/gateway.js';
-import { KubeCluster, parseChatStream, scaleWrites } from './helpers/kube-gateways.js';
-import { NS } from './helpers/kube.js';
+import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
+import { eventually } from '../helpers/gateway.js';
+import { KubeCluster, parseChatStream, scaleWrites } from '../helpers/kube-gateways.js';
+import { NS } from '../helpers/kube.js';
 
 /** Waits for `n` reads of the Scale after request number `from`: idle checks that found the Deployment at min (and wrote nothing). */
 const scaleReadsAfter = (api: FakeKubeApi, from: number, n: number): Promise<void> =>

@@ -2,10 +2,10 @@
 // fake API server (which refuses Lease times that are not MicroTime, as the API server does).
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, test } from 'node:test';
-import type { KubernetesReplicaSource } from '../src/control/sources/kubernetes/kubernetes-source.js';
-import type { FakeKubeApi } from './fixtures/fake-kube-api.js';
-import { eventually } from './helpers/gateway.js';
-import { type CapturedLog, NS, newSource, type SourceSetup, startFakeKube, writeKubeconfig, stopSources } from './helpers/kube.js';
+import type { KubernetesReplicaSource } from '../../src/control/sources/kubernetes/kubernetes-source.js';
+import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
+import { eventually } from '../helpers/gateway.js';
+import { type CapturedLog, NS, newSource, type SourceSetup, startFakeKube, writeKubeconfig, stopSources } from '../helpers/kube.js';
 
 const IDLE_MS = 1_000;
 const MICRO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;

@@ -3,13 +3,13 @@
 // are read again, errors back off and are logged once, and nothing is ever lowered by a raise.
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, test } from 'node:test';
-import type { KubernetesReplicaSource } from '../src/control/sources/kubernetes/kubernetes-source.js';
-import { wantedReplicas } from '../src/control/sources/kubernetes/scaler.js';
-import type { FakeKubeApi } from './fixtures/fake-kube-api.js';
-import { KubeControllerSim } from './fixtures/kube-controller-sim.js';
-import { eventually } from './helpers/gateway.js';
-import { startReplica } from './helpers/replica.js';
-import { type CapturedLog, KUBE_TOKEN, NS, newSource, type SourceSetup, startFakeKube, writeKubeconfig, stopSources } from './helpers/kube.js';
+import type { KubernetesReplicaSource } from '../../src/control/sources/kubernetes/kubernetes-source.js';
+import { wantedReplicas } from '../../src/control/sources/kubernetes/scaler.js';
+import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
+import { KubeControllerSim } from '../fixtures/kube-controller-sim.js';
+import { eventually } from '../helpers/gateway.js';
+import { startReplica } from '../helpers/replica.js';
+import { type CapturedLog, KUBE_TOKEN, NS, newSource, type SourceSetup, startFakeKube, writeKubeconfig, stopSources } from '../helpers/kube.js';
 
 const scaleWrites = (api: FakeKubeApi): number =>
   api.requests.filter((r) => r.resource === 'deployments/scale' && (r.verb === 'patch' || r.verb === 'update') && r.status === 200).length;

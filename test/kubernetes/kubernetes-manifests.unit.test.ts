@@ -7,10 +7,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
-import { ALLOWED_CALLS } from './fixtures/fake-kube-api.js';
-import { parseConfig } from '../src/config/load.js';
+import { ALLOWED_CALLS } from '../fixtures/fake-kube-api.js';
+import { parseConfig } from '../../src/config/load.js';
 
-const DIR = fileURLToPath(new URL('../../examples/kubernetes/', import.meta.url));
+const DIR = fileURLToPath(new URL('../../../examples/kubernetes/', import.meta.url));
 
 type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; [key: string]: unknown };
 // Narrow helpers for reading nested manifest fields.

@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
-import { type AccessLine, AccessLog, millis } from '../src/log/access-log.js';
-import { createLogger } from '../src/log/logger.js';
+import { type AccessLine, AccessLog, millis } from '../../src/log/access-log.js';
+import { createLogger } from '../../src/log/logger.js';
 
 class Capture {
   lines: string[] = [];

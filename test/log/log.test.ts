@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-const LOG = fileURLToPath(new URL('../src/log/logger.js', import.meta.url));
+const LOG = fileURLToPath(new URL('../../src/log/logger.js', import.meta.url));
 
 /** Runs `body` in a child process that has `logger = createLogger('info')`; resolves with its stdout. */
 function runChild(body: string): Promise<string> {

@@ -6,10 +6,10 @@ import { Readable } from 'node:stream';
 import { after, test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { request } from 'undici';
-import { Metrics } from '../src/metrics/metrics.js';
-import { CounterLayout, PAIR_SLOTS, RequestCounters, sumCounters } from '../src/metrics/request-counters.js';
-import { AUTH, eventually, metricSamples, rawService, startTestGateway } from './helpers/gateway.js';
-import { closedPort, readBody, startReplica } from './helpers/replica.js';
+import { Metrics } from '../../src/metrics/metrics.js';
+import { CounterLayout, PAIR_SLOTS, RequestCounters, sumCounters } from '../../src/metrics/request-counters.js';
+import { AUTH, eventually, metricSamples, rawService, startTestGateway } from '../helpers/gateway.js';
+import { closedPort, readBody, startReplica } from '../helpers/replica.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
@@ -118,7 +118,7 @@ test('a worker thread counts into a SharedArrayBuffer; the scrape on the main th
   main.addCounters(new RequestCounters(main.layout, shared));
   main.requestStarted();
   main.requestFinished('b', 200, 'ok', 1, 1, 0.001, 0.001);
-  const countersModule = new URL('../src/metrics/request-counters.js', import.meta.url).href;
+  const countersModule = new URL('../../src/metrics/request-counters.js', import.meta.url).href;
   const worker = new Worker(
     `import { workerData, parentPort } from 'node:worker_threads';
      const { CounterLayout, RequestCounters } = await import(workerData.module);

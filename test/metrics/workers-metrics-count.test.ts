@@ -2,9 +2,9 @@
 // it, and /metrics answers the same sums through either worker.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { AUTH, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
-import { connectionsOnEveryWorker, type WorkerConnection } from './helpers/workers.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { connectionsOnEveryWorker, type WorkerConnection } from '../helpers/workers.js';
 
 let tg: TestGateway | undefined;
 let replica: TestReplica | undefined;

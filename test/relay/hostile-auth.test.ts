@@ -6,10 +6,10 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { AUTH, TEST_TOKEN, assertNoSecrets, metric, rawService, secret, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { startCountingReplica, type CountingReplica } from './helpers/counting-replica.js';
-import { RECORDING_REPLICA, recordFile, recorded } from './helpers/launched.js';
-import { assertSluiceError, firstLine, parseResponse, rawExchange } from './helpers/raw-http.js';
+import { AUTH, TEST_TOKEN, assertNoSecrets, metric, rawService, secret, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startCountingReplica, type CountingReplica } from '../helpers/counting-replica.js';
+import { RECORDING_REPLICA, recordFile, recorded } from '../helpers/launched.js';
+import { assertSluiceError, firstLine, parseResponse, rawExchange } from '../helpers/raw-http.js';
 
 /** Loopback addresses for the attempts, so the failure limit (20 per address) does not hide the auth path. */
 let nextHost = 10;

@@ -18,10 +18,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, TEST_TOKEN, type TestGateway } from './helpers/gateway.js';
-import { type CountingReplica, type CountingSetup, startCountingGateway } from './helpers/counting-replica.js';
-import { assertSluiceError, firstLine, parseResponse, rawExchange, type RawExchange } from './helpers/raw-http.js';
-import { UWS_BUILD, UWS_IDLE_MS, UWS_V57 } from './helpers/uws-timing.js';
+import { AUTH, TEST_TOKEN, type TestGateway } from '../helpers/gateway.js';
+import { type CountingReplica, type CountingSetup, startCountingGateway } from '../helpers/counting-replica.js';
+import { assertSluiceError, firstLine, parseResponse, rawExchange, type RawExchange } from '../helpers/raw-http.js';
+import { UWS_BUILD, UWS_IDLE_MS, UWS_V57 } from '../helpers/uws-timing.js';
 
 
 /**

@@ -3,9 +3,9 @@
 // double-encoded path is forwarded literally (never decoded twice).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { TEST_TOKEN, type TestGateway } from './helpers/gateway.js';
-import { type CountingReplica, type CountingSetup, startCountingGateway } from './helpers/counting-replica.js';
-import { assertSluiceError, firstLine, parseResponse, rawExchange } from './helpers/raw-http.js';
+import { TEST_TOKEN, type TestGateway } from '../helpers/gateway.js';
+import { type CountingReplica, type CountingSetup, startCountingGateway } from '../helpers/counting-replica.js';
+import { assertSluiceError, firstLine, parseResponse, rawExchange } from '../helpers/raw-http.js';
 
 /** `{path}` (and query) values that must be refused, with the rule each one breaks. */
 const UNSAFE: [string, string][] = [

@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
-import { type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from '../src/relay/keep-alive.js';
-import { TICK_MS } from '../src/tunables.js';
+import { type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from '../../src/relay/keep-alive.js';
+import { TICK_MS } from '../../src/tunables.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;

@@ -12,7 +12,7 @@
 //   slowly (fetch, undici) cut off.
 // Raw sockets, so every byte and every close is seen as sent, and real clients: curl, fetch and
 // undici with streamed bodies. (Head-only refusals, 401 and the like, still close at once:
-// test/hostile-auth.test.ts.)
+// test/relay/hostile-auth.test.ts.)
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,9 +22,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
-import { closedPort, readBody, startReplica, type TestReplica } from './helpers/replica.js';
-import { TEST_TOKEN, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { UWS_IDLE_MS } from './helpers/uws-timing.js';
+import { closedPort, readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { TEST_TOKEN, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { UWS_IDLE_MS } from '../helpers/uws-timing.js';
 
 const LIMIT = 1000;
 /** The queued service's limit: past HOLD_HIGH_WATER (64 KiB, where a queued caller is paused) and

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
-import { TEST_TOKEN, eventually, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
+import { TEST_TOKEN, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 
 /** Only a guard against hanging: the abort is expected within milliseconds. */
 const HANG_GUARD_MS = 5_000;

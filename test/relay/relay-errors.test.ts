@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
-import { AUTH, rawService, startTestGateway, TEST_TOKEN, type TestGateway } from './helpers/gateway.js';
-import { sha256Hex } from '../src/cli/token.js';
-import { closedPort, readBody, startReplica, type TestReplica } from './helpers/replica.js';
+import { AUTH, rawService, startTestGateway, TEST_TOKEN, type TestGateway } from '../helpers/gateway.js';
+import { sha256Hex } from '../../src/cli/token.js';
+import { closedPort, readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 
 const OTHER_TOKEN = 'slc_a_token_of_another_service';
 

@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, TEST_TOKEN, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { parseResponse, rawExchange, type RawResponse } from './helpers/raw-http.js';
-import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
+import { AUTH, TEST_TOKEN, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { parseResponse, rawExchange, type RawResponse } from '../helpers/raw-http.js';
+import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 
 /** How long the gateway may take to close a refused connection before the test gives up on it. */
 const HANG_GUARD_MS = 5_000;

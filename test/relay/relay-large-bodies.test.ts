@@ -23,8 +23,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Agent, request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { startReplica, type TestReplica } from './helpers/replica.js';
+import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startReplica, type TestReplica } from '../helpers/replica.js';
 
 const MiB = 1024 * 1024;
 const SIZE = 64 * MiB;

@@ -3,9 +3,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { request } from 'undici';
-import { startModelServer } from '../examples/model-server.js';
-import { AUTH, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
+import { startModelServer } from '../../examples/model-server.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 
 let model: Awaited<ReturnType<typeof startModelServer>>;
 let echo: TestReplica;

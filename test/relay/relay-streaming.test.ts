@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { after, before, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { readBody, startReplica, type TestReplica } from './helpers/replica.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 
 const TOKENS = 20;
 let replica: TestReplica;

@@ -5,8 +5,8 @@
 // data, fields that only look like `data`, byte order marks and non-ASCII bytes.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { EventScanner, isEventStream } from '../src/relay/sse-events.js';
-import { referenceEventCount } from './helpers/sse-reference.js';
+import { EventScanner, isEventStream } from '../../src/relay/sse-events.js';
+import { referenceEventCount } from '../helpers/sse-reference.js';
 
 /** Scans `bytes` cut at `cuts` (ascending offsets); checks the count after every read. */
 function check(bytes: Buffer, cuts: number[], what: string): void {

@@ -2,8 +2,8 @@
 // every worker together: 10 through each worker make 20, and then both workers answer 429.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { AUTH, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { connectionsOnEveryWorker, type WorkerConnection } from './helpers/workers.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { connectionsOnEveryWorker, type WorkerConnection } from '../helpers/workers.js';
 
 let tg: TestGateway | undefined;
 const open: WorkerConnection[] = [];

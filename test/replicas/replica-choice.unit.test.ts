@@ -2,9 +2,9 @@
 // turn, load scores, cache-full replicas last, and the affinity ring with bounded loads.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AffinityRing, hashKey } from '../src/replicas/affinity-ring.js';
-import { POINTS_PER_REPLICA } from '../src/tunables.js';
-import { BUSY, EJECTED, READY, SlotTable } from '../src/replicas/slots.js';
+import { AffinityRing, hashKey } from '../../src/replicas/affinity-ring.js';
+import { POINTS_PER_REPLICA } from '../../src/tunables.js';
+import { BUSY, EJECTED, READY, SlotTable } from '../../src/replicas/slots.js';
 
 /** A table of `n` ready replicas known to thread 0, with `known` to pass to take. */
 function table(n: number, options: { concurrency?: number; scored?: boolean } = {}): { slots: SlotTable; known: Int32Array } {

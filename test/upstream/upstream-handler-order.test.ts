@@ -5,14 +5,14 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { once } from 'node:events';
 import { connect } from 'node:net';
-import type { RelayError } from '../src/http/errors.js';
-import type { UpstreamConnection } from '../src/upstream/connection.js';
-import type { UpstreamHandler } from '../src/upstream/handler.js';
-import { CONNECTS_PER_TURN } from '../src/tunables.js';
-import { UpstreamPool } from '../src/upstream/pool.js';
-import { answer, type ScriptedReplica, startScriptedReplica } from './fixtures/scripted-replica.js';
-import { eventually } from './helpers/gateway.js';
-import { closedPort } from './helpers/replica.js';
+import type { RelayError } from '../../src/http/errors.js';
+import type { UpstreamConnection } from '../../src/upstream/connection.js';
+import type { UpstreamHandler } from '../../src/upstream/handler.js';
+import { CONNECTS_PER_TURN } from '../../src/tunables.js';
+import { UpstreamPool } from '../../src/upstream/pool.js';
+import { answer, type ScriptedReplica, startScriptedReplica } from '../fixtures/scripted-replica.js';
+import { eventually } from '../helpers/gateway.js';
+import { closedPort } from '../helpers/replica.js';
 
 class Recorder implements UpstreamHandler {
   readonly calls: string[] = [];

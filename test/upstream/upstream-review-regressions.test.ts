@@ -8,9 +8,9 @@ import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { answer, startScriptedReplica } from './fixtures/scripted-replica.js';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from './helpers/gateway.js';
-import { startReplica } from './helpers/replica.js';
+import { answer, startScriptedReplica } from '../fixtures/scripted-replica.js';
+import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startReplica } from '../helpers/replica.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
