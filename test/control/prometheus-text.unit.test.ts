@@ -1,6 +1,6 @@
 // The load reader's Prometheus text reading on its own (the scanner fed a whole exposition, and the
 // sample grammar behind it): the samples of one metric summed and maxed over series, everything
-// else ignored, malformed samples skipped, never a throw. Reading in chunks: metric-scanner.test.ts.
+// else ignored, malformed samples skipped, never a throw. Reading in chunks: metric-scanner.unit.test.ts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { type MetricSamples, MetricScanner } from '../../src/control/replicas/metric-scanner.js';
