@@ -8,6 +8,7 @@ import { request } from 'undici';
 import { UI_DIR } from '../../src/admin/page.js';
 import { quantile } from '../../src/admin/status.js';
 import { type OverviewFixture, startOverviewFixture } from '../helpers/overview.js';
+import { eventually } from '../helpers/wait.js';
 
 let fixture: OverviewFixture | undefined;
 after(async () => {
@@ -156,12 +157,7 @@ test('at most 64 open event streams: the next gets 503 with Retry-After until on
     await refused.body.dump();
     open.pop()!.abort.abort();
     // The gateway notices the closed stream (uWS reports the abort), then a new page may stream.
-    let status = 503;
-    for (let attempt = 0; attempt < 200 && status !== 200; attempt++) {
-      status = await openStream();
-      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-    assert.equal(status, 200);
+    await eventually(async () => (await openStream()) === 200, 10_000, 'a new stream once the closed one is noticed');
   } finally {
     for (const s of open) s.abort.abort();
   }

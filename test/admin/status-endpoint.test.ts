@@ -4,9 +4,10 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, TEST_TOKEN, TEST_TOKEN_SHA256, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, TEST_TOKEN, TEST_TOKEN_SHA256, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { type OverviewFixture, type ServiceStatusJson, startOverviewFixture } from '../helpers/overview.js';
 import { startReplica } from '../helpers/replica.js';
+import { eventually } from '../helpers/wait.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 after(async () => {

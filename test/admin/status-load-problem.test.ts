@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
-import { eventually, metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { eventually } from '../helpers/wait.js';
 
 /** What the replica's GET /metrics answers: `status` and `text`. */
 const endpoint = { status: 200, text: '' };

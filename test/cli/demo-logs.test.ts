@@ -11,8 +11,9 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DEV_TOKEN } from '../../src/cli/demo.js';
-import { eventually, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { closedPort } from '../helpers/replica.js';
+import { eventually } from '../helpers/wait.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const children: ChildProcess[] = [];

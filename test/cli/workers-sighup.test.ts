@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, test } from 'node:test';
 import { sha256Hex } from '../../src/cli/token.js';
-import { eventually } from '../helpers/gateway.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 import { type CliGateway, connectionsOnEveryWorker, startCliGateway, type WorkerConnection } from '../helpers/workers.js';
+import { eventually } from '../helpers/wait.js';
 
 const OLD = 'slc_old_token_removed_by_the_reload_000000000000000';
 const NEW = 'slc_new_token_added_by_the_reload_1111111111111111';

@@ -3,8 +3,9 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { Agent, request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { RECORDING_REPLICA, recordFile, recorded, transitions } from '../helpers/launched.js';
+import { eventually } from '../helpers/wait.js';
 
 let tg: TestGateway | undefined;
 const agent = new Agent({ connections: 250 });

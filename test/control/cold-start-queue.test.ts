@@ -6,8 +6,9 @@ import { once } from 'node:events';
 import { connect } from 'node:net';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { RECORDING_REPLICA, recordFile, recorded, transitions } from '../helpers/launched.js';
+import { eventually } from '../helpers/wait.js';
 
 const gateways: TestGateway[] = [];
 after(async () => {

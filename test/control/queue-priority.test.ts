@@ -6,11 +6,12 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { Client, request } from 'undici';
-import { AUTH, eventually, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 import { connectionsOnEveryWorker } from '../helpers/workers.js';
 import { sha256Hex } from '../../src/cli/token.js';
 import { parseConfig } from '../../src/config/load.js';
+import { eventually } from '../helpers/wait.js';
 
 const CHAT = secret('slc_test_chat_token_priority_ten_0123456789abcdef');
 const BATCH = secret('slc_test_batch_token_priority_minus_ten_0123456789');

@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { WaiterQueue } from '../../src/control/replicas/queue.js';
-import { TestWaiter, within } from '../fixtures/replica-harness.js';
+import { TestWaiter } from '../fixtures/replica-harness.js';
+import { within } from '../helpers/wait.js';
 
 test('queue: FIFO order, bound, remove from the middle', () => {
   const expired: TestWaiter[] = [];
@@ -54,7 +55,7 @@ test('queue: waiters expire in arrival order at maxWaitMs; a removed one never e
   q.push(ws[2]!, t0 + 40);
   q.push(ws[3]!, t0 + 40);
   q.remove(ws[1]!);
-  await within(5_000, 'three waiters expiring', allExpired);
+  await within(allExpired, 5_000, 'three waiters expiring');
   assert.deepEqual(
     expired.map((e) => e.n),
     [1, 3, 4],
@@ -72,7 +73,7 @@ test('queue: an expiry callback may push a new waiter, which gets its own full w
     else second(waited);
   });
   q.push(first);
-  const waited = await within(5_000, 'the re-queued waiter expiring', secondExpired);
+  const waited = await within(secondExpired, 5_000, 'the re-queued waiter expiring');
   assert.ok(waited >= 79, `waited ${waited} ms`);
 });
 
@@ -190,7 +191,7 @@ test('queue: each waiter expires at its own deadline, not in queue order; a lowe
   q.push('second-60', t0, 5, 60); // 60 ms, behind the first in queue order
   q.push('low-150', t0, 0, 150);
   q.push('asks-more', t0 + 1, 9, 10_000); // capped at the queue's 300 ms
-  await within(5_000, 'four expiries', all);
+  await within(all, 5_000, 'four expiries');
   assert.deepEqual(
     expired.map((e) => e.w),
     ['second-60', 'low-150', 'first-full', 'asks-more'],
@@ -261,7 +262,7 @@ test('queue: expiries come in deadline order after random waits and removals (th
     deadline.delete(i);
   }
   now = 1e9; // every deadline has passed when the timer (armed for the earliest, in ms) fires
-  await within(5_000, 'the expiries', finished);
+  await within(finished, 5_000, 'the expiries');
   const want = [...deadline.entries()].sort((a, b) => a[1] - b[1] || a[0] - b[0]).map(([w]) => w);
   assert.equal(expired.length, want.length);
   for (let i = 1; i < expired.length; i++) assert.ok(deadline.get(expired[i - 1]!)! <= deadline.get(expired[i]!)!, `expiry ${i} out of deadline order`);

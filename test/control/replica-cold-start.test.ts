@@ -6,17 +6,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
 import { createReplicaSet } from '../../src/control/replica-set.js';
-import {
-  Recorder,
-  TestWaiter,
-  captureLogger,
-  fixtureEvent,
-  median,
-  pidAlive,
-  serverCommand,
-  serviceConfig,
-  within,
-} from '../fixtures/replica-harness.js';
+import { Recorder, TestWaiter, captureLogger, fixtureEvent, median, pidAlive, serverCommand, serviceConfig } from '../fixtures/replica-harness.js';
+import { within } from '../helpers/wait.js';
 
 test('a burst of 200 on a cold service starts exactly one replica and is served in FIFO order', async () => {
   const { logger } = captureLogger();
@@ -32,7 +23,7 @@ test('a burst of 200 on a cold service starts exactly one replica and is served 
     assert.equal(set.snapshot().queued, 200, 'all 200 are queued while the replica starts');
     assert.equal(events.created().length, 1, 'one replica is starting');
 
-    const outcomes = await within(20_000, '200 grants', Promise.all(waiters.map((w) => w.settled)));
+    const outcomes = await within(Promise.all(waiters.map((w) => w.settled)), 20_000, '200 grants');
     for (const o of outcomes) assert.ok(o.replica !== undefined, `granted, not ${o.error?.code}`);
     assert.deepEqual(order, waiters.map((w) => w.n), 'granted in arrival order');
     assert.equal(events.created().length, 1, 'exactly one replica process was started');
@@ -100,7 +91,7 @@ test('a waiter not served within queue.maxWaitMs gets 503 no_replica with Retry-
     const started = performance.now();
     const waiters = [new TestWaiter(1), new TestWaiter(2), new TestWaiter(3)];
     for (const w of waiters) set.acquire(w);
-    const outcomes = await within(10_000, 'expiry', Promise.all(waiters.map((w) => w.settled)));
+    const outcomes = await within(Promise.all(waiters.map((w) => w.settled)), 10_000, 'expiry');
     const elapsed = performance.now() - started;
     for (const o of outcomes) {
       assert.equal(o.error?.code, 'no_replica');
@@ -130,7 +121,7 @@ test('a cancelled waiter leaves the queue and is never handed a replica', async 
     assert.equal(set.cancel(b), true);
     assert.equal(set.cancel(b), false, 'a second cancel finds nothing');
     assert.equal(set.snapshot().queued, 2);
-    const [oa, oc] = await within(15_000, 'grants', Promise.all([a.settled, c.settled]));
+    const [oa, oc] = await within(Promise.all([a.settled, c.settled]), 15_000, 'grants');
     assert.ok(oa.replica !== undefined && oc.replica !== undefined);
     assert.equal(b.calls, 0, 'the cancelled waiter was never called');
     assert.equal(oa.replica.inflight, 2, 'only the two remaining waiters count');
@@ -167,7 +158,7 @@ test('readiness → grant: queued requests go out in the turn the readiness answ
       const waiters = [new TestWaiter(1), new TestWaiter(2), new TestWaiter(3)];
       events.waiters = waiters;
       for (const w of waiters) set.acquire(w);
-      const first = await within(15_000, 'grant', waiters[0]!.settled);
+      const first = await within(waiters[0]!.settled, 15_000, 'grant');
       assert.ok(first.replica !== undefined);
       await events.transitions.next((t) => t.to === 'ready');
       await new Promise((resolve) => setImmediate(resolve));

@@ -7,8 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { RECORDING_REPLICA, transitions } from '../helpers/launched.js';
+import { eventually } from '../helpers/wait.js';
 
 process.env['NODE_ENV'] = 'test';
 process.env['SLUICE_TEST_HOOKS'] = '1';

@@ -8,8 +8,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { type LoadReplica, startLoadReplica } from '../helpers/load-replica.js';
+import { eventually } from '../helpers/wait.js';
 
 process.env['NODE_ENV'] = 'test';
 process.env['SLUICE_TEST_HOOKS'] = '1';

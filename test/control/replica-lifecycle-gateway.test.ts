@@ -4,8 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { Agent, request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { isAlive, RECORDING_REPLICA, transitions } from '../helpers/launched.js';
+import { eventually } from '../helpers/wait.js';
 
 const agent = new Agent({ connections: 50 });
 after(() => agent.close());

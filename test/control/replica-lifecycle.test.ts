@@ -6,17 +6,8 @@ import { spawn } from 'node:child_process';
 import { test } from 'node:test';
 import { request } from 'undici';
 import { createReplicaSet } from '../../src/control/replica-set.js';
-import {
-  Recorder,
-  TestWaiter,
-  captureLogger,
-  fixture,
-  pidAlive,
-  serverCommand,
-  serviceConfig,
-  within,
-} from '../fixtures/replica-harness.js';
-import { eventually } from '../helpers/gateway.js';
+import { Recorder, TestWaiter, captureLogger, fixture, pidAlive, serverCommand, serviceConfig } from '../fixtures/replica-harness.js';
+import { eventually, within } from '../helpers/wait.js';
 
 test('close() stops every replica process, even one that ignores SIGTERM, and awaits the exits', async () => {
   const { logger, records } = captureLogger();
@@ -39,7 +30,7 @@ test('close() stops every replica process, even one that ignores SIGTERM, and aw
     assert.ok(pids.every((pid) => pid !== undefined && pidAlive(pid)));
 
     const started = performance.now();
-    await within(10_000, 'close()', set.close());
+    await within(set.close(), 10_000, 'close()');
     closed = true;
     const took = performance.now() - started;
     for (const pid of pids) assert.equal(pidAlive(pid!), false, `replica process ${pid} is gone after close()`);
@@ -69,7 +60,7 @@ test('drain(): queued waiters get 503 draining, new ones too, in-flight requests
     const queued = new TestWaiter(2);
     set.acquire(first);
     set.acquire(queued);
-    const { replica } = await within(10_000, 'grant', first.settled);
+    const { replica } = await within(first.settled, 10_000, 'grant');
     assert.ok(replica !== undefined);
     assert.equal(queued.got(), undefined, 'concurrency 1: the second one waits');
 
@@ -98,9 +89,9 @@ for (const mode of ['exit', 'throw'] as const) {
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
     child.stderr.resume();
     const code = await within(
+      new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c))),
       15_000,
       'the gateway fixture exiting',
-      new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c))),
     );
     assert.equal(code, mode === 'exit' ? 0 : 1);
     const line = out.split('\n').find((l) => l.includes('replicaPid'));

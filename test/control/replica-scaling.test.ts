@@ -6,7 +6,8 @@ import { test } from 'node:test';
 import { request } from 'undici';
 import { createReplicaSet } from '../../src/control/replica-set.js';
 import type { Replica } from '../../src/replicas/types.js';
-import { Recorder, TestWaiter, captureLogger, pidAlive, serverCommand, serviceConfig, within } from '../fixtures/replica-harness.js';
+import { Recorder, TestWaiter, captureLogger, pidAlive, serverCommand, serviceConfig } from '../fixtures/replica-harness.js';
+import { within } from '../helpers/wait.js';
 
 /**
  * Waits for a witness: a replica of another set, released at once, stopped after `idleMs` idle.
@@ -19,7 +20,7 @@ async function idlePeriodsPass(idleMs: number): Promise<void> {
   try {
     const w = new TestWaiter();
     peer.acquire(w);
-    const { replica } = await within(30_000, 'the witness replica', w.settled);
+    const { replica } = await within(w.settled, 30_000, 'the witness replica');
     assert.ok(replica !== undefined);
     peer.release(replica, 'ok');
     await events.reached('stopped', undefined, 30_000);
@@ -40,7 +41,7 @@ test('an idle replica is stopped after idleTimeoutMs, and a later request cold-s
   try {
     const w = new TestWaiter();
     set.acquire(w);
-    const first = await within(10_000, 'grant', w.settled);
+    const first = await within(w.settled, 10_000, 'grant');
     assert.ok(first.replica !== undefined);
     const pid = await pidOf(first.replica);
     const releasedAt = performance.now();
@@ -55,7 +56,7 @@ test('an idle replica is stopped after idleTimeoutMs, and a later request cold-s
 
     const w2 = new TestWaiter();
     set.acquire(w2);
-    const second = await within(10_000, 'cold start again', w2.settled);
+    const second = await within(w2.settled, 10_000, 'cold start again');
     assert.equal(second.replica?.id, 'svc-2');
     assert.notEqual(await pidOf(second.replica!), pid);
     set.release(second.replica!, 'ok');
@@ -71,7 +72,7 @@ test('a replica with requests in flight is never idle-stopped', async () => {
   try {
     const w = new TestWaiter();
     set.acquire(w);
-    const { replica } = await within(10_000, 'grant', w.settled);
+    const { replica } = await within(w.settled, 10_000, 'grant');
     assert.ok(replica !== undefined);
     // Held across several idle periods: a witness replica idle for 600 ms was stopped meanwhile.
     await idlePeriodsPass(600);
@@ -97,7 +98,7 @@ test('concurrency 2, max 3: six held requests start three replicas; the seventh 
     await events.reached('ready', 'svc-1');
     const six = Array.from({ length: 6 }, (_, n) => new TestWaiter(n));
     for (const w of six) set.acquire(w);
-    const outcomes = await within(15_000, 'six grants', Promise.all(six.map((w) => w.settled)));
+    const outcomes = await within(Promise.all(six.map((w) => w.settled)), 15_000, 'six grants');
     assert.deepEqual(events.created(), ['svc-1', 'svc-2', 'svc-3'], 'three processes, no more');
     const perReplica = new Map<string, number>();
     for (const o of outcomes) {
@@ -140,7 +141,7 @@ test('a ready replica whose process is killed is replaced when a request needs i
   try {
     const w = new TestWaiter();
     set.acquire(w);
-    const { replica } = await within(10_000, 'grant', w.settled);
+    const { replica } = await within(w.settled, 10_000, 'grant');
     assert.ok(replica !== undefined);
     const pid = await pidOf(replica);
     process.kill(pid, 'SIGKILL');
@@ -154,7 +155,7 @@ test('a ready replica whose process is killed is replaced when a request needs i
 
     const w2 = new TestWaiter();
     set.acquire(w2);
-    const second = await within(10_000, 'replacement', w2.settled);
+    const second = await within(w2.settled, 10_000, 'replacement');
     assert.equal(second.replica?.id, 'svc-2');
     assert.notEqual(await pidOf(second.replica!), pid);
     set.release(second.replica!, 'ok');
@@ -192,7 +193,7 @@ test('the retry after a refused connection waits for a launched replica instead 
   try {
     const w = new TestWaiter();
     set.acquire(w);
-    const { replica } = await within(10_000, 'grant', w.settled);
+    const { replica } = await within(w.settled, 10_000, 'grant');
     assert.ok(replica !== undefined);
     set.release(replica, 'unreachable');
     const retry = new TestWaiter();
@@ -200,7 +201,7 @@ test('the retry after a refused connection waits for a launched replica instead 
     assert.equal(retry.got(), undefined, 'queued, not failed with upstream_unavailable');
     assert.equal(set.snapshot().queued, 1);
     // The replica is alive: its recovery probe puts it back in rotation and the retry is granted.
-    const granted = await within(10_000, 'the queued retry to be granted', retry.settled);
+    const granted = await within(retry.settled, 10_000, 'the queued retry to be granted');
     assert.equal(granted.replica?.id, replica.id);
     set.release(granted.replica!, 'ok');
   } finally {

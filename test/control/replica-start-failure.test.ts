@@ -6,16 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { createReplicaSet } from '../../src/control/replica-set.js';
-import {
-  Recorder,
-  TestWaiter,
-  captureLogger,
-  fixture,
-  pidAlive,
-  serverCommand,
-  serviceConfig,
-  within,
-} from '../fixtures/replica-harness.js';
+import { Recorder, TestWaiter, captureLogger, fixture, pidAlive, serverCommand, serviceConfig } from '../fixtures/replica-harness.js';
+import { within } from '../helpers/wait.js';
 
 test('a command that exits at once: every queued waiter gets no_replica on the exit, not at the start timeout; the next request starts again', async () => {
   const { logger, records } = captureLogger();
@@ -26,7 +18,7 @@ test('a command that exits at once: every queued waiter gets no_replica on the e
     const started = performance.now();
     const waiters = Array.from({ length: 20 }, (_, n) => new TestWaiter(n));
     for (const w of waiters) set.acquire(w);
-    const outcomes = await within(60_000, 'no_replica for all', Promise.all(waiters.map((w) => w.settled)));
+    const outcomes = await within(Promise.all(waiters.map((w) => w.settled)), 60_000, 'no_replica for all');
     const elapsed = performance.now() - started;
     for (const o of outcomes) {
       assert.equal(o.error?.code, 'no_replica');
@@ -45,7 +37,7 @@ test('a command that exits at once: every queued waiter gets no_replica on the e
     const again = new TestWaiter(99);
     set.acquire(again);
     assert.equal(again.outcome, undefined, 'queued during the backoff, not failed at once');
-    const second = await within(60_000, 'second attempt', again.settled);
+    const second = await within(again.settled, 60_000, 'second attempt');
     assert.equal(second.error?.code, 'no_replica');
     assert.deepEqual(events.created(), ['svc-1', 'svc-2'], 'the later request started a second replica');
     assert.equal(set.snapshot().replicas.length, 0, 'failed replicas hold no slot');
@@ -65,11 +57,11 @@ test('a request arriving during the backoff is served when the next start succee
   try {
     const first = new TestWaiter(1);
     set.acquire(first);
-    assert.equal((await within(60_000, 'first start failing', first.settled)).error?.code, 'no_replica');
+    assert.equal((await within(first.settled, 60_000, 'first start failing')).error?.code, 'no_replica');
     const failedAt = performance.now();
     const next = new TestWaiter(2);
     set.acquire(next);
-    const outcome = await within(10_000, 'second start', next.settled);
+    const outcome = await within(next.settled, 10_000, 'second start');
     assert.ok(outcome.replica !== undefined, `served, not ${outcome.error?.code}`);
     assert.equal(outcome.replica.id, 'svc-2');
     assert.ok(performance.now() - failedAt >= 350, 'the second start waited for the backoff');
@@ -87,7 +79,7 @@ test('a command that cannot be spawned fails the queue promptly', async () => {
   try {
     const w = new TestWaiter();
     set.acquire(w);
-    const outcome = await within(60_000, 'spawn failure', w.settled);
+    const outcome = await within(w.settled, 60_000, 'spawn failure');
     assert.equal(outcome.error?.code, 'no_replica');
   } finally {
     await set.close();
@@ -107,7 +99,7 @@ test('startTimeoutMs: a replica that never becomes ready is failed and its proce
     const spawned = await records.next((r) => r.msg === 'replica process spawned');
     const pid = spawned['pid'] as number;
     assert.ok(pidAlive(pid));
-    const outcome = await within(60_000, 'start timeout', w.settled);
+    const outcome = await within(w.settled, 60_000, 'start timeout');
     assert.equal(outcome.error?.code, 'no_replica');
     const failed = await events.reached('failed');
     assert.equal(failed.from, 'starting');
@@ -131,7 +123,7 @@ test('a replica whose readiness probe fails for a while is not ready until it an
   try {
     const w = new TestWaiter();
     set.acquire(w);
-    const outcome = await within(10_000, 'grant', w.settled);
+    const outcome = await within(w.settled, 10_000, 'grant');
     assert.ok(outcome.replica !== undefined);
     const ready = await events.reached('ready');
     assert.ok(ready.ms >= 400, `starting lasted ${ready.ms} ms, through the 503 answers`);

@@ -9,7 +9,8 @@ import { request } from 'undici';
 import { findFreePort } from '../../src/control/sources/replica-process.js';
 import { createReplicaSet, type ManagedReplicaSet } from '../../src/control/replica-set.js';
 import type { Replica } from '../../src/replicas/types.js';
-import { Recorder, TestWaiter, captureLogger, serviceConfig, within } from '../fixtures/replica-harness.js';
+import { Recorder, TestWaiter, captureLogger, serviceConfig } from '../fixtures/replica-harness.js';
+import { within } from '../helpers/wait.js';
 
 interface Upstream {
   server: Server;
@@ -198,7 +199,7 @@ test('regression: a replica taken out while a periodic probe is in flight still 
   });
   try {
     // Wait until a periodic probe is out, then report the replica unreachable meanwhile.
-    await within(5_000, 'a periodic probe', new Promise<void>((resolve) => (up.onHealth = resolve)));
+    await within(new Promise<void>((resolve) => (up.onHealth = resolve)), 5_000, 'a periodic probe');
     up.onHealth = () => undefined;
     const r = acquire(set)!.replica!;
     set.release(r, 'unreachable');
@@ -222,7 +223,7 @@ test('static with concurrency 1: a second request waits in the queue for the slo
     assert.ok(a.got()?.replica !== undefined);
     assert.equal(b.got(), undefined);
     set.release(a.got()!.replica!, 'ok');
-    const granted = await within(1_000, 'the slot', b.settled);
+    const granted = await within(b.settled, 1_000, 'the slot');
     assert.equal(granted.replica?.id, 'svc-1');
     set.release(granted.replica!, 'ok');
   } finally {

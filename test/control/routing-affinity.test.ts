@@ -6,10 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { type LoadReplica, startLoadReplica } from '../helpers/load-replica.js';
 import { parseResponse, rawExchange } from '../helpers/raw-http.js';
 import { connectionsOnEveryWorker } from '../helpers/workers.js';
+import { eventually } from '../helpers/wait.js';
 
 const open: { close(): Promise<void> }[] = [];
 after(async () => {

@@ -6,10 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { type HostileReplica, startHostileReplica } from '../helpers/hostile-metrics.js';
 import { type LoadReplica, startLoadReplica } from '../helpers/load-replica.js';
 import type { StatusJson } from '../helpers/overview.js';
+import { eventually } from '../helpers/wait.js';
 
 const open: { close(): Promise<void> }[] = [];
 after(async () => {

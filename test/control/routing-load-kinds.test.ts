@@ -5,10 +5,11 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { FAST, NS, slice, startFakeKube, writeKubeconfig } from '../helpers/kube.js';
 import { startLoadReplica, type LoadReplica } from '../helpers/load-replica.js';
 import { connectionsOnEveryWorker, type WorkerConnection } from '../helpers/workers.js';
+import { eventually } from '../helpers/wait.js';
 
 process.env['NODE_ENV'] = 'test';
 process.env['SLUICE_TEST_HOOKS'] = '1';

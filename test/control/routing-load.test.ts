@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { type LoadReplica, startLoadReplica } from '../helpers/load-replica.js';
+import { eventually } from '../helpers/wait.js';
 
 const open: { close(): Promise<void> }[] = [];
 after(async () => {

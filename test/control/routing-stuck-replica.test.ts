@@ -7,8 +7,9 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { type LoadReplica, startLoadReplica } from '../helpers/load-replica.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 const open: { close(): Promise<void> }[] = [];
 after(async () => {
@@ -45,7 +46,7 @@ async function arrivals(tg: TestGateway, n: number): Promise<(string | null)[]> 
   for (let i = 0; i < n; i++) {
     answers.push(ask(tg));
     // The load's shape (a steady rate), not a wait for something.
-    await new Promise((resolve) => setTimeout(resolve, EVERY_MS));
+    await sleep(EVERY_MS);
   }
   return Promise.all(answers);
 }

@@ -5,8 +5,9 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { AUTH, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { type CliGateway, connectionsOnEveryWorker, GATE_REPLICA, startCliGateway, type WorkerConnection } from '../helpers/workers.js';
+import { eventually } from '../helpers/wait.js';
 
 let gw: CliGateway | undefined;
 const open: WorkerConnection[] = [];

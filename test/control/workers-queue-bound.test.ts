@@ -4,9 +4,10 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, test } from 'node:test';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { recordFile } from '../helpers/launched.js';
 import { connectionsOnEveryWorker, GATE_REPLICA, type WorkerConnection } from '../helpers/workers.js';
+import { eventually } from '../helpers/wait.js';
 
 let tg: TestGateway | undefined;
 const open: WorkerConnection[] = [];

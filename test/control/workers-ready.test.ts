@@ -9,9 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { Client, request } from 'undici';
-import { eventually, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { closedPort } from '../helpers/replica.js';
 import { CLI, workerOf } from '../helpers/workers.js';
+import { eventually } from '../helpers/wait.js';
 
 const CONNECTIONS = 16;
 let child: ChildProcess | undefined;

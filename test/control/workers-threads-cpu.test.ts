@@ -4,9 +4,10 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, test } from 'node:test';
-import { AUTH, eventually, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { AUTH, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 import { type CliGateway, connectionsOnEveryWorker, startCliGateway, threadTicks, type WorkerConnection } from '../helpers/workers.js';
+import { eventually } from '../helpers/wait.js';
 
 let gw: CliGateway | undefined;
 let replica: TestReplica | undefined;

@@ -9,8 +9,9 @@ import { after, before, test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import { createAuthLimiterBuffer, SharedAuthLimiter } from '../../src/data/shared-auth-limiter.js';
 import { AUTH_FAILURE_LIMIT, AUTH_FAILURE_WINDOW_S } from '../../src/tunables.js';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { eventually } from '../helpers/wait.js';
 
 /** The address as uWS gives it to the limiter: 4 bytes (IPv4) or 16 (IPv6, `::` allowed). */
 function ip(text: string): ArrayBuffer {

@@ -14,8 +14,9 @@ import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DEFAULTS } from '../../src/config/schema.js';
-import { eventually, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { closedPort } from '../helpers/replica.js';
+import { eventually } from '../helpers/wait.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const DOCKERFILE = join(ROOT, 'Dockerfile');

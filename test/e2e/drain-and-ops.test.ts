@@ -9,9 +9,10 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { RECORDING_REPLICA } from '../helpers/launched.js';
 import { closedPort, readBody, startReplica } from '../helpers/replica.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const cleanups: (() => Promise<void>)[] = [];
@@ -62,7 +63,7 @@ test('SIGTERM drains: readyz 503, queued requests 503 draining, the stream in fl
     res.writeHead(200, { 'content-type': 'text/plain' });
     for (let i = 0; i < 10; i++) {
       res.write(`part ${i}\n`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
     res.end('done\n');
   });

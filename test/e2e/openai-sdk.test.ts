@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { startModelServer, type ModelServer } from '../../examples/model-server.js';
-import { TEST_TOKEN, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { TEST_TOKEN, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { eventually } from '../helpers/wait.js';
 
 describe('the OpenAI SDK through the gateway', () => {
   let model: ModelServer;

@@ -13,10 +13,11 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
-import { TEST_TOKEN, TEST_TOKEN_SHA256, AUTH, eventually } from '../helpers/gateway.js';
+import { TEST_TOKEN, TEST_TOKEN_SHA256, AUTH } from '../helpers/gateway.js';
 import { type GatewayProcess, openFds, rssBytes, startGatewayProcess } from '../helpers/gateway-process.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 import { UWS_IDLE_MS } from '../helpers/uws-timing.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 const IDLE_CONNECTIONS = 2000;
 const SLOWLORIS = 50;
@@ -218,7 +219,7 @@ describe('overload', () => {
             if (i % 3 === 0) socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthor`); // half a head
             else if (i % 3 === 1) socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 1000\r\n\r\n${'c'.repeat(500)}`); // half a body
             else socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n0123456789`); // half a chunk
-            await new Promise((resolve) => setTimeout(resolve, 20));
+            await sleep(20);
             socket.destroy();
           }),
         );

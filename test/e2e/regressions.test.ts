@@ -4,9 +4,10 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { closedPort, startReplica, type TestReplica } from '../helpers/replica.js';
 import { UWS_IDLE_MS } from '../helpers/uws-timing.js';
+import { eventually } from '../helpers/wait.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {

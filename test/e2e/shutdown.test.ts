@@ -7,10 +7,11 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, TEST_TOKEN_SHA256, eventually } from '../helpers/gateway.js';
+import { AUTH, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { type GatewayProcess, startGatewayProcess } from '../helpers/gateway-process.js';
 import { RECORDING_REPLICA, isAlive, recordFile, recorded } from '../helpers/launched.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 const DRAIN_TIMEOUT_MS = 3000;
 
@@ -26,7 +27,7 @@ before(async () => {
       // Ten parts over about a second: well within the drain timeout.
       for (let i = 0; i < 10; i++) {
         res.write(`part ${i}\n`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await sleep(100);
       }
       res.end('done\n');
       return;

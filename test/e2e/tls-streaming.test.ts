@@ -13,9 +13,10 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { TLSSocket } from 'node:tls';
 import { fileURLToPath } from 'node:url';
-import { AUTH, eventually, rawService, startTestGateway, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { closedPort, readBody, startReplica } from '../helpers/replica.js';
 import { makeCertificate } from '../helpers/tls.js';
+import { eventually } from '../helpers/wait.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const cert = makeCertificate();

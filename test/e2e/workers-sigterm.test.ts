@@ -2,10 +2,11 @@
 // requests are refused, the process exits 0 and no replica process is left behind.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { AUTH, eventually } from '../helpers/gateway.js';
+import { AUTH } from '../helpers/gateway.js';
 import { isAlive } from '../helpers/launched.js';
 import { type CliGateway, connectionsOnEveryWorker, GATE_REPLICA, startCliGateway, type WorkerConnection } from '../helpers/workers.js';
 import { TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { eventually } from '../helpers/wait.js';
 
 let gw: CliGateway | undefined;
 const open: WorkerConnection[] = [];

@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { Agent, request } from 'undici';
 import { startModelServer, type ModelServer } from '../../examples/model-server.js';
+import { eventually } from '../helpers/wait.js';
 
 const TOKEN_DELAY_MS = 25;
 
@@ -441,7 +442,7 @@ describe('model server lifecycle', () => {
     socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
     const body = JSON.stringify({ stream: true, messages: [{ role: 'user', content: 'one two three four five' }] });
     socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-    while (!answer.includes('data: ')) await new Promise((resolve) => setTimeout(resolve, 5));
+    await eventually(() => answer.includes('data: '), 10_000, 'the first event of the stream');
     const closed = server.close();
     // A health probe on the same keep-alive connection, while the stream runs: answered after it.
     socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');

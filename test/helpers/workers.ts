@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from 'undici';
-import { eventually } from './gateway.js';
+import { eventually } from './wait.js';
 
 export const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 export const GATE_REPLICA = fileURLToPath(new URL('../fixtures/gate-replica.js', import.meta.url));

@@ -7,11 +7,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { FAST, KUBE_TOKEN, NS, slice, startFakeKube, writeKubeconfig } from '../helpers/kube.js';
 import { startReplica, type TestReplica } from '../helpers/replica.js';
 import { CLI } from '../helpers/workers.js';
 import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
+import { eventually } from '../helpers/wait.js';
 
 const run = promisify(execFile);
 

@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { KubeEndpoint } from '../../src/control/sources/kubernetes/kubernetes-source.js';
 import type { FakeKubeApi, KubeRequest } from '../fixtures/fake-kube-api.js';
-import { eventually } from '../helpers/gateway.js';
 import { KUBE_TOKEN, NS, newSource, slice, startFakeKube, writeKubeconfig } from '../helpers/kube.js';
+import { eventually } from '../helpers/wait.js';
 
 const ids = (eps: readonly KubeEndpoint[]): string[] => eps.map((e) => `${e.id}${e.ready ? '' : e.terminating ? ' terminating' : ' not-ready'}`);
 

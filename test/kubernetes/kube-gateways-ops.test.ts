@@ -7,10 +7,11 @@ import { writeFileSync } from 'node:fs';
 import { afterEach, describe, test } from 'node:test';
 import { request } from 'undici';
 import { sha256Hex } from '../../src/cli/token.js';
-import { eventually, secret } from '../helpers/gateway.js';
+import { secret } from '../helpers/gateway.js';
 import { KubeCluster, parseChatStream, scaleWrites } from '../helpers/kube-gateways.js';
 import { NS } from '../helpers/kube.js';
 import { heldStreamBody } from '../helpers/tagged-replica.js';
+import { eventually } from '../helpers/wait.js';
 
 const NEW_TOKEN = secret('slc_kube_token_added_by_the_reload_22222222222222222');
 

@@ -5,10 +5,10 @@
 // someone else mid-stream; more endpoints than the slot table holds.
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { eventually } from '../helpers/gateway.js';
 import { KubeCluster, parseChatStream, scaleWrites } from '../helpers/kube-gateways.js';
 import { NS } from '../helpers/kube.js';
 import { heldStreamBody, type TaggedReplica } from '../helpers/tagged-replica.js';
+import { eventually } from '../helpers/wait.js';
 
 describe('kubernetes gateways: routing to endpoints', () => {
   let cluster: KubeCluster | undefined;

@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
 import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
-import { eventually } from '../helpers/gateway.js';
 import { KubeCluster, parseChatStream, scaleWrites } from '../helpers/kube-gateways.js';
 import { NS } from '../helpers/kube.js';
+import { eventually } from '../helpers/wait.js';
 
 /** Waits for `n` reads of the Scale after request number `from`: idle checks that found the Deployment at min (and wrote nothing). */
 const scaleReadsAfter = (api: FakeKubeApi, from: number, n: number): Promise<void> =>

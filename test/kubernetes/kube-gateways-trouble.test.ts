@@ -10,12 +10,12 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { assertNoSecrets, eventually, secret } from '../helpers/gateway.js';
+import { assertNoSecrets, secret } from '../helpers/gateway.js';
 import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
 import { type KubeGateway, KubeCluster, runServeToExit, scaleWrites } from '../helpers/kube-gateways.js';
 import { NS, writeKubeconfig } from '../helpers/kube.js';
 import { heldStreamBody, type TaggedReplica } from '../helpers/tagged-replica.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 /** The warnings of API calls starting to fail. */
 function failedLines(gw: KubeGateway): Record<string, unknown>[] {

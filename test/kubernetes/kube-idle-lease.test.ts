@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 import type { KubernetesReplicaSource } from '../../src/control/sources/kubernetes/kubernetes-source.js';
 import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
-import { eventually } from '../helpers/gateway.js';
 import { type CapturedLog, NS, newSource, type SourceSetup, startFakeKube, writeKubeconfig, stopSources } from '../helpers/kube.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 const IDLE_MS = 1_000;
 const MICRO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
@@ -13,7 +13,6 @@ const MICRO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
 const scaleUpdates = (api: FakeKubeApi): number =>
   api.requests.filter((r) => r.resource === 'deployments/scale' && r.verb === 'update' && r.status === 200).length;
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Lease reads no write followed: the idle checks of gateways that relay nothing (a renewal, or a

@@ -7,9 +7,9 @@ import type { KubernetesReplicaSource } from '../../src/control/sources/kubernet
 import { wantedReplicas } from '../../src/control/sources/kubernetes/scaler.js';
 import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
 import { KubeControllerSim } from '../fixtures/kube-controller-sim.js';
-import { eventually } from '../helpers/gateway.js';
 import { startReplica } from '../helpers/replica.js';
 import { type CapturedLog, KUBE_TOKEN, NS, newSource, type SourceSetup, startFakeKube, writeKubeconfig, stopSources } from '../helpers/kube.js';
+import { eventually } from '../helpers/wait.js';
 
 const scaleWrites = (api: FakeKubeApi): number =>
   api.requests.filter((r) => r.resource === 'deployments/scale' && (r.verb === 'patch' || r.verb === 'update') && r.status === 200).length;

@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { KubeCredentialsError, loadCredentials, SERVICE_ACCOUNT_DIR } from '../../src/control/sources/kubernetes/credentials.js';
 import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
-import { eventually } from '../helpers/gateway.js';
 import { KUBE_TOKEN, NS, newSource, slice, startFakeKube, writeKubeconfig } from '../helpers/kube.js';
 import { startReplica, type TestReplica } from '../helpers/replica.js';
+import { eventually } from '../helpers/wait.js';
 
 /** A pod's service-account mount under a temporary prefix. */
 function serviceAccount(namespace: string | undefined): string {

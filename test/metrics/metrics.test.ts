@@ -8,8 +8,9 @@ import { Worker } from 'node:worker_threads';
 import { request } from 'undici';
 import { Metrics } from '../../src/metrics/metrics.js';
 import { CounterLayout, PAIR_SLOTS, RequestCounters, sumCounters } from '../../src/metrics/request-counters.js';
-import { AUTH, eventually, metricSamples, rawService, startTestGateway } from '../helpers/gateway.js';
+import { AUTH, metricSamples, rawService, startTestGateway } from '../helpers/gateway.js';
 import { closedPort, readBody, startReplica } from '../helpers/replica.js';
+import { eventually } from '../helpers/wait.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {

@@ -12,9 +12,10 @@ import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, TEST_TOKEN, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, TEST_TOKEN, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { type CountingReplica, startCountingReplica } from '../helpers/counting-replica.js';
 import { rawExchange } from '../helpers/raw-http.js';
+import { eventually } from '../helpers/wait.js';
 
 const WSGI_ECHO = fileURLToPath(new URL('../../../test/fixtures/wsgi-echo.py', import.meta.url));
 const BOUND = 64 * 1024;

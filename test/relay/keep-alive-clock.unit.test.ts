@@ -8,26 +8,16 @@ import { test } from 'node:test';
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
 import { type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from '../../src/relay/keep-alive.js';
-import { TICK_MS } from '../../src/tunables.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Waits until `done()` (ticks counted, not time: a busy machine only makes this slower). */
-async function until(done: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!done()) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(TICK_MS / 4);
-  }
-}
 
 /** Lets the clock tick `n` more times, counted on a request of its own. */
 async function ticksPass(n: number): Promise<void> {
   const witness = new Waiter(1_000);
   keepAliveWhileWaiting(witness);
-  await until(() => witness.ticks >= n, `${n} ticks`);
+  await eventually(() => witness.ticks >= n, 20_000, `${n} ticks`);
   stopKeepingAlive(witness);
 }
 
@@ -49,7 +39,7 @@ class Waiter implements KeptAlive {
 test('a waiting request is ticked until it says it no longer waits, then never again', async () => {
   const w = new Waiter(2);
   keepAliveWhileWaiting(w);
-  await until(() => w.ticks >= 2, 'two ticks');
+  await eventually(() => w.ticks >= 2, 20_000, 'two ticks');
   await ticksPass(3);
   assert.equal(w.ticks, 2);
 });
@@ -57,7 +47,7 @@ test('a waiting request is ticked until it says it no longer waits, then never a
 test('a request that has its answer is not ticked again', async () => {
   const w = new Waiter(1_000);
   keepAliveWhileWaiting(w);
-  await until(() => w.ticks >= 1, 'a tick while it waited');
+  await eventually(() => w.ticks >= 1, 20_000, 'a tick while it waited');
   const before = w.ticks;
   stopKeepingAlive(w);
   await ticksPass(3);
@@ -70,7 +60,7 @@ test('requests answered first, last or in the middle of the watched ones leave t
   keepAliveWhileWaiting(w[3]!); // twice: still once
   for (const i of [0, 2, 5]) stopKeepingAlive(w[i]!); // the oldest, a middle one, the newest
   stopKeepingAlive(w[0]!); // twice: nothing
-  await until(() => w[1]!.ticks >= 2, 'two ticks');
+  await eventually(() => w[1]!.ticks >= 2, 20_000, 'two ticks');
   assert.deepEqual(
     w.map((x) => x.ticks > 0),
     [false, true, false, true, true, false],
@@ -88,7 +78,7 @@ test('a request that ends another during a tick: the other is not ticked again',
   const c = new Waiter(1_000);
   keepAliveWhileWaiting(c); // ticked first (the newest), then b, then a
   c.onTick = () => stopKeepingAlive(b);
-  await until(() => c.ticks >= 2, 'two ticks');
+  await eventually(() => c.ticks >= 2, 20_000, 'two ticks');
   assert.equal(a.ticks, c.ticks);
   assert.equal(b.ticks, 0);
   stopKeepingAlive(a);
@@ -103,7 +93,7 @@ test('a request that ends itself during its tick leaves the others ticking', asy
   keepAliveWhileWaiting(self);
   const newer = new Waiter(1_000);
   keepAliveWhileWaiting(newer);
-  await until(() => older.ticks >= 2, 'two ticks after it ended');
+  await eventually(() => older.ticks >= 2, 20_000, 'two ticks after it ended');
   assert.equal(self.ticks, 1);
   assert.equal(newer.ticks, older.ticks);
   stopKeepingAlive(older);

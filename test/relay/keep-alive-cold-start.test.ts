@@ -11,10 +11,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import { AUTH, eventually, metric, rawService, startTestGateway, TEST_TOKEN, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, startTestGateway, TEST_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { RECORDING_REPLICA, recordFile, recorded } from '../helpers/launched.js';
 import { GATED_MODEL_SERVER } from '../helpers/overview.js';
 import { errorEvent, readStream, WAITING, waitingComments } from '../helpers/sse-client.js';
+import { eventually } from '../helpers/wait.js';
 
 const KEEP_ALIVE_MS = 200;
 

@@ -6,10 +6,11 @@
 // stream, are relayed byte for byte as without the option. With one data plane thread and two.
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { rawExchange } from '../helpers/raw-http.js';
 import { errorEvent, readStream, WAITING, waitingComments } from '../helpers/sse-client.js';
 import { type SseReplica, startSseReplica, type StreamScript } from '../helpers/sse-replica.js';
+import { eventually } from '../helpers/wait.js';
 
 const KEEP_ALIVE_MS = 200;
 

@@ -5,9 +5,10 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 import { serverCommand } from '../fixtures/replica-harness.js';
+import { eventually } from '../helpers/wait.js';
 
 const open: { close(): Promise<void> }[] = [];
 after(async () => {

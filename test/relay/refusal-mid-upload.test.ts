@@ -23,8 +23,9 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
 import { closedPort, readBody, startReplica, type TestReplica } from '../helpers/replica.js';
-import { TEST_TOKEN, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { TEST_TOKEN, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { UWS_IDLE_MS } from '../helpers/uws-timing.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 const LIMIT = 1000;
 /** The queued service's limit: past HOLD_HIGH_WATER (64 KiB, where a queued caller is paused) and
@@ -410,7 +411,7 @@ function slowBody(): { body: AsyncGenerator<Buffer>; sent: () => number } {
     for (let i = 0; i < SLOW_BODY_BYTES / (16 * 1024); i++) {
       sent += 16 * 1024;
       yield Buffer.alloc(16 * 1024, 0x64);
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await sleep(20);
     }
   }
   return { body: generate(), sent: () => sent };

@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
-import { TEST_TOKEN, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { TEST_TOKEN, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { eventually, within } from '../helpers/wait.js';
 
 /** Only a guard against hanging: the abort is expected within milliseconds. */
 const HANG_GUARD_MS = 5_000;
@@ -22,14 +23,6 @@ interface ReplicaCall {
   url: string;
   requestId: string;
   closed: Promise<ReplicaClose>;
-}
-
-function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  const guard = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
-  });
-  return Promise.race([promise, guard]).finally(() => clearTimeout(timer));
 }
 
 describe('the caller goes away', () => {

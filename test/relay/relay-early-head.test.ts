@@ -8,8 +8,9 @@ import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { type ScriptedReplica, startScriptedReplica } from '../fixtures/scripted-replica.js';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { UWS_BUILD } from '../helpers/uws-timing.js';
+import { eventually } from '../helpers/wait.js';
 
 const EVENT = 'data: {"token":"hi"}\n\n';
 const JSON_BODY = '{"ok":true}';

@@ -4,8 +4,9 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, TEST_TOKEN, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, TEST_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { eventually } from '../helpers/wait.js';
 
 let replica: TestReplica;
 let tg: TestGateway;

@@ -19,12 +19,12 @@ import { createCipheriv, createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Agent, request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startReplica, type TestReplica } from '../helpers/replica.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 const MiB = 1024 * 1024;
 const SIZE = 64 * MiB;

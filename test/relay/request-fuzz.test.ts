@@ -12,9 +12,10 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
-import { TEST_TOKEN, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { TEST_TOKEN, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startCountingReplica, type CountingReplica, type ReceivedRequest } from '../helpers/counting-replica.js';
 import { type StrictRequest, parseStrict } from '../helpers/strict-request-parser.js';
+import { eventually } from '../helpers/wait.js';
 
 const SEED = Number(process.env['SLUICE_FUZZ_SEED'] ?? 0x5eed5) >>> 0;
 const CASES = Number(process.env['SLUICE_FUZZ_CASES'] ?? 3000);

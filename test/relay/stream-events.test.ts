@@ -5,9 +5,10 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { referenceEventCount } from '../helpers/sse-reference.js';
 import { type SseReplica, startSseReplica, type StreamScript } from '../helpers/sse-replica.js';
+import { eventually } from '../helpers/wait.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 after(async () => {

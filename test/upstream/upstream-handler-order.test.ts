@@ -11,8 +11,8 @@ import type { UpstreamHandler } from '../../src/upstream/handler.js';
 import { CONNECTS_PER_TURN } from '../../src/tunables.js';
 import { UpstreamPool } from '../../src/upstream/pool.js';
 import { answer, type ScriptedReplica, startScriptedReplica } from '../fixtures/scripted-replica.js';
-import { eventually } from '../helpers/gateway.js';
 import { closedPort } from '../helpers/replica.js';
+import { eventually } from '../helpers/wait.js';
 
 class Recorder implements UpstreamHandler {
   readonly calls: string[] = [];

@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { answer, type ScriptedReplica, startScriptedReplica } from '../fixtures/scripted-replica.js';
+import { eventually } from '../helpers/wait.js';
 
 let closing: ScriptedReplica;
 let polite: ScriptedReplica;

@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Client, type Dispatcher, request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { answer, type ScriptedReplica, startScriptedReplica } from '../fixtures/scripted-replica.js';
+import { eventually } from '../helpers/wait.js';
 
 /** Answers by path; `/refuse/NAME` sends REFUSED[NAME] and leaves the connection open. */
 const REFUSED: Record<string, string> = {

@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Readable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { AUTH, eventually, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { closedPort, readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 let live: TestReplica;
 let tg: TestGateway;

@@ -6,11 +6,11 @@ import { once } from 'node:events';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { answer, startScriptedReplica } from '../fixtures/scripted-replica.js';
-import { AUTH, eventually, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startReplica } from '../helpers/replica.js';
+import { eventually, sleep } from '../helpers/wait.js';
 
 const cleanups: (() => Promise<void>)[] = [];
 after(async () => {
