@@ -1,17 +1,22 @@
-// The queue in front of a cold service, through the gateway: bounded length (503 queue_full),
-// bounded wait (503 no_replica), a failed start (every queued request answered promptly, the next
-// one tries again), and a caller that leaves while queued (it never reaches a replica).
+// The queue in front of a cold service, through the gateway: bounded length (503 queue_full; the
+// bound holds for the whole process, with one worker and with two), bounded wait (503
+// no_replica), a failed start (every queued request answered promptly, the next one tries again),
+// and a caller that leaves while queued (it never reaches a replica).
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { after, test } from 'node:test';
 import { request } from 'undici';
 import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { RECORDING_REPLICA, recordFile, recorded, transitions } from '../helpers/launched.js';
 import { eventually } from '../helpers/wait.js';
+import { connectionsOnEveryWorker, GATE_REPLICA, type WorkerConnection } from '../helpers/workers.js';
 
 const gateways: TestGateway[] = [];
+const open: WorkerConnection[] = [];
 after(async () => {
+  for (const c of open) await c.client.close();
   await Promise.all(gateways.map((g) => g.close()));
 });
 
@@ -26,19 +31,45 @@ async function post(tg: TestGateway, path: string, body = 'x'): Promise<{ status
   return { status: res.statusCode, headers: res.headers, text: await res.body.text() };
 }
 
-test('over queue.maxRequests: 503 queue_full with Retry-After; the queued ones are served', async () => {
-  const tg = await gatewayFor({ env: { START_DELAY_MS: '1000' } }, { maxRequests: 2 });
-  const first = post(tg, '/echo', 'one');
-  const second = post(tg, '/echo', 'two');
-  await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="svc",priority="0"}')) === 2, 5000, 'two queued requests');
-  const third = await post(tg, '/echo', 'three');
-  assert.equal(third.status, 503);
-  assert.equal(JSON.parse(third.text).error.code, 'queue_full');
-  assert.equal(third.headers['x-sluice-error'], 'queue_full');
-  assert.ok(Number(third.headers['retry-after']) >= 1, 'Retry-After is set');
-  assert.equal((await first).status, 200);
-  assert.equal((await second).status, 200);
-});
+for (const workers of [1, 2]) {
+  test(`workers: ${workers} — over queue.maxRequests, counted across the process: 503 queue_full with Retry-After, whichever worker; the queued ones are served`, async () => {
+    const gate = recordFile(); // a fresh path: the replica reports ready once it exists
+    const tg = await startTestGateway(
+      rawService({ command: [process.execPath, GATE_REPLICA], env: { HEALTH_GATE_FILE: gate }, readyPath: '/health', max: 1 }, { queue: { maxRequests: 4 } }),
+      { workers },
+    );
+    gateways.push(tg);
+    // Eight connections taken in turn from each worker: the first four queue, the next four are refused.
+    const byWorker = await connectionsOnEveryWorker(tg, tg.origin, workers, 8 / workers);
+    const conns = Array.from({ length: 8 }, (_, i) => byWorker[i % workers]![Math.floor(i / workers)]!);
+    open.push(...conns);
+    const path = new URL(tg.url('/echo')).pathname;
+    const send = (c: WorkerConnection) =>
+      c.client.request({ path, method: 'POST', headers: AUTH, body: 'x' }).then(async (res) => ({
+        status: res.statusCode,
+        code: res.headers['x-sluice-error'],
+        retryAfter: res.headers['retry-after'],
+        body: await res.body.text(),
+      }));
+
+    const queued = conns.slice(0, 4).map(send);
+    await eventually(async () => (await metric(tg, 'sluice_queue_depth{service="svc",priority="0"}')) === 4, 10_000, 'four queued');
+
+    const refused = await Promise.all(conns.slice(4).map(send));
+    for (const answer of refused) {
+      assert.equal(answer.status, 503);
+      assert.equal(answer.code, 'queue_full');
+      assert.equal(JSON.parse(answer.body).error.code, 'queue_full');
+      assert.equal(answer.retryAfter, '1');
+    }
+    assert.equal(await metric(tg, 'sluice_queue_depth{service="svc",priority="0"}'), 4, 'still four queued, no more');
+
+    writeFileSync(gate, 'ready');
+    for (const answer of await Promise.all(queued)) assert.equal(answer.status, 200);
+    assert.equal(await metric(tg, 'sluice_requests_total{service="svc",status="503",outcome="queue_full"}'), 4);
+    assert.equal(await metric(tg, 'sluice_requests_total{service="svc",status="200",outcome="ok"}'), 4);
+  });
+}
 
 test('past queue.maxWaitMs: 503 no_replica with Retry-After', async () => {
   const tg = await gatewayFor({ env: { START_DELAY_MS: '5000' } }, { maxWaitMs: 300 });
