@@ -319,7 +319,7 @@ describe('kubernetes gateways: API server trouble', () => {
     };
     const { code, stdout, stderr } = await runServeToExit(config);
     assert.equal(code, 1, `exit code: ${stdout}${stderr}`);
-    // As every failed start (workers-port-in-use): one line on stderr; the log line on stdout.
+    // As every failed start (port-in-use.test.ts): one line on stderr; the log line on stdout.
     const lines = stderr.split('\n').filter((l) => l.trim() !== '');
     assert.equal(lines.length, 1, `one line on stderr: ${stderr}`);
     assert.match(lines[0]!, /^sluice: cannot start: /);
