@@ -5,7 +5,7 @@
 # and Node 24 has no uws-pack binary (docs/architecture.md#the-front-ends-build).
 #   docker build -t sluice .
 #   docker run -p 8080:8080 -v "$PWD/sluice.yaml:/etc/sluice/config.yaml:ro" sluice
-# test/dockerfile.test.ts keeps this file in step with package.json and docs/operations.md, and lints it.
+# test/e2e/dockerfile.test.ts keeps this file in step with package.json and docs/operations.md, and lints it.
 
 FROM node:24-trixie-slim AS build
 WORKDIR /app

@@ -1,5 +1,5 @@
 // The config reference, generated from the schema: every key, its default and its rule, as the
-// markdown table of docs/configuration.md, section "Every key" (test/config-doc.test.ts keeps them
+// markdown table of docs/configuration.md, section "Every key" (test/config/config-doc.unit.test.ts keeps them
 // equal).
 //   node dist/src/config/doc.js                                  print the table
 //   node dist/src/config/doc.js --write docs/configuration.md    replace the table between the markers

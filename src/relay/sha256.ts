@@ -4,7 +4,7 @@
 // tight loop and 2–3 µs on the request path (the EVP context set-up, the string's UTF-8 copy, the
 // result Buffer), against about 0.5 µs here, and the result stays in an Int32Array that
 // `sameDigest` compares without a Buffer or a call into C++. Tested against `node:crypto` for
-// every length from 0 to 300 and random texts (test/sha256.test.ts).
+// every length from 0 to 300 and random texts (test/relay/sha256.unit.test.ts).
 //
 // Timing: the work depends on the text's length only (one 64-byte block per 64 characters,
 // plus padding), never on its content: no branch and no table index depends on a character,

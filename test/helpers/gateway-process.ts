@@ -5,8 +5,9 @@ import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { assertNoSecrets, eventually } from './gateway.js';
+import { assertNoSecrets } from './gateway.js';
 import { closedPort } from './replica.js';
+import { eventually } from './wait.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 

@@ -90,15 +90,6 @@ export async function startTestGateway(services: RawService | RawService[], extr
   };
 }
 
-/** Polls `check` until it is true (events that have no promise to await, like a log line). */
-export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 /** The value of one Prometheus sample from the gateway's /metrics, e.g. `sluice_queue_depth{service="svc"}`. */
 export async function metric(tg: TestGateway, sample: string): Promise<number | undefined> {
   const text = await (await fetch(`${tg.origin}/metrics`)).text();

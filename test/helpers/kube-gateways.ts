@@ -12,10 +12,11 @@ import type { KubernetesTuning } from '../../src/control/sources/kubernetes/kube
 import type { FakeKubeApi, KubeRequest } from '../fixtures/fake-kube-api.js';
 import { KubeControllerSim } from '../fixtures/kube-controller-sim.js';
 import { pidAlive } from '../fixtures/replica-harness.js';
-import { assertNoSecrets, AUTH, eventually, secret, TEST_TOKEN_SHA256 } from './gateway.js';
+import { assertNoSecrets, AUTH, secret, TEST_TOKEN_SHA256 } from './gateway.js';
 import { FAST, KUBE_TOKEN, NS, startFakeKube, writeKubeconfig } from './kube.js';
 import { type TaggedReplica, startTaggedReplica } from './tagged-replica.js';
 import { CLI, type CliGateway, startCliGateway } from './workers.js';
+import { eventually } from './wait.js';
 
 secret(KUBE_TOKEN);
 

@@ -2,6 +2,7 @@
 // whatever comes back until the gateway closes the connection (or a guard against hanging fires).
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
+import { sleep } from './wait.js';
 
 export interface RawExchange {
   /** Everything the gateway sent before the connection closed (or before the guard fired). */
@@ -36,7 +37,7 @@ export function rawExchange(
       const parts = Array.isArray(data) ? data : [data];
       for (const [i, part] of parts.entries()) {
         if (socket.destroyed) return;
-        if (i > 0) await new Promise((r) => setTimeout(r, gapMs));
+        if (i > 0) await sleep(gapMs);
         socket.write(typeof part === 'string' ? Buffer.from(part, 'latin1') : part);
       }
     });

@@ -4,6 +4,7 @@
 // Other fields of the body (`"stream": true`, …) are the request's own.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { readBody, startReplica, type TestReplica } from './replica.js';
+import { sleep } from './wait.js';
 
 export interface StreamScript {
   /** Wait this long before the head. */
@@ -31,7 +32,6 @@ export interface SseReplica extends TestReplica {
   allowResets(): void;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The replica. Every request's body is its script. */
 export async function startSseReplica(): Promise<SseReplica> {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from 'undici';
-import { eventually } from './gateway.js';
+import { eventually } from './wait.js';
 
 export const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 export const GATE_REPLICA = fileURLToPath(new URL('../fixtures/gate-replica.js', import.meta.url));
@@ -89,11 +89,13 @@ export async function workerOf(source: LogSource, reqId: string): Promise<number
  */
 export async function connectionsOnEveryWorker(source: LogSource, origin: string, workers: number, perWorker: number): Promise<WorkerConnection[][]> {
   const byWorker: WorkerConnection[][] = Array.from({ length: workers }, () => []);
+  // `workers: 1`: every connection reaches the one thread (whose log lines name no worker).
+  if (workers === 1) for (let i = 0; i < perWorker; i++) byWorker[0]!.push({ client: keptClient(origin), worker: 0 });
   for (let i = 0; i < 200 && byWorker.some((list) => list.length < perWorker); i++) {
     // undici closes a keep-alive connection idle for 4 s by default and silently opens a new one
     // on the next request, which may reach another worker: on a slow machine the first
     // connections wait that long for the others. Keep them (uWS closes idle ones after 10 s).
-    const client = new Client(origin, { pipelining: 1, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 30_000 });
+    const client = keptClient(origin);
     const res = await client.request({ path: '/api/v1/services/no-such-service/request/x', method: 'POST', body: '' });
     await res.body.dump();
     const worker = await workerOf(source, String(res.headers['x-request-id']));
@@ -103,6 +105,10 @@ export async function connectionsOnEveryWorker(source: LogSource, origin: string
   }
   if (byWorker.some((list) => list.length < perWorker)) throw new Error('could not reach every worker');
   return byWorker;
+}
+
+function keptClient(origin: string): Client {
+  return new Client(origin, { pipelining: 1, keepAliveTimeout: 30_000, keepAliveMaxTimeout: 30_000 });
 }
 
 /** Total CPU ticks (user + system) per thread of process `pid`, from /proc/<pid>/task/<tid>/stat. */
