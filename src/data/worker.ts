@@ -8,7 +8,6 @@
 // replica slots this thread held and starts a replacement.
 import { parentPort, workerData } from 'node:worker_threads';
 import type { TemplatedApp } from 'uWebSockets.js';
-import { replicaKind } from '../config/types.js';
 import { createLogger } from '../log/logger.js';
 import { PostingDestination } from '../log/transport.js';
 import { CounterLayout, RequestCounters } from '../metrics/request-counters.js';
@@ -42,10 +41,7 @@ function demandLink(s: number): DemandLink {
   };
 }
 
-const views = config.services.map((service, s) => {
-  const queues = replicaKind(service.replicas) !== 'static';
-  return new ReplicaView(service, new SlotTable(init.slots[s]!), thread, demandLink(s), queues, logger);
-});
+const views = config.services.map((service, s) => new ReplicaView(service, new SlotTable(init.slots[s]!), thread, demandLink(s), init.queuesForColdStart[s]!, logger));
 
 /** /metrics scrapes waiting for the main thread's rendering, by id. */
 const pendingMetrics = new Map<number, { resolve: (value: { text: string; contentType: string }) => void; reject: (err: Error) => void }>();
