@@ -102,7 +102,7 @@ export const QUEUE_FULL_RETRY_AFTER_S = 1;
 /** Retry-After (seconds) for `no_replica` after the wait ran out. */
 export const WAIT_EXPIRED_RETRY_AFTER_S = 5;
 
-// used by control/replicas/endpoint-replicas.ts
+// used by control/kinds/kubernetes/endpoint-replicas.ts
 /** How often the service's demand is reported to the source besides each enqueue. */
 export const DEMAND_REPORT_MS = 200;
 

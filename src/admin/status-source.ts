@@ -10,7 +10,7 @@ import { LATENCY_BUCKETS, STREAM_BUCKETS } from '../metrics/request-counters.js'
 export interface SnapshotSource {
   snapshot(): {
     slug: string;
-    kind: 'static' | 'launched' | 'kubernetes';
+    kind: string;
     accepting: boolean;
     queued: number;
     routing: RoutingStatus;
@@ -51,7 +51,7 @@ export interface ReplicaEjectionStatus {
 /** What is true of a service now. */
 export interface LiveService {
   slug: string;
-  kind: 'static' | 'launched' | 'kubernetes';
+  kind: string;
   /** False once the set stopped taking requests (the gateway is draining). */
   accepting: boolean;
   /** Replicas that hold a slot, by state. */

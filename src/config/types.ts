@@ -69,14 +69,6 @@ export interface KubernetesTarget {
   kubeconfig?: string | undefined;
 }
 
-/** The kind of a service's replicas: which key of `replicas` is set. */
-export type ReplicaKind = 'static' | 'launched' | 'kubernetes';
-
-export function replicaKind(replicas: ReplicasConfig): ReplicaKind {
-  if (replicas.kubernetes !== undefined) return 'kubernetes';
-  return replicas.command !== undefined && replicas.command.length > 0 ? 'launched' : 'static';
-}
-
 export interface ServiceConfig {
   slug: string;
   tokens: TokenConfig[];

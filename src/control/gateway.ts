@@ -25,7 +25,8 @@ import { Refusals } from '../relay/refusal.js';
 import { RequestIds } from '../relay/request-ids.js';
 import { FLAG_COUNT, FLAG_DRAINING, FLAG_READY } from '../replicas/messages.js';
 import { checkPortFree } from './port-check.js';
-import type { EndpointReplicasOptions } from './replicas/endpoint-replicas.js';
+import type { KindOptions } from './replicas/kind-policy.js';
+import { kindOf } from './kinds/kinds.js';
 import { ServiceControl } from './replicas/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from './replicas/tuning.js';
 import type { KubernetesTuning } from './sources/kubernetes/kubernetes-source.js';
@@ -94,13 +95,13 @@ class ControlPlane implements Gateway, OpsSource {
     this.registry = new Metrics(config.services.map((s) => s.slug));
     const ops = config.admin === undefined ? this : undefined;
     const tuning = options.testHooks?.kubernetesTuning;
-    const kubernetes: EndpointReplicasOptions | undefined = tuning === undefined ? undefined : { tuning };
+    const kindOptions: KindOptions = tuning === undefined ? {} : { kubernetes: { tuning } };
     const replicaTuning = options.testHooks?.replicaTuning ?? {};
     if (this.workers === 1) {
       const sets: LocalReplicaSet[] = [];
       this.buildServices(() => {
         for (const service of config.services) {
-          const set = new LocalReplicaSet(service, { logger: this.logger, events: this.registry, kubernetes, tuning: replicaTuning });
+          const set = new LocalReplicaSet(service, { logger: this.logger, events: this.registry, kindOptions, tuning: replicaTuning });
           sets.push(set);
           this.services.push(set.control);
         }
@@ -120,6 +121,7 @@ class ControlPlane implements Gateway, OpsSource {
           thread,
           port,
           slots: this.services.map((service) => service.slots.init),
+          queuesForColdStart: this.services.map((service) => service.queuesForColdStart),
           store: stores[thread]!.buffer as SharedArrayBuffer,
           flags: this.flagsBuffer,
           authFailures: this.authFailures,
@@ -132,7 +134,7 @@ class ControlPlane implements Gateway, OpsSource {
       });
       this.buildServices(() => {
         config.services.forEach((service, s) => {
-          this.services.push(new ServiceControl(service, { logger: this.logger, events: this.registry, threads: this.workers, views: pool.router(s), kubernetes, tuning: replicaTuning }));
+          this.services.push(new ServiceControl(service, { logger: this.logger, events: this.registry, kind: kindOf(service), threads: this.workers, views: pool.router(s), kindOptions, tuning: replicaTuning }));
         });
       });
       this.pool = pool;

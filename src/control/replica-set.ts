@@ -5,7 +5,8 @@
 import type { ServiceConfig } from '../config/types.js';
 import type { ReplicaEvents } from '../replicas/events.js';
 import type { ServiceSnapshot } from './replicas/control-types.js';
-import type { EndpointReplicasOptions } from './replicas/endpoint-replicas.js';
+import type { KindOptions } from './replicas/kind-policy.js';
+import { kindOf } from './kinds/kinds.js';
 import { ServiceControl } from './replicas/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from './replicas/tuning.js';
 import { ReplicaView } from '../data/replica-view.js';
@@ -18,8 +19,8 @@ export interface ReplicaSetDeps {
   logger: Logger;
   events?: ReplicaEvents;
   tuning?: Partial<ReplicaSetTuning>;
-  /** Kubernetes replicas: test timings and credentials. */
-  kubernetes?: EndpointReplicasOptions | undefined;
+  /** Options for the kinds of replicas (tests: Kubernetes timings and credentials). */
+  kindOptions?: KindOptions | undefined;
 }
 
 /** The set as its owner (server, metrics, tests) sees it: the seam plus a read-only view. */
@@ -40,7 +41,7 @@ export class LocalReplicaSet implements ManagedReplicaSet {
       get: (thread: number): ViewLink | undefined => (thread === 0 ? view : undefined),
       all: (): ViewLink[] => (view === undefined ? [] : [view]),
     };
-    this.control = new ServiceControl(service, { ...deps, threads: 1, views });
+    this.control = new ServiceControl(service, { ...deps, kind: kindOf(service), threads: 1, views });
     const tuning = { ...DEFAULT_TUNING, ...deps.tuning };
     view = new ReplicaView(service, this.control.slots, 0, this.control, this.control.queuesForColdStart, deps.logger, tuning.poolCloseMs);
     for (const info of this.control.replicas()) view.announce(info);
@@ -73,7 +74,7 @@ export class LocalReplicaSet implements ManagedReplicaSet {
   }
 }
 
-/** Starts the set: static replicas are in rotation, `min` launched replicas are starting. */
+/** Starts the set: replicas that exist from the start are in rotation, `min` are starting. */
 export function createReplicaSet(service: ServiceConfig, deps: ReplicaSetDeps): ManagedReplicaSet {
   return new LocalReplicaSet(service, deps);
 }

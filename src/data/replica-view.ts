@@ -83,9 +83,9 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     /** This thread's row in the slot table. */
     private readonly thread: number,
     private readonly link: DemandLink,
-    /** Replicas started on demand, launched or Kubernetes (a cold service queues, and so does the
-     *  retry after a refused connection, instead of failing). */
-    private readonly launched: boolean,
+    /** The kind starts replicas on demand (its policy's answer, src/control/replicas/kind-policy.ts):
+     *  a cold service queues, and so does the retry after a refused connection, instead of failing. */
+    private readonly queuesForColdStart: boolean,
     private readonly log: Logger,
     /** How long closing a gone replica's pool waits for its requests (control/replicas/tuning.ts). */
     private readonly poolCloseMs: number,
@@ -106,20 +106,20 @@ export class ReplicaView implements ReplicaSet, ViewLink {
       return;
     }
     if (exclude !== undefined) {
-      // The retry after `unreachable`: another replica that is ready now. Failing that, a launched
-      // set queues the request (its replica is probably dying and will be replaced); a static set
-      // answers 502 at once.
+      // The retry after `unreachable`: another replica that is ready now. Failing that, a set that
+      // queues for a cold start queues the request (its replica is probably dying and will be
+      // replaced); another (static) answers 502 at once.
       const slot = slots.take(this.thread, this.known, (exclude as LocalReplica).slot, false);
       if (slot >= 0) waiter.onReplica(this.bySlot[slot]!);
-      else if (this.launched && waiter.maxWaitMs !== 0) this.enqueue(waiter);
+      else if (this.queuesForColdStart && waiter.maxWaitMs !== 0) this.enqueue(waiter);
       else waiter.onNoReplica(this.noOtherReplicaError);
       return;
     }
     if (slots.queued === 0) {
       const slot =
         this.ring === undefined || waiter.affinity === NO_AFFINITY
-          ? slots.take(this.thread, this.known, -1, !this.launched)
-          : slots.takeNear(this.thread, this.known, this.ring, waiter.affinity, this.maxLoad, !this.launched);
+          ? slots.take(this.thread, this.known, -1, !this.queuesForColdStart)
+          : slots.takeNear(this.thread, this.known, this.ring, waiter.affinity, this.maxLoad, !this.queuesForColdStart);
       if (slot >= 0) {
         waiter.onReplica(this.bySlot[slot]!);
         return;
@@ -134,7 +134,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
 
   /** A request that will not wait and found no replica with room: 503 now, and wake a cold service. */
   private refuseWait(waiter: ReplicaWaiter): void {
-    if (this.launched && !this.slots.hasReady()) {
+    if (this.queuesForColdStart && !this.slots.hasReady()) {
       const now = performance.now();
       if (now - this.wokeAt >= WAKE_EVERY_MS) {
         this.wokeAt = now;

@@ -8,7 +8,6 @@
 // replica slots this thread held and starts a replacement.
 import { parentPort, workerData } from 'node:worker_threads';
 import type { TemplatedApp } from 'uWebSockets.js';
-import { replicaKind } from '../config/types.js';
 import { createLogger } from '../log/logger.js';
 import { PostingDestination } from '../log/transport.js';
 import { CounterLayout, RequestCounters } from '../metrics/request-counters.js';
@@ -36,10 +35,7 @@ function demandLink(s: number): DemandLink {
   return linkOverPort(port, DEMAND_LINK, s);
 }
 
-const views = config.services.map((service, s) => {
-  const queues = replicaKind(service.replicas) !== 'static';
-  return new ReplicaView(service, new SlotTable(init.slots[s]!), thread, demandLink(s), queues, logger, init.poolCloseMs);
-});
+const views = config.services.map((service, s) => new ReplicaView(service, new SlotTable(init.slots[s]!), thread, demandLink(s), init.queuesForColdStart[s]!, logger, init.poolCloseMs));
 
 /** /metrics scrapes waiting for the main thread's rendering, by id. */
 const pendingMetrics = new Map<number, { resolve: (value: { text: string; contentType: string }) => void; reject: (err: Error) => void }>();

@@ -13,8 +13,11 @@ export interface WorkerInit {
   thread: number;
   /** The port to listen on (0: pick one; the first worker only). */
   port: number;
-  /** Per service, in config order. */
+  /** Per service, in config order: its shared slot table (its capacity is the kind's). */
   slots: SlotTableInit[];
+  /** Per service, in config order: its kind queues a request while no replica is ready (the
+   *  control plane's answer: src/control/replicas/kind-policy.ts). */
+  queuesForColdStart: boolean[];
   /** This thread's request counters (metrics/request-counters.ts). */
   store: SharedArrayBuffer;
   /** Gateway-wide flags (gateway.ts: [0] draining, [1] ready). */

@@ -31,8 +31,6 @@
 // One Float64Array beside it holds, per slot, `Date.now()` when its inflight last dropped to 0:
 // the idle clock of launched replicas.
 
-import type { ReplicaKind, ServiceConfig } from '../config/types.js';
-
 export const EMPTY = 0;
 export const READY = 1;
 export const OUT = 2;
@@ -58,15 +56,3 @@ export const STRIDE = 9;
 /** Scores and in-flight counts above this compare as equal (the key packs three numbers in one double). */
 export const KEY_MAX = 2 ** 21 - 1;
 export const KEY_SCALE = 2 ** 21;
-
-/**
- * Slots in the shared table. Launched: `max` places, and as many again for replicas gone whose last
- * requests are ending. Kubernetes: room beyond `max` for pods someone else adds (an HPA) and for
- * terminating ones. Static: one per URL.
- */
-export function slotCapacity(service: ServiceConfig, kind: ReplicaKind): number {
-  const { max } = service.replicas;
-  if (kind === 'launched') return max * 2 + 2;
-  if (kind === 'kubernetes') return Math.min(1024, max * 2 + 16);
-  return Math.max(1, (service.replicas.urls ?? []).length);
-}

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pino } from 'pino';
+import { kindOf } from '../../src/control/kinds/kinds.js';
 import { ServiceControl } from '../../src/control/replicas/service-control.js';
 import { DEFAULT_TUNING } from '../../src/control/replicas/tuning.js';
 import { ReplicaView } from '../../src/data/replica-view.js';
@@ -19,6 +20,7 @@ function twoThreads(concurrency: number): { control: ServiceControl; views: Repl
   const alive = [true, true];
   const control = new ServiceControl(service, {
     logger,
+    kind: kindOf(service),
     threads: 2,
     views: {
       get: (thread): ViewLink | undefined => (alive[thread] ? views[thread] : undefined),

@@ -1,4 +1,4 @@
-// The control plane's side of Kubernetes replicas (src/control/replicas/endpoint-replicas.ts), in
+// The control plane's side of Kubernetes replicas (src/control/kinds/kubernetes/endpoint-replicas.ts), in
 // one in-process gateway against the fake API server: what each endpoint state means for routing,
 // with endpoints published by the test itself (no controller simulator), so every transition is
 // exact. The multi-gateway behaviour (three processes, scale-ups, idle, API down) is in

@@ -1,7 +1,6 @@
 // The control plane's types as its owners (the gateway, the worker pool, tests) see them.
-import type { ReplicaKind } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
-import type { EndpointReplicasOptions } from './endpoint-replicas.js';
+import type { KindOptions, ReplicaKind } from './kind-policy.js';
 import type { LoadSnapshot } from './load-reader.js';
 import type { ViewLink } from '../../replicas/link.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
@@ -22,8 +21,10 @@ export interface ServiceControlDeps {
   /** How many data plane threads may hold requests (slot table rows). */
   threads: number;
   views: ViewRouter;
-  /** Kubernetes replicas: test timings and credentials (production uses the defaults). */
-  kubernetes?: EndpointReplicasOptions | undefined;
+  /** The kind of the service's replicas (src/control/kinds/kinds.ts `kindOf`). */
+  kind: ReplicaKind;
+  /** Options for the kinds (tests: Kubernetes timings and credentials; production: the defaults). */
+  kindOptions?: KindOptions | undefined;
 }
 
 export interface ReplicaSnapshot {
@@ -31,7 +32,7 @@ export interface ReplicaSnapshot {
   state: ReplicaStateName;
   inflight: number;
   origin: string;
-  /** The process id of a launched replica (undefined for static ones or before spawn). */
+  /** The process id behind the replica, when its kind runs one (launched, once spawned). */
   pid: number | undefined;
   /** Its load reading, when the service reads loads and the replica is ready. */
   load?: LoadSnapshot;
@@ -59,7 +60,8 @@ export interface RoutingSnapshot {
 
 export interface ServiceSnapshot {
   slug: string;
-  kind: ReplicaKind;
+  /** The kind of its replicas: `static`, `launched`, `kubernetes`. */
+  kind: string;
   accepting: boolean;
   queued: number;
   routing: RoutingSnapshot;

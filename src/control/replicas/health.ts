@@ -1,12 +1,13 @@
 // Probes, on the control plane only: the readiness poll of a starting launched replica, the
-// periodic probe of a ready static replica (when `readyPath` is set), and the recovery probe of a
-// replica out of rotation after a refused connection. (Kubernetes endpoints are probed by their
-// source before they are ready: src/control/sources/kubernetes/endpoint-probes.ts.) Each result
-// that changes a state goes through the service's transition function.
+// periodic probe of a ready replica whose kind asks for it (static, when `readyPath` is set:
+// kind-policy.ts `probesWhenReady`), and the recovery probe of a replica out of rotation after a
+// refused connection. (Kubernetes endpoints are probed by their source before they are ready:
+// src/control/sources/kubernetes/endpoint-probes.ts.) Each result that changes a state goes
+// through the service's transition function.
 import type { Agent } from 'node:http';
 import type { ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
-import { createProbeAgent, probeHttp, probeTcp, type ProbeResult } from './probe.js';
+import { createProbeAgent, probeHttp, probeTcp, type ProbeResult } from '../sources/probe.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { ManagedReplica } from './replica.js';
 import type { ReplicaSetTuning } from './tuning.js';
@@ -16,9 +17,10 @@ export interface HealthOwner {
   transition(r: ManagedReplica, to: ReplicaStateName, reason: string, detail?: Record<string, unknown>): boolean;
   /** True once the service is closing: no new probe is scheduled. */
   readonly closing: boolean;
-  /** True for static replicas: a ready one is probed periodically when `readyPath` is set (a
-   *  launched one's exit says enough; a Kubernetes one's endpoint conditions do). */
-  readonly probesReady: boolean;
+  /** A ready replica is probed periodically when `readyPath` is set (its kind's policy says). */
+  readonly probesWhenReady: boolean;
+  /** True while the replica's source holds it out of rotation: no recovery probe brings it back. */
+  heldOut(r: ManagedReplica): boolean;
 }
 
 export class Health {
@@ -58,10 +60,10 @@ export class Health {
 
   /** Next probe of a ready static replica (with readyPath) or of an unreachable replica. */
   scheduleRecheck(r: ManagedReplica): void {
-    if (r.probeTimer !== undefined || this.owner.closing || r.heldOut) return;
+    if (r.probeTimer !== undefined || this.owner.closing || this.owner.heldOut(r)) return;
     let delay: number;
     if (r.state === 'unreachable') delay = this.tuning.recoveryProbeMs;
-    else if (r.state === 'ready' && this.owner.probesReady && this.service.replicas.readyPath !== undefined) delay = this.tuning.probeIntervalMs;
+    else if (r.state === 'ready' && this.owner.probesWhenReady && this.service.replicas.readyPath !== undefined) delay = this.tuning.probeIntervalMs;
     else return;
     r.probeTimer = setTimeout(() => void this.recheck(r), delay);
     r.probeTimer.unref();
@@ -85,7 +87,7 @@ export class Health {
       return;
     }
     this.note(r, result);
-    if (r.heldOut) return; // the source took it out meanwhile: it brings it back
+    if (this.owner.heldOut(r)) return; // the source took it out meanwhile: it brings it back
     if (state === 'unreachable' && result.ok) {
       this.owner.transition(r, 'ready', 'probe succeeded');
     } else if (state === 'ready' && !result.ok) {

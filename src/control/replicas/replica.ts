@@ -3,7 +3,6 @@
 // and reacts to it is `ServiceControl.transition` in service-control.ts, because every reaction
 // (hand out the queue, fail waiters, start a replacement) is the service's business. The data
 // planes see a replica only as its slot in the shared table (src/replicas/slots.ts).
-import type { ReplicaProcess } from '../sources/replica-process.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 
 /** The allowed moves; anything else is a bug and is refused (and logged) by the transition. */
@@ -20,7 +19,11 @@ export function canTransition(from: ReplicaStateName, to: ReplicaStateName): boo
   return TRANSITIONS[from].includes(to);
 }
 
-/** The control plane's record of one replica. */
+/**
+ * The control plane's record of one replica, the same for every kind: where it is, its state and
+ * its probes. What only one kind needs (a launched replica's process and timers, a pod's name) is
+ * kept by that kind's policy (src/control/kinds/), keyed by the replica.
+ */
 export class ManagedReplica {
   readonly id: string;
   /** Its place in the shared slot table, and the generation of the slot it got. */
@@ -30,32 +33,23 @@ export class ManagedReplica {
   origin = '';
   /** `127.0.0.1:PORT`; empty until a launched replica's port is chosen. */
   host = '';
+  /** Host name and port for the TCP probe (without `readyPath`). */
+  probeHost = '';
+  probePort = 0;
 
   state: ReplicaStateName = 'starting';
   /** Clock (ms, `performance.now()`) when the current state was entered. */
   since: number;
   readonly createdAt: number;
-  /** Clock when it was last taken out of rotation; the static fallback picks the oldest. */
+  /** Clock when it was last taken out of rotation; the panic fallback picks the oldest. */
   failedAt = 0;
-  /** Host name and port for the TCP probe (static replicas without `readyPath`). */
-  probeHost = '';
-  probePort = 0;
 
-  /** The child process of a launched replica, once spawned. */
-  process: ReplicaProcess | undefined = undefined;
   /** The last probe result, to log only when it changes (`503`, `ECONNREFUSED`, ...). */
   lastProbe = '';
   /** A probe request is in flight: no second one is started. */
   probing = false;
-  /** Kubernetes replicas: out of rotation because the source says not ready (no recovery probe). */
-  heldOut = false;
-
   /** Readiness poll (starting), periodic or recovery probe (ready / unreachable). */
   probeTimer: NodeJS.Timeout | undefined = undefined;
-  /** `startTimeoutMs` (starting). */
-  startTimer: NodeJS.Timeout | undefined = undefined;
-  /** Idle stop check (ready, launched). */
-  idleTimer: NodeJS.Timeout | undefined = undefined;
 
   constructor(id: string, slot: number, gen: number, now: number) {
     this.id = id;
@@ -65,24 +59,11 @@ export class ManagedReplica {
     this.createdAt = now;
   }
 
-  /** True when no process of this replica runs (exited, never spawned, or static). */
-  get processGone(): boolean {
-    return this.process === undefined || this.process.hasExited;
-  }
-
-  /** Clears every timer of the current state; called on each transition. */
+  /** Clears the probe timer of the current state; called on each transition. */
   clearTimers(): void {
     if (this.probeTimer !== undefined) {
       clearTimeout(this.probeTimer);
       this.probeTimer = undefined;
-    }
-    if (this.startTimer !== undefined) {
-      clearTimeout(this.startTimer);
-      this.startTimer = undefined;
-    }
-    if (this.idleTimer !== undefined) {
-      clearTimeout(this.idleTimer);
-      this.idleTimer = undefined;
     }
   }
 }

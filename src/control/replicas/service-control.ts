@@ -1,51 +1,41 @@
 // One service's replicas on the control plane (main thread): the state machine, the queue, idle
-// stops, drain and close, for every kind of replicas (static, launched, Kubernetes). The data
-// planes choose replicas by reading the shared slot table this class writes
-// (src/replicas/slots.ts; how they choose: choice.ts); they reach it only for the queue
-// (demand.ts), for what they learned (a refused connection) and to wake a cold service.
+// stops, drain and close, the same for every kind of replicas. What differs by kind (one folder
+// each in src/control/kinds/) is asked of the kind's policy (kind-policy.ts): slot capacity,
+// whether a cold service queues, whether ready replicas are probed, the panic fallback, what
+// entering a state means, how to scale. The data planes choose replicas by reading the shared
+// slot table this class writes (src/replicas/slots.ts; how they choose: choice.ts); they reach it
+// only for the queue (demand.ts), for what they learned (a refused connection) and to wake a cold
+// service.
 //
 // Decisions:
 //
 // - The queue's order rules (demand.ts); a request that will not wait wakes a cold service
-//   (`wake`: it scales as for one queued request, see demand.ts and replica-view.ts).
-// - Scaling: launched replicas in launches.ts; Kubernetes replicas are the endpoints the source
-//   lists (endpoint-replicas.ts), and the source raises the Deployment from the reported demand.
+//   (`wake`: it scales as for one queued request, see demand.ts and replica-view.ts) when the
+//   kind queues for a cold start.
 // - A failed start: every queued request gets `503 no_replica` (Retry-After = the backoff) at
 //   once, unless another replica is ready or still starting. The next start waits a backoff:
 //   250 ms, doubling per consecutive failure up to 5 s; the count resets once a replica has stayed
 //   ready for 10 s, so a crash loop after readiness backs off too.
-// - A process that exits while ready: the replica is `failed`, the data planes close their
-//   connections to it, and a replacement starts (after the backoff) if requests are queued or
-//   `min` requires it.
 // - `unreachable` (connection refused before any byte was sent) takes the replica out of
-//   rotation, for both kinds, and probes it every 500 ms until it answers. Launched replicas are
-//   not killed for it: a refused connection can be a keep-alive race.
+//   rotation, for every kind, and probes it every 500 ms until it answers (unless its kind holds it
+//   out). Nothing is stopped for it: a refused connection can be a keep-alive race.
 // - Consecutive failures (refused, reset, status-line deadline) eject a replica for a backoff,
 //   for every kind (ejections.ts); its state stays, its shared slot says EJECTED.
-// - Kubernetes replicas never fail: a pod that stops answering is `unreachable` (held out while its
-//   endpoint is not ready), a terminating one `draining` until its endpoint is gone.
-// - Static sets never queue for a cold start: their replicas start `ready`. When every static
-//   replica is out of rotation, the one taken out longest ago is handed out anyway (the "panic"
-//   rule of Envoy): if the probe was wrong the request succeeds; if the replica is really down the
-//   retry finds nothing and the caller gets `502 upstream_unavailable` within milliseconds.
-import { type ReplicaKind, replicaKind, type ServiceConfig, type TokenConfig } from '../../config/types.js';
+// - With the kind's panic fallback, when every replica is out of rotation the one
+//   taken out longest ago is written into the slot table to be handed out anyway.
+import type { ServiceConfig, TokenConfig } from '../../config/types.js';
 import { drainingError, RelayError } from '../../http/errors.js';
 import type { Logger } from '../../log/logger.js';
 import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
-import { slotCapacity } from '../../replicas/slot-layout.js';
-import { ProcessSource } from '../sources/process.js';
 import type { Endpoint } from '../sources/source.js';
-import { staticEndpoints } from '../sources/static.js';
 import { ReplicaChoice } from './choice.js';
 import { Demand } from './demand.js';
-import { EndpointReplicas } from './endpoint-replicas.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import { Ejections } from './ejections.js';
 import { Health } from './health.js';
-import { IdleStops } from './idle.js';
-import { Launches } from './launches.js';
+import type { KindOptions, ReplicaHost, ReplicaKindPolicy } from './kind-policy.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { FailureReason } from '../../replicas/types.js';
 import { ManagedReplica, canTransition } from './replica.js';
@@ -57,17 +47,19 @@ function isLive(state: ReplicaStateName): boolean {
   return state === 'starting' || state === 'ready' || state === 'unreachable';
 }
 
-export class ServiceControl {
+export class ServiceControl implements ReplicaHost {
   readonly slug: string;
   readonly slots: SlotTable;
-  readonly kind: ReplicaKind;
-  private readonly service: ServiceConfig;
-  private readonly log: Logger;
-  private readonly events: ReplicaEvents | undefined;
-  private readonly tuning: ReplicaSetTuning;
+  /** The kind's name, for /status. */
+  readonly kind: string;
+  readonly service: ServiceConfig;
+  readonly log: Logger;
+  readonly events: ReplicaEvents | undefined;
+  readonly tuning: ReplicaSetTuning;
+  readonly health: Health;
+  readonly options: KindOptions;
   private readonly views: ViewRouter;
   private readonly demand: Demand;
-  private readonly health: Health;
   private readonly ejections: Ejections;
   /** Generation per slot of the replica the control plane has announced (-1: none). */
   private readonly known: Int32Array;
@@ -84,11 +76,8 @@ export class ServiceControl {
   private readonly drainingError = drainingError();
 
   private readonly backoff: StartBackoff;
-  private readonly idle: IdleStops;
-  /** Launched replicas: starting them and their exits. */
-  private readonly launches: Launches | undefined;
-  /** Kubernetes replicas: the source's endpoints. */
-  private readonly endpoints: EndpointReplicas | undefined;
+  /** What the kind of replicas decides (kind-policy.ts). */
+  private readonly policy: ReplicaKindPolicy;
   /** Load readings and the affinity ring. */
   private readonly choice: ReplicaChoice;
 
@@ -99,32 +88,22 @@ export class ServiceControl {
     this.events = deps.events;
     this.tuning = { ...DEFAULT_TUNING, ...deps.tuning };
     this.views = deps.views;
-    this.kind = replicaKind(service.replicas);
+    this.options = deps.kindOptions ?? {};
+    const kind = deps.kind;
+    this.kind = kind.name;
     const { concurrency, load } = service.replicas;
-    this.slots = SlotTable.create(slotCapacity(service, this.kind), deps.threads, concurrency, load !== undefined);
+    this.slots = SlotTable.create(kind.slotCapacity(service), deps.threads, concurrency, load !== undefined);
     this.known = new Int32Array(this.slots.slots).fill(-1);
     this.choice = new ReplicaChoice(service, this.slots, () => this.all, this.log, this.events);
-    this.demand = new Demand(service, this.slots, this.known, this.kind === 'static', (t) => this.views.get(t), this.log, this.events, this.choice.affinity);
     this.health = new Health(service, this.tuning, this.log, this);
     this.ejections = new Ejections(this.slug, this.slots, this.tuning, this.log, this.events, {
       replicas: () => this.all,
       returned: () => this.demand.dispatch(),
     });
     this.backoff = new StartBackoff(this.tuning);
-    this.idle = new IdleStops(service, this.slots, this);
-
-    if (this.kind === 'launched') {
-      this.launches = new Launches(service, new ProcessSource(service, this.log), this, this.health, this.log);
-    } else if (this.kind === 'kubernetes') {
-      this.endpoints = new EndpointReplicas(service, this, this.slots, this.log, this.events, deps.kubernetes);
-      this.endpoints.start();
-    } else {
-      for (const endpoint of staticEndpoints(service)) {
-        const r = this.create()!;
-        this.place(r, endpoint);
-        this.transition(r, 'ready', 'static replica');
-      }
-    }
+    this.policy = kind.policy(service, this);
+    this.demand = new Demand(service, this.slots, this.known, this.policy.panicFallback, (t) => this.views.get(t), this.log, this.events, this.choice.affinity);
+    this.policy.start();
     this.scale();
   }
 
@@ -132,14 +111,19 @@ export class ServiceControl {
     return this.closingPromise !== undefined;
   }
 
-  /** Launched and Kubernetes replicas are started on demand: a cold service queues. */
+  /** A cold service queues while its kind starts replicas (the data planes are told: WorkerInit). */
   get queuesForColdStart(): boolean {
-    return this.kind !== 'static';
+    return this.policy.queuesForColdStart;
   }
 
-  /** Health: only static replicas are probed while ready. */
-  get probesReady(): boolean {
-    return this.kind === 'static';
+  /** For Health: the kind probes its ready replicas. */
+  get probesWhenReady(): boolean {
+    return this.policy.probesWhenReady;
+  }
+
+  /** For Health: the kind holds `r` out of rotation (no recovery probe). */
+  heldOut(r: ManagedReplica): boolean {
+    return this.policy.heldOut(r);
   }
 
   get accepting(): boolean {
@@ -176,7 +160,7 @@ export class ServiceControl {
   }
 
   wake(): void {
-    if (!this.acceptingRequests || this.kind === 'static' || this.readyCount > 0) return;
+    if (!this.acceptingRequests || !this.policy.queuesForColdStart || this.readyCount > 0) return;
     this.demand.wake();
     this.scale();
   }
@@ -229,7 +213,7 @@ export class ServiceControl {
     if (!this.acceptingRequests) return;
     this.acceptingRequests = false;
     this.slots.setAccepting(false);
-    this.launches?.stopScaling();
+    this.policy.drain();
     this.log.info({ service: this.slug, queued: this.demand.size }, 'replica set draining');
     this.demand.failAll(this.drainingError, 'draining');
   }
@@ -243,15 +227,11 @@ export class ServiceControl {
   }
 
   private async shutdown(): Promise<void> {
-    const exits: Promise<unknown>[] = [];
     for (const r of [...this.all]) {
       if (isLive(r.state)) this.transition(r, 'draining', 'close');
       r.clearTimers();
-      if (!r.processGone && this.launches !== undefined) exits.push(this.launches.source.stop(r, this.tuning.stopGraceMs));
     }
-    await Promise.all(exits);
-    await this.launches?.settled();
-    await this.endpoints?.close();
+    await this.policy.close(this.tuning.stopGraceMs);
     this.health.close();
     this.choice.close();
     this.log.info({ service: this.slug }, 'replica set closed');
@@ -262,7 +242,7 @@ export class ServiceControl {
     for (const r of this.all) {
       const load = this.choice.load(r);
       const ejection = this.ejections.snapshot(r);
-      replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: r.process?.pid, ...(load === undefined ? {} : { load }), ...(ejection === undefined ? {} : { ejection }) });
+      replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: this.policy.pid(r), ...(load === undefined ? {} : { load }), ...(ejection === undefined ? {} : { ejection }) });
     }
     return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.choice.routing, replicas };
   }
@@ -325,46 +305,35 @@ export class ServiceControl {
     if (isLive(to)) this.live++;
     this.slots.setState(r.slot, to === 'ready' ? this.ejections.readyState(r, from) : SHARED_STATE[to]);
     if (!isLive(to)) this.ejections.forget(r);
-    if (this.kind === 'static' && (from === 'unreachable' || to === 'unreachable')) this.updateFallback();
-    const line = { service: this.slug, replica: r.id, from, to, ms, reason, pid: r.process?.pid, ...detail };
+    if (this.policy.panicFallback && (from === 'unreachable' || to === 'unreachable')) this.updateFallback();
+    const line = { service: this.slug, replica: r.id, from, to, ms, reason, pid: this.policy.pid(r), ...detail };
     if (to === 'failed') this.log.warn(line, 'replica state');
     else this.log.info(line, 'replica state');
     this.events?.replicaState(this.slug, r.id, from, to, ms);
 
     switch (to) {
       case 'ready':
-        if (from === 'starting') {
-          this.backoff.ready(now);
-          if (this.kind === 'launched') this.events?.coldStart(this.slug, r.id, now - r.createdAt);
-        }
+        if (from === 'starting') this.backoff.ready(now);
         r.lastProbe = '';
-        if (this.kind === 'launched') this.idle.arm(r);
-        else if (this.kind === 'static') this.health.scheduleRecheck(r);
-        else this.endpoints!.becameReady(r, now);
-        this.demand.dispatch();
         break;
       case 'unreachable':
         this.health.scheduleRecheck(r);
         break;
-      case 'draining':
-        // A Kubernetes replica stays draining until its endpoint is gone (endpoint-replicas.ts).
-        if (this.kind === 'kubernetes') break;
-        if (r.processGone) this.transition(r, 'stopped', 'no process to stop');
-        else void this.launches!.source.stop(r, this.tuning.stopGraceMs); // the exit event moves it to `stopped`
-        break;
       case 'failed':
-        this.enterFailed(r, from, now);
+        this.failed(from, now);
         break;
-      case 'stopped':
-        this.forget(r);
-        break;
-      case 'starting':
+      default:
         break;
     }
+    // What entering `to` means for the kind (arm an idle stop, stop a process, ...).
+    this.policy.entered(r, from, to, now);
+    if (to === 'ready') this.demand.dispatch();
+    else if (to === 'stopped') this.forget(r);
     return true;
   }
 
-  private enterFailed(r: ManagedReplica, from: ReplicaStateName, now: number): void {
+  /** A replica failed: a failed start backs off the next, and may fail every waiter now. */
+  private failed(from: ReplicaStateName, now: number): void {
     const backoffMs = this.backoff.failed(now);
     if (from === 'starting' && this.readyCount === 0 && this.starting === 0) {
       // Nothing else can serve the queue: every waiter learns it now, not at maxWaitMs.
@@ -372,8 +341,6 @@ export class ServiceControl {
       const retryAfter = String(Math.max(1, Math.ceil(backoffMs / 1000)));
       this.demand.failAll(new RelayError('no_replica', { message: 'The service replica failed to start.', headers: { 'retry-after': retryAfter } }), 'failed');
     }
-    if (r.processGone) this.forget(r);
-    else void this.launches!.source.stop(r, this.tuning.stopGraceMs); // start timeout: the exit event forgets it
   }
 
   /** Lets go of a terminal replica whose process is gone: frees its place and its slot. */
@@ -386,7 +353,7 @@ export class ServiceControl {
     this.scale();
   }
 
-  /** Static sets: the replica out of rotation longest, tried when nothing is in rotation. */
+  /** The panic fallback: the replica out of rotation longest, tried when nothing is in rotation. */
   private updateFallback(): void {
     let best: ManagedReplica | undefined;
     for (const r of this.all) if (r.state === 'unreachable' && (best === undefined || r.failedAt < best.failedAt)) best = r;
@@ -395,13 +362,12 @@ export class ServiceControl {
 
   // ── scaling ─────────────────────────────────────────────────────────────────────────────────
 
-  /** The queue or the replicas changed: launched sets start replicas, Kubernetes reports demand. */
+  /** The queue or the replicas changed: the kind starts replicas, or reports the demand. */
   private scale(): void {
-    if (this.launches !== undefined) this.launches.scale();
-    else this.endpoints?.demandChanged();
+    this.policy.demandChanged();
   }
 
-  /** For Launches. */
+  /** For the kind's policy (ReplicaHost). */
   counts(): { places: number; starting: number; live: number; queued: number } {
     return { places: this.all.size, starting: this.starting, live: this.live, queued: this.demand.wanted(this.readyCount) };
   }

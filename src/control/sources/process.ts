@@ -1,10 +1,9 @@
-// Launched replicas (`replicas.command`): one child process per replica on a free local port
-// (the spawning itself is replica-process.ts).
+// Launched replicas: one child process per replica on a free local port (the spawning itself,
+// and stopping, is replica-process.ts).
 import type { ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
-import { findFreePort, spawnReplica, type ProcessExit } from './replica-process.js';
-import type { ManagedReplica } from '../replicas/replica.js';
-import type { Endpoint, ReplicaSource } from './source.js';
+import { findFreePort, spawnReplica, type ReplicaProcess } from './replica-process.js';
+import type { ReplicaSource, Started, StartRequest } from './source.js';
 
 export class ProcessSource implements ReplicaSource {
   constructor(
@@ -12,24 +11,20 @@ export class ProcessSource implements ReplicaSource {
     private readonly log: Logger,
   ) {}
 
-  async start(r: ManagedReplica, why: string, onExit: (exit: ProcessExit) => void): Promise<Endpoint> {
+  async start(request: StartRequest): Promise<Started> {
     const port = await findFreePort();
-    if (r.state !== 'starting') throw new Error('closed while choosing a port');
+    if (request.abandoned()) throw new Error('closed while choosing a port');
     const command = this.service.replicas.command!;
-    r.process = spawnReplica({
+    const child: ReplicaProcess = spawnReplica({
       command,
       env: this.service.replicas.env,
       port,
       logger: this.log,
       service: this.service.slug,
-      replica: r.id,
-      onExit,
+      replica: request.id,
+      onExit: (exit) => request.onExit(exit, child), // never called before spawnReplica returns
     });
-    this.log.info({ service: this.service.slug, replica: r.id, pid: r.process.pid, port, why, command }, 'replica process spawned');
-    return { origin: `http://127.0.0.1:${port}`, host: `127.0.0.1:${port}`, probeHost: '127.0.0.1', probePort: port };
-  }
-
-  async stop(r: ManagedReplica, graceMs: number): Promise<void> {
-    if (r.process !== undefined && !r.process.hasExited) await r.process.stop(graceMs);
+    this.log.info({ service: this.service.slug, replica: request.id, pid: child.pid, port, why: request.why, command }, 'replica process spawned');
+    return { endpoint: { origin: `http://127.0.0.1:${port}`, host: `127.0.0.1:${port}`, probeHost: '127.0.0.1', probePort: port }, process: child };
   }
 }

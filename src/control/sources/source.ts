@@ -1,14 +1,15 @@
 // Replica sources: the seam between the control plane and whatever runs the replicas. The state
 // machine, the queue and probes (src/control/replicas/) treat every replica alike, and the data
-// plane never sees a source. Three kinds:
+// plane never sees a source. Each kind of replicas (src/control/kinds/) reads its own:
 // - static (`replicas.urls`, static.ts): replicas run elsewhere, listed once;
 // - launched (`replicas.command`, process.ts): a `ReplicaSource` that starts and stops child
-//   processes when the control plane decides (replicas/launches.ts);
+//   processes when the control plane decides (kinds/launched/launches.ts);
 // - kubernetes (`replicas.kubernetes`, kubernetes/): Kubernetes runs the pods and the source
-//   pushes their endpoint list (replicas/endpoint-replicas.ts turns it into replicas); the control
-//   plane only reports demand to it, and it scales the Deployment.
-import type { ProcessExit } from './replica-process.js';
-import type { ManagedReplica } from '../replicas/replica.js';
+//   pushes their endpoint list (kinds/kubernetes/endpoint-replicas.ts turns it into replicas);
+//   the control plane only reports demand to it, and it scales the Deployment.
+// A source knows nothing of the state machine: it is handed what it needs and answers with what
+// it started.
+import type { ProcessExit, ReplicaProcess } from './replica-process.js';
 
 /** Where a replica answers. */
 export interface Endpoint {
@@ -21,13 +22,29 @@ export interface Endpoint {
   probePort: number;
 }
 
+/** What a source is asked to start. */
+export interface StartRequest {
+  /** The replica's id (logs). */
+  id: string;
+  /** Why it starts (logs): `queued requests`, `min`. */
+  why: string;
+  /** True once the replica is no longer wanted (the service closed meanwhile): start nothing. */
+  abandoned(): boolean;
+  /** Called once, when the replica's process is gone, with that process (a process that could not
+   *  be spawned may be reported before `start` has resolved). */
+  onExit(exit: ProcessExit, process: ReplicaProcess): void;
+}
+
+/** What a source started: where it answers, and the process that runs it. */
+export interface Started {
+  endpoint: Endpoint;
+  process: ReplicaProcess;
+}
+
 export interface ReplicaSource {
   /**
-   * Starts a replica for `r` (state `starting`): resolves with its endpoint once it runs (its
-   * readiness is the control plane's probe), or rejects with the reason. `onExit` is called once,
-   * when the replica's process is gone.
+   * Starts a replica: resolves with its endpoint and process once it runs (its readiness is the
+   * control plane's probe), or rejects with the reason.
    */
-  start(r: ManagedReplica, why: string, onExit: (exit: ProcessExit) => void): Promise<Endpoint>;
-  /** Asks the replica to stop; resolves when it has (at once for replicas run elsewhere). */
-  stop(r: ManagedReplica, graceMs: number): Promise<void>;
+  start(request: StartRequest): Promise<Started>;
 }

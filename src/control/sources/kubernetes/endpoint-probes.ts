@@ -1,10 +1,10 @@
 // Each gateway's own readiness probe of new Kubernetes endpoints (docs/kubernetes.md): with
 // `readyPath` set, an endpoint is routable once `GET readyPath` answers 2xx, before or after
 // Kubernetes marks it ready, and never while it does not answer. Probes go through their own
-// node:http Agent (src/control/replicas/probe.ts), never through the relay's connections.
+// node:http Agent (src/control/sources/probe.ts), never through the relay's connections.
 import type { Agent } from 'node:http';
 import type { Logger } from '../../../log/logger.js';
-import { createProbeAgent, probeHttp } from '../../replicas/probe.js';
+import { createProbeAgent, probeHttp } from '../probe.js';
 import { originOf, type SliceEndpoint } from './endpoints.js';
 
 export interface ProbeTuning {

@@ -3,7 +3,7 @@
 // subresource; several gateways may front the same service and coordinate only through the API
 // server (conditional writes, one Lease), with no shared store and no sidecar.
 //
-// Its interface (the control plane's side is src/control/replicas/endpoint-replicas.ts, which
+// Its interface (the control plane's side is src/control/kinds/kubernetes/endpoint-replicas.ts, which
 // turns the list into replicas of the state machine):
 //
 //   const source = new KubernetesReplicaSource({ slug, kubernetes, replicas, logger });
@@ -73,6 +73,13 @@ export interface KubernetesSourceOptions {
   tuning?: Partial<KubernetesTuning>;
   /** Tests: the environment and service-account directory used to find credentials. */
   credentials?: Pick<CredentialOptions, 'env' | 'inClusterPrefix'>;
+}
+
+/** What the gateway's owner may set for every Kubernetes service (tests: timings, credentials, name). */
+export interface KubernetesKindOptions {
+  tuning?: Partial<KubernetesTuning> | undefined;
+  credentials?: Pick<CredentialOptions, 'env' | 'inClusterPrefix'> | undefined;
+  gatewayId?: string | undefined;
 }
 
 /** One replica, as the control plane sees it. */

@@ -1,6 +1,6 @@
-// Replicas run by Kubernetes (`replicas.kubernetes`), as the control plane
-// sees them: the endpoint list of the Kubernetes source (src/control/sources/kubernetes/) turned
-// into replicas of the state machine (ServiceControl), and the service's demand reported back to
+// Replicas run by Kubernetes (`replicas.kubernetes`): the policy of their kind, as the control
+// plane sees them: the endpoint list of the Kubernetes source (src/control/sources/kubernetes/) turned
+// into replicas of the state machine (ServiceControl, src/control/replicas/service-control.ts), and the service's demand reported back to
 // the source, which raises the Deployment and keeps the idle Lease fresh.
 //
 //   endpoint new, not terminating  → a replica (`starting`), with a slot and a pool on every thread
@@ -17,35 +17,20 @@
 // queue length, the requests in flight on the service's replicas (from the shared slot table),
 // and whether any request was relayed since the last report (the slot table's idle clock), so a
 // gateway whose requests are too short to be seen in flight still keeps the Lease fresh.
-import type { ServiceConfig } from '../../config/types.js';
-import type { Logger } from '../../log/logger.js';
-import type { SlotTable } from '../../replicas/slots.js';
-import { type KubeEndpoint, KubernetesReplicaSource, type KubernetesTuning } from '../sources/kubernetes/kubernetes-source.js';
-import type { CredentialOptions } from '../sources/kubernetes/credentials.js';
-import type { Endpoint } from '../sources/source.js';
-import type { ReplicaEvents } from '../../replicas/events.js';
-import type { ReplicaStateName } from '../../replicas/states.js';
-import type { ManagedReplica } from './replica.js';
-import { DEMAND_REPORT_MS } from '../../tunables.js';
+import type { ServiceConfig } from '../../../config/types.js';
+import type { Logger } from '../../../log/logger.js';
+import type { SlotTable } from '../../../replicas/slots.js';
+import type { ReplicaKindPolicy, ReplicaHost } from '../../replicas/kind-policy.js';
+import type { ManagedReplica } from '../../replicas/replica.js';
+import { type KubeEndpoint, KubernetesReplicaSource } from '../../sources/kubernetes/kubernetes-source.js';
+import type { ReplicaStateName } from '../../../replicas/states.js';
+import { DEMAND_REPORT_MS } from '../../../tunables.js';
 
-/** What the feed needs of the service that owns the replicas. */
-export interface EndpointOwner {
-  /** Requests that want a replica: the queued ones, plus one that would not wait on a cold service. */
-  readonly demanded: number;
-  /** Replicas in `ready` (every kind of transition counted). */
-  readonly readyReplicas: number;
-  create(): ManagedReplica | undefined;
-  place(r: ManagedReplica, endpoint: Endpoint): void;
-  transition(r: ManagedReplica, to: ReplicaStateName, reason: string, detail?: Record<string, unknown>): boolean;
-}
+export class EndpointReplicas implements ReplicaKindPolicy {
+  readonly queuesForColdStart = true;
+  readonly probesWhenReady = false;
+  readonly panicFallback = false;
 
-export interface EndpointReplicasOptions {
-  tuning?: Partial<KubernetesTuning> | undefined;
-  credentials?: Pick<CredentialOptions, 'env' | 'inClusterPrefix'> | undefined;
-  gatewayId?: string | undefined;
-}
-
-export class EndpointReplicas {
   readonly source: KubernetesReplicaSource;
   private readonly slug: string;
   private readonly byId = new Map<string, ManagedReplica>();
@@ -54,6 +39,8 @@ export class EndpointReplicas {
   private readonly ownStamp = new Map<ManagedReplica, number>();
   /** The pod behind each replica: a new pod at the same address and port is a new replica. */
   private readonly podOf = new Map<ManagedReplica, string | undefined>();
+  /** Replicas out of rotation because their endpoint is not ready: no recovery probe for them. */
+  private readonly held = new Set<ManagedReplica>();
   /** Endpoints that found no free slot, logged once each. */
   private readonly skipped = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
@@ -61,22 +48,21 @@ export class EndpointReplicas {
   /** When the service went cold with requests waiting (performance.now()), or -1. */
   private coldSince = -1;
 
-  constructor(
-    service: ServiceConfig,
-    private readonly owner: EndpointOwner,
-    private readonly slots: SlotTable,
-    private readonly log: Logger,
-    private readonly events: ReplicaEvents | undefined,
-    options: EndpointReplicasOptions = {},
-  ) {
+  private readonly slots: SlotTable;
+  private readonly log: Logger;
+
+  constructor(service: ServiceConfig, private readonly host: ReplicaHost) {
     this.slug = service.slug;
+    this.slots = host.slots;
+    this.log = host.log;
+    const options = host.options.kubernetes ?? {};
     const { readyPath, min, max, idleTimeoutMs, concurrency } = service.replicas;
     // Throws KubeCredentialsError when no credentials can be loaded: a failed start (exit 1).
     this.source = new KubernetesReplicaSource({
       slug: service.slug,
       kubernetes: service.replicas.kubernetes!,
       replicas: { readyPath, min, max, idleTimeoutMs, concurrency },
-      logger: log,
+      logger: this.log,
       ...(options.gatewayId === undefined ? {} : { gatewayId: options.gatewayId }),
       ...(options.tuning === undefined ? {} : { tuning: options.tuning }),
       ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
@@ -96,20 +82,39 @@ export class EndpointReplicas {
 
   /** A request was queued: the source may need to raise the Deployment now. */
   demandChanged(): void {
-    if (this.coldSince < 0 && this.owner.readyReplicas === 0 && this.owner.demanded > 0) this.coldSince = performance.now();
+    if (this.coldSince < 0 && this.host.readyReplicas === 0 && this.host.demanded > 0) this.coldSince = performance.now();
     this.report();
   }
 
-  /** A replica of this feed became ready (ServiceControl's transition calls it). */
-  becameReady(r: ManagedReplica, now: number): void {
+  entered(r: ManagedReplica, _from: ReplicaStateName, to: ReplicaStateName, now: number): void {
+    // `draining` stays until the endpoint is gone (retire); a pod's replica never fails.
+    if (to === 'ready') this.becameReady(r, now);
+    else if (to === 'failed') this.host.forget(r);
+  }
+
+  heldOut(r: ManagedReplica): boolean {
+    return this.held.has(r);
+  }
+
+  pid(): number | undefined {
+    return undefined; // the pod's processes are Kubernetes's
+  }
+
+  drain(): void {
+    // Nothing to stop starting: the source raises the Deployment only from reported demand.
+  }
+
+  /** A replica of this feed became ready. */
+  private becameReady(r: ManagedReplica, now: number): void {
     this.ownStamp.set(r, this.slots.idleSince(r.slot));
     if (this.coldSince >= 0) {
-      this.events?.coldStart(this.slug, r.id, now - this.coldSince);
+      this.host.events?.coldStart(this.slug, r.id, now - this.coldSince);
       this.coldSince = -1;
     }
   }
 
   async close(): Promise<void> {
+    this.held.clear();
     clearInterval(this.timer);
     this.timer = undefined;
     await this.source.stop();
@@ -125,7 +130,7 @@ export class EndpointReplicas {
       if (idleSince > this.lastReportAt && idleSince !== this.ownStamp.get(r)) relayed = true;
     }
     this.lastReportAt = now;
-    const queued = this.owner.demanded;
+    const queued = this.host.demanded;
     if (queued === 0) this.coldSince = -1;
     this.source.report(queued, inflight, relayed);
   }
@@ -147,7 +152,7 @@ export class EndpointReplicas {
       let r = this.byId.get(ep.id);
       if (r === undefined) {
         if (ep.terminating) continue; // never routed to here: nothing to drain
-        r = this.owner.create();
+        r = this.host.create();
         if (r === undefined) {
           if (!this.skipped.has(ep.id)) {
             this.skipped.add(ep.id);
@@ -159,7 +164,7 @@ export class EndpointReplicas {
         this.byId.set(ep.id, r);
         this.podOf.set(r, ep.pod);
         this.ownStamp.set(r, this.slots.idleSince(r.slot));
-        this.owner.place(r, { origin: ep.origin, host: ep.host, probeHost: ep.address, probePort: ep.port });
+        this.host.place(r, { origin: ep.origin, host: ep.host, probeHost: ep.address, probePort: ep.port });
       }
       this.apply(r, ep);
     }
@@ -170,24 +175,25 @@ export class EndpointReplicas {
     this.byId.delete(id);
     this.ownStamp.delete(r);
     this.podOf.delete(r);
-    if (r.state !== 'draining') this.owner.transition(r, 'draining', 'endpoint removed');
-    this.owner.transition(r, 'stopped', 'endpoint removed');
+    this.held.delete(r);
+    if (r.state !== 'draining') this.host.transition(r, 'draining', 'endpoint removed');
+    this.host.transition(r, 'stopped', 'endpoint removed');
   }
 
   private apply(r: ManagedReplica, ep: KubeEndpoint): void {
     if (ep.terminating) {
-      if (r.state === 'starting' || r.state === 'ready' || r.state === 'unreachable') this.owner.transition(r, 'draining', 'endpoint terminating');
+      if (r.state === 'starting' || r.state === 'ready' || r.state === 'unreachable') this.host.transition(r, 'draining', 'endpoint terminating');
     } else if (ep.ready) {
       if (r.state === 'starting') {
-        this.owner.transition(r, 'ready', 'endpoint ready');
-      } else if (r.state === 'unreachable' && r.heldOut) {
-        r.heldOut = false;
-        this.owner.transition(r, 'ready', 'endpoint ready again');
+        this.host.transition(r, 'ready', 'endpoint ready');
+      } else if (r.state === 'unreachable' && this.held.has(r)) {
+        this.held.delete(r);
+        this.host.transition(r, 'ready', 'endpoint ready again');
       }
     } else if (r.state === 'ready' || r.state === 'unreachable') {
       // Held out until the source says ready again; the recovery probe does not override it.
-      r.heldOut = true;
-      if (r.state === 'ready') this.owner.transition(r, 'unreachable', 'endpoint not ready');
+      this.held.add(r);
+      if (r.state === 'ready') this.host.transition(r, 'unreachable', 'endpoint not ready');
     }
   }
 }

@@ -1,0 +1,55 @@
+// Idle stops of launched replicas: a ready replica with nothing in flight for `idleTimeoutMs` is
+// stopped, unless `min` needs it or requests are queued. Requests count in the shared slot table,
+// whichever thread served them; the table also keeps when the replica's inflight last dropped to 0.
+import type { ManagedReplica } from '../../replicas/replica.js';
+import type { ReplicaHost } from '../../replicas/kind-policy.js';
+
+export class IdleStops {
+  /** The idle check of each ready replica. */
+  private readonly timers = new Map<ManagedReplica, NodeJS.Timeout>();
+
+  constructor(private readonly host: ReplicaHost) {}
+
+  /** Starts watching a replica that just became ready. */
+  arm(r: ManagedReplica, delay = this.host.service.replicas.idleTimeoutMs): void {
+    const timer = setTimeout(() => this.check(r), delay);
+    timer.unref();
+    this.timers.set(r, timer);
+  }
+
+  /** Stops watching it (it left `ready`, or the service closes). */
+  disarm(r: ManagedReplica): void {
+    const timer = this.timers.get(r);
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    this.timers.delete(r);
+  }
+
+  close(): void {
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+  }
+
+  /** The timer fired: stop the replica if it has been idle long enough and may go. */
+  private check(r: ManagedReplica): void {
+    this.timers.delete(r);
+    if (r.state !== 'ready') return;
+    const { slots } = this.host;
+    const limit = this.host.service.replicas.idleTimeoutMs;
+    if (slots.inflight(r.slot) > 0) {
+      this.arm(r, Math.max(25, Math.ceil(limit / 4))); // busy: look again soon after its next release
+      return;
+    }
+    const idleFor = Date.now() - slots.idleSince(r.slot);
+    if (idleFor < limit - 1) {
+      this.arm(r, Math.ceil(limit - idleFor));
+      return;
+    }
+    // Retiring is a compare-exchange on the shared state: a request taken meanwhile keeps it.
+    if (!this.host.canStopIdle || !slots.retireIfIdle(r.slot)) {
+      this.arm(r, limit);
+      return;
+    }
+    this.host.transition(r, 'draining', 'idle', { idleMs: Math.round(idleFor) });
+  }
+}

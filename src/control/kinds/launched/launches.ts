@@ -1,0 +1,198 @@
+// Launched replicas (`replicas.command`): the policy of their kind. When to start one, starting it
+// through its source (a child process), what its process's exit means, and idle stops. The state
+// machine itself is ServiceControl's (src/control/replicas/service-control.ts); this class only
+// decides and reports through its host.
+//
+// - Scaling: a replica is started while the queue holds more requests than the replicas already
+//   starting will take (`starting × concurrency`; with unlimited concurrency one starting replica
+//   takes them all) and fewer than `max` replicas hold a place, or while fewer than `min` are live.
+//   A place is held from the moment a replica is created (so a burst of 200 on a cold service with
+//   max 1 starts exactly one, whichever workers saw them) until its process has exited (a draining
+//   or killed process still holds memory, GPU included, so it still counts toward `max`).
+// - Starts wait out the backoff of failed ones (src/control/replicas/tuning.ts `StartBackoff`).
+// - A replica that is not ready within `startTimeoutMs` fails (its process is then stopped).
+// - A cold service queues; a ready replica is not probed (its exit says enough); entering
+//   `draining` or `failed` stops its process, and its exit lets go of its place.
+import type { ReplicaKindPolicy, ReplicaHost } from '../../replicas/kind-policy.js';
+import type { ManagedReplica } from '../../replicas/replica.js';
+import type { ProcessExit, ReplicaProcess } from '../../sources/replica-process.js';
+import type { ReplicaSource } from '../../sources/source.js';
+import type { ReplicaStateName } from '../../../replicas/states.js';
+import { IdleStops } from './idle.js';
+
+export class Launches implements ReplicaKindPolicy {
+  readonly queuesForColdStart = true;
+  readonly probesWhenReady = false;
+  readonly panicFallback = false;
+
+  private backoffTimer: NodeJS.Timeout | undefined = undefined;
+  /** Launches in progress; `close()` awaits them. */
+  private readonly pending = new Set<Promise<void>>();
+  /** The process of each replica, from its spawn until its exit has been handled. */
+  private readonly processes = new Map<ManagedReplica, ReplicaProcess>();
+  /** `startTimeoutMs` of each placed replica still `starting`. */
+  private readonly startTimers = new Map<ManagedReplica, NodeJS.Timeout>();
+  private readonly idle: IdleStops;
+
+  constructor(
+    private readonly host: ReplicaHost,
+    private readonly source: ReplicaSource,
+  ) {
+    this.idle = new IdleStops(host);
+  }
+
+  start(): void {
+    // Nothing runs yet: the first demandChanged() starts `min` replicas.
+  }
+
+  /** Starts replicas while the queue or `min` needs them, within `max` and the backoff. */
+  demandChanged(): void {
+    if (!this.host.accepting) return;
+    const { min, max, concurrency } = this.host.service.replicas;
+    for (;;) {
+      const { places, starting, live, queued } = this.host.counts();
+      if (places >= max) return;
+      const startingTakes = starting === 0 ? 0 : concurrency === 0 ? Infinity : starting * concurrency;
+      const forQueue = queued > startingTakes;
+      if (!forQueue && live >= min) return;
+      const wait = this.host.backoffWaitMs();
+      const r = wait > 0 ? undefined : this.host.create();
+      if (r === undefined) {
+        // In a backoff, or every slot still has requests of a replica that is gone: look again soon.
+        if (this.backoffTimer === undefined) {
+          this.backoffTimer = setTimeout(() => {
+            this.backoffTimer = undefined;
+            this.demandChanged();
+          }, Math.max(10, Math.ceil(wait)));
+          this.backoffTimer.unref();
+        }
+        return;
+      }
+      const launching = this.launch(r, forQueue ? 'queued requests' : 'min');
+      this.pending.add(launching);
+      void launching.finally(() => this.pending.delete(launching));
+    }
+  }
+
+  entered(r: ManagedReplica, from: ReplicaStateName, to: ReplicaStateName, now: number): void {
+    if (from === 'starting') this.clearStartTimer(r);
+    if (from === 'ready') this.idle.disarm(r);
+    switch (to) {
+      case 'ready':
+        if (from === 'starting') this.host.events?.coldStart(this.host.service.slug, r.id, now - r.createdAt);
+        this.idle.arm(r);
+        break;
+      case 'draining':
+        if (this.processGone(r)) this.host.transition(r, 'stopped', 'no process to stop');
+        else void this.stop(r); // the exit event moves it to `stopped`
+        break;
+      case 'failed':
+        if (this.processGone(r)) this.host.forget(r);
+        else void this.stop(r); // start timeout: the exit event forgets it
+        break;
+      default:
+        break;
+    }
+  }
+
+  heldOut(): boolean {
+    return false;
+  }
+
+  pid(r: ManagedReplica): number | undefined {
+    return this.processes.get(r)?.pid;
+  }
+
+  /** No more starts (the service drains); launches in progress go on. */
+  drain(): void {
+    if (this.backoffTimer !== undefined) clearTimeout(this.backoffTimer);
+    this.backoffTimer = undefined;
+  }
+
+  async close(graceMs: number): Promise<void> {
+    this.idle.close();
+    for (const r of [...this.startTimers.keys()]) this.clearStartTimer(r);
+    const exits: Promise<unknown>[] = [];
+    for (const p of this.processes.values()) if (!p.hasExited) exits.push(p.stop(graceMs));
+    await Promise.all(exits);
+    await Promise.all([...this.pending]);
+  }
+
+  private processGone(r: ManagedReplica): boolean {
+    const p = this.processes.get(r);
+    return p === undefined || p.hasExited;
+  }
+
+  private stop(r: ManagedReplica): Promise<unknown> {
+    return this.processes.get(r)?.stop(this.host.tuning.stopGraceMs) ?? Promise.resolve();
+  }
+
+  private clearStartTimer(r: ManagedReplica): void {
+    const timer = this.startTimers.get(r);
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    this.startTimers.delete(r);
+  }
+
+  private async launch(r: ManagedReplica, why: string): Promise<void> {
+    const { service, log } = this.host;
+    let started;
+    try {
+      started = await this.source.start({
+        id: r.id,
+        why,
+        abandoned: () => r.state !== 'starting',
+        onExit: (exit, process) => this.onExit(r, exit, process),
+      });
+    } catch (err) {
+      if (r.state !== 'starting') return; // closed meanwhile
+      log.error({ service: service.slug, replica: r.id, err }, 'replica start failed');
+      this.host.transition(r, 'failed', 'start failed');
+      return;
+    }
+    if (!started.process.hasExited) this.processes.set(r, started.process);
+    if (r.state !== 'starting') {
+      // Closed (or failed) while the process was being spawned: it must not outlive the service.
+      await started.process.stop(this.host.tuning.stopGraceMs);
+      return;
+    }
+    this.host.place(r, started.endpoint);
+    const timer = setTimeout(() => {
+      this.startTimers.delete(r);
+      if (r.state !== 'starting') return;
+      this.host.transition(r, 'failed', 'start timeout', {
+        startTimeoutMs: service.replicas.startTimeoutMs,
+        lastProbe: r.lastProbe,
+        output: this.processes.get(r)?.recentOutput(),
+      });
+    }, service.replicas.startTimeoutMs);
+    timer.unref();
+    this.startTimers.set(r, timer);
+    this.host.health.pollReadiness(r, 0);
+  }
+
+  /** The child process exited (or could not be spawned). */
+  private onExit(r: ManagedReplica, exit: ProcessExit, process: ReplicaProcess): void {
+    this.processes.set(r, process);
+    const detail: Record<string, unknown> = { code: exit.code, signal: exit.signal };
+    if (exit.error !== undefined) detail['error'] = exit.error.message;
+    switch (r.state) {
+      case 'starting':
+      case 'ready':
+      case 'unreachable':
+        detail['output'] = process.recentOutput();
+        this.host.transition(r, 'failed', r.state === 'starting' ? 'exited while starting' : 'exited', detail);
+        break;
+      case 'draining':
+        this.host.transition(r, 'stopped', 'exited', detail);
+        break;
+      case 'failed':
+      case 'stopped':
+        // Killed after a start timeout: its place is free now.
+        this.host.log.info({ service: this.host.service.slug, replica: r.id, ...detail }, 'replica process exited');
+        this.host.forget(r);
+        break;
+    }
+    this.processes.delete(r);
+  }
+}
