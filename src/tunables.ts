@@ -1,7 +1,7 @@
 // Sluice's internal tunables in one place: the sizes, limits and timings that shape its behaviour
 // but are not part of the configuration. Each says what it bounds and why it has its value; the
 // module that uses it says how. Per-service replica timings that tests shorten field by field are
-// `DEFAULT_TUNING` (control/replicas/tuning.ts) and `DEFAULT_KUBERNETES_TUNING`
+// `DEFAULT_TUNING` (control/service/tuning.ts) and `DEFAULT_KUBERNETES_TUNING`
 // (control/sources/kubernetes/kubernetes-source.ts), built from REPLICA_TIMINGS and
 // KUBERNETES_TIMINGS below.
 
@@ -32,7 +32,7 @@ export const DRAIN_MAX_BYTES = 128 * 1024;
 /** The most of a body walked for its `stream` key. */
 export const STREAM_FLAG_MAX_SCAN = 1024 * 1024;
 
-// used by relay/keep-alive.ts
+// used by relay/waiting-comments.ts
 /** The most of a replica's answer that goes into the error event's message. */
 export const ANSWER_MESSAGE_MAX = 4096;
 
@@ -94,11 +94,11 @@ export const WAKE_EVERY_MS = 100;
 /** Points per replica: with 128 the largest share of 4 replicas is within about 10 % of a quarter. */
 export const POINTS_PER_REPLICA = 128;
 
-// used by control/replicas/demand.ts
+// used by control/service/demand.ts
 /** Retry-After (seconds) for `queue_full`: the queue moves as soon as replicas free up. */
 export const QUEUE_FULL_RETRY_AFTER_S = 1;
 
-// used by control/replicas/demand.ts
+// used by control/service/demand.ts
 /** Retry-After (seconds) for `no_replica` after the wait ran out. */
 export const WAIT_EXPIRED_RETRY_AFTER_S = 5;
 
@@ -106,26 +106,26 @@ export const WAIT_EXPIRED_RETRY_AFTER_S = 5;
 /** How often the service's demand is reported to the source besides each enqueue. */
 export const DEMAND_REPORT_MS = 200;
 
-// used by control/replicas/load-reader.ts
+// used by control/service/load-reader.ts
 /** A reading older than this many intervals is stale. */
 export const LOAD_STALE_INTERVALS = 3;
 
-// used by control/replicas/load-reader.ts
+// used by control/service/load-reader.ts
 /** The longest a reading may take (or twice the interval, if shorter). */
 export const LOAD_READ_MAX_TIMEOUT_MS = 10_000;
 
-// used by control/replicas/load-fetch.ts
+// used by control/service/load-fetch.ts
 /**
  * An exposition larger than this fails the reading: its body is read no further and its socket is
  * destroyed (vLLM's, histograms included, is well under 1 MiB). docs/configuration.md#the-model-servers-own-queue
  */
 export const LOAD_READ_MAX_BYTES = 1024 * 1024;
 
-// used by control/replicas/metric-scanner.ts
+// used by control/service/metric-scanner.ts
 /** Lines longer than this (in bytes, without the line break) are skipped, never copied or split. */
 export const LOAD_LINE_MAX_BYTES = 4 * 1024;
 
-// used by control/replicas/metric-scanner.ts
+// used by control/service/metric-scanner.ts
 /** Series of one metric read per reading; samples beyond are counted as ignored. */
 export const LOAD_MAX_SERIES = 1_000;
 
@@ -241,13 +241,13 @@ export const STALLED_STREAM_MS = 30_000;
 
 /**
  * Consecutive failures of a replica before its status line (connection refused, reset, or the
- * status-line deadline missed) that eject it from rotation (control/replicas/ejections.ts). Fewer
+ * status-line deadline missed) that eject it from rotation (control/service/ejections.ts). Fewer
  * than Envoy's 5: a request to a model server is long and costly, a reset one is not retried, and
  * a false ejection is bounded (half the replicas at most, probation, a 30 s backoff).
  */
 export const EJECT_AFTER_FAILURES = 3;
 
-/** The control plane's replica timings: `DEFAULT_TUNING` in control/replicas/tuning.ts, which says what each is. */
+/** The control plane's replica timings: `DEFAULT_TUNING` in control/service/tuning.ts, which says what each is. */
 export const REPLICA_TIMINGS = {
   readinessPollMs: 10,
   probeIntervalMs: 2_000,

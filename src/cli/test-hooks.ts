@@ -5,7 +5,7 @@
 // production environment turns them on by accident.
 import type { TestHooks } from '../control/gateway.js';
 import type { KubernetesTuning } from '../control/sources/kubernetes/kubernetes-source.js';
-import type { ReplicaSetTuning } from '../control/replicas/tuning.js';
+import type { ReplicaSetTuning } from '../control/service/tuning.js';
 
 /** The hooks `env` switches on, or undefined outside a test build. */
 export function testHooksFrom(env: NodeJS.ProcessEnv): TestHooks | undefined {

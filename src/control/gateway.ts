@@ -25,10 +25,10 @@ import { Refusals } from '../relay/refusal.js';
 import { RequestIds } from '../relay/request-ids.js';
 import { FLAG_COUNT, FLAG_DRAINING, FLAG_READY } from '../replicas/messages.js';
 import { checkPortFree } from './port-check.js';
-import type { KindOptions } from './replicas/kind-policy.js';
+import type { KindOptions } from './service/kind-policy.js';
 import { kindOf } from './kinds/kinds.js';
-import { ServiceControl } from './replicas/service-control.js';
-import { DEFAULT_TUNING, type ReplicaSetTuning } from './replicas/tuning.js';
+import { ServiceControl } from './service/service-control.js';
+import { DEFAULT_TUNING, type ReplicaSetTuning } from './service/tuning.js';
 import type { KubernetesTuning } from './sources/kubernetes/kubernetes-source.js';
 import { WorkerPool } from './worker-pool.js';
 

@@ -1,14 +1,14 @@
-// A service's replicas in one thread: the control plane (src/control/replicas/service-control.ts)
+// A service's replicas in one thread: the control plane (src/control/service/service-control.ts)
 // and one data plane view (src/data/replica-view.ts) calling each other directly, with no
 // message in between. This is what `workers: 1` runs, and what the replica tests drive; with
 // worker threads the same two halves talk through messages instead (src/control/worker-pool.ts).
 import type { ServiceConfig } from '../config/types.js';
 import type { ReplicaEvents } from '../replicas/events.js';
-import type { ServiceSnapshot } from './replicas/control-types.js';
-import type { KindOptions } from './replicas/kind-policy.js';
+import type { ServiceSnapshot } from './service/control-types.js';
+import type { KindOptions } from './service/kind-policy.js';
 import { kindOf } from './kinds/kinds.js';
-import { ServiceControl } from './replicas/service-control.js';
-import { DEFAULT_TUNING, type ReplicaSetTuning } from './replicas/tuning.js';
+import { ServiceControl } from './service/service-control.js';
+import { DEFAULT_TUNING, type ReplicaSetTuning } from './service/tuning.js';
 import { ReplicaView } from '../data/replica-view.js';
 import type { Logger } from '../log/logger.js';
 import type { ViewLink } from '../replicas/link.js';

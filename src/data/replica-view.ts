@@ -83,11 +83,11 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     /** This thread's row in the slot table. */
     private readonly thread: number,
     private readonly link: DemandLink,
-    /** The kind starts replicas on demand (its policy's answer, src/control/replicas/kind-policy.ts):
+    /** The kind starts replicas on demand (its policy's answer, src/control/service/kind-policy.ts):
      *  a cold service queues, and so does the retry after a refused connection, instead of failing. */
     private readonly queuesForColdStart: boolean,
     private readonly log: Logger,
-    /** How long closing a gone replica's pool waits for its requests (control/replicas/tuning.ts). */
+    /** How long closing a gone replica's pool waits for its requests (control/service/tuning.ts). */
     private readonly poolCloseMs: number,
   ) {
     this.slug = service.slug;

@@ -4,7 +4,7 @@
 // close that marks a truncated answer. After the caller went away or the response ended, every
 // call is a no-op (fact 1).
 //
-// A request kept alive while it waits (keep-alive.ts) gets `200 text/event-stream` and comments
+// A request kept alive while it waits (waiting-comments.ts) gets `200 text/event-stream` and comments
 // from here before its replica answers. From then on the caller has a status line: the replica's
 // event stream continues the response, and anything else (Sluice's error, or a replica's answer
 // that cannot follow) ends it with one `event: error`, never a second status line.
@@ -12,7 +12,7 @@ import type { HttpResponse } from 'uWebSockets.js';
 import type { RelayError } from '../http/errors.js';
 import { statusLine } from '../http/status-line.js';
 import { sendsHeadAlone } from '../http/uws-build.js';
-import { errorEvent, WAITING_COMMENT } from './keep-alive.js';
+import { errorEvent, WAITING_COMMENT } from './waiting-comments.js';
 import { writeReturnedHead } from './response-headers.js';
 import { isEventStream } from './sse-events.js';
 
@@ -78,7 +78,7 @@ export class Downstream {
   begin(status: number, contentType: string | undefined, contentLength: number, bodyless: boolean, closeAfter: boolean): void {
     this.status = status;
     if (this.keptAlive) {
-      // The replica's 2xx event stream (keep-alive.ts: continuesStream) after the comments: its
+      // The replica's 2xx event stream (waiting-comments.ts: continuesStream) after the comments: its
       // bytes follow in the chunked response already open.
       this.continued = true;
       this.firstByteAt = performance.now();

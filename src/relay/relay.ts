@@ -11,7 +11,7 @@
 //                      of an event stream are timed as they pass (stream-timing.ts)
 //   finish           — release the replica, count, log
 // Meanwhile, for a service with `queue.keepAliveMs`, a request for a stream that is still waiting
-// for the replica's answer gets `200` and comments (keep-alive.ts).
+// for the replica's answer gets `200` and comments (waiting-comments.ts).
 //
 // One object per request plays every role (replica waiter, upstream handler, body and writer
 // listener, keep-alive tick), so the hot path allocates no closures beyond the two uWS callbacks.
@@ -29,7 +29,7 @@ import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
 import type { HeldBodies } from './held-bodies.js';
 import type { CallerHeaders } from './headers.js';
-import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from './keep-alive.js';
+import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from './waiting-comments.js';
 import { isEventStream } from './sse-events.js';
 import { StreamFlag } from './stream-request.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
@@ -84,7 +84,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   private interruption: Interruption | undefined = undefined;
   /** Kept alive while waiting (`queue.keepAliveMs`): when the next tick sends `200` or a comment. */
   private keepAliveAt = 0;
-  /** The keep-alive clock's list (keep-alive.ts). */
+  /** The keep-alive clock's list (waiting-comments.ts). */
   keepAlivePrev: KeptAlive | undefined = undefined;
   keepAliveNext: KeptAlive | undefined = undefined;
   keepAliveWatched = false;

@@ -4,7 +4,7 @@
 // text/event-stream, says yes. (MCP clients must send `Accept: application/json,
 // text/event-stream` with every request: the header alone cannot overrule the body.) Asked only of
 // a request still waiting for its replica when its service keeps such requests alive
-// (keep-alive.ts), never on the hot path.
+// (waiting-comments.ts), never on the hot path.
 //
 // The body is read where it already is (nothing more is held for this), without parsing it into
 // objects: a walk over the top-level object, byte by byte, that skips each value (nested ones by

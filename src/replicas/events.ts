@@ -24,6 +24,6 @@ export interface ReplicaEvents {
    * when it has no valid reading any more (stale, failing, gone).
    */
   replicaLoad(service: string, replica: string, reading: { waiting: number; cacheUsage: number | null } | null): void;
-  /** A replica was ejected from rotation for consecutive failures (control/replicas/ejections.ts). */
+  /** A replica was ejected from rotation for consecutive failures (control/service/ejections.ts). */
   replicaEjected(service: string, replica: string, reason: FailureReason): void;
 }

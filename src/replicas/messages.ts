@@ -16,7 +16,7 @@ export interface WorkerInit {
   /** Per service, in config order: its shared slot table (its capacity is the kind's). */
   slots: SlotTableInit[];
   /** Per service, in config order: its kind queues a request while no replica is ready (the
-   *  control plane's answer: src/control/replicas/kind-policy.ts). */
+   *  control plane's answer: src/control/service/kind-policy.ts). */
   queuesForColdStart: boolean[];
   /** This thread's request counters (metrics/request-counters.ts). */
   store: SharedArrayBuffer;

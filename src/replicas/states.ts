@@ -1,5 +1,5 @@
 // The names of a replica's states: the control plane's state machine moves replicas between them
-// (src/control/replicas/replica.ts), and metrics and the status page report them.
+// (src/control/service/replica.ts), and metrics and the status page report them.
 
 /**
  * Where a replica is in its life. Only `ready` replicas are handed out (and, for a static set

@@ -50,7 +50,7 @@ export interface ReplicaWaiter {
  * - `timeout`: no status line within `timeouts.responseHeadersMs`;
  * - `failed`: any other failure of the replica (after its status line, or a malformed answer).
  * `unreachable`, `reset` and `timeout` are consecutive failures that may eject the replica
- * (src/control/replicas/ejections.ts); `ok` ends the count.
+ * (src/control/service/ejections.ts); `ok` ends the count.
  */
 export type ReleaseOutcome = 'ok' | 'unanswered' | 'unreachable' | 'reset' | 'timeout' | 'failed';
 

@@ -1,5 +1,5 @@
 // Exponential backoff, one rule for every retry loop of the gateway: starting a replica again
-// (control/replicas/tuning.ts), ejecting one again (control/replicas/ejections.ts), replacing a
+// (control/service/tuning.ts), ejecting one again (control/service/ejections.ts), replacing a
 // worker that keeps dying (control/worker-pool.ts) and calling the Kubernetes API again
 // (control/sources/kubernetes/api-trouble.ts, which adds its own jitter).
 

@@ -79,7 +79,7 @@ export function connectionLost(cause: Error | string): RelayError {
  * What a failure before the replica's status line says about the replica (not retryable ones;
  * a retryable one never reached it: `unreachable`): `timeout` for the status-line deadline,
  * `reset` for a connection closed or reset under the request, `failed` otherwise (a malformed
- * answer). The first two count toward ejecting the replica (src/control/replicas/ejections.ts).
+ * answer). The first two count toward ejecting the replica (src/control/service/ejections.ts).
  */
 export function faultBeforeHead(error: RelayError): 'reset' | 'timeout' | 'failed' {
   const cause = error.cause;

@@ -3,7 +3,7 @@
 // (even when they hold the name), and at most 1,000 series per name.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type MetricSamples, MetricScanner } from '../../src/control/replicas/metric-scanner.js';
+import { type MetricSamples, MetricScanner } from '../../src/control/service/metric-scanner.js';
 import { exposition } from '../helpers/load-replica.js';
 
 const NAMES = ['vllm:num_requests_waiting', 'vllm:kv_cache_usage_perc', 'vllm:num_requests_running'];

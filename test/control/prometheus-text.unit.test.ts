@@ -3,7 +3,7 @@
 // else ignored, malformed samples skipped, never a throw. Reading in chunks: metric-scanner.unit.test.ts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type MetricSamples, MetricScanner } from '../../src/control/replicas/metric-scanner.js';
+import { type MetricSamples, MetricScanner } from '../../src/control/service/metric-scanner.js';
 
 /** The samples of `name` in `text`, read in one chunk. */
 function readMetric(text: string, name: string): MetricSamples | undefined {

@@ -1,7 +1,7 @@
 // The waiter queue on its own: FIFO order, bound, O(1) removal, and deadlines served by one timer.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { WaiterQueue } from '../../src/control/replicas/queue.js';
+import { WaiterQueue } from '../../src/control/service/queue.js';
 import { TestWaiter } from '../fixtures/replica-harness.js';
 import { within } from '../helpers/wait.js';
 

@@ -2,7 +2,7 @@
 // are recognised: the first whose key of `replicas` is set is the service's kind. Adding a kind:
 // docs/architecture.md#adding-a-replica-kind (a folder, a line here, its key in the schema).
 import type { ServiceConfig } from '../../config/types.js';
-import type { ReplicaKind } from '../replicas/kind-policy.js';
+import type { ReplicaKind } from '../service/kind-policy.js';
 import { kubernetesKind } from './kubernetes/kubernetes-kind.js';
 import { launchedKind } from './launched/launched-kind.js';
 import { staticKind } from './static/static-kind.js';

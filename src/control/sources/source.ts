@@ -1,5 +1,5 @@
 // Replica sources: the seam between the control plane and whatever runs the replicas. The state
-// machine, the queue and probes (src/control/replicas/) treat every replica alike, and the data
+// machine, the queue and probes (src/control/service/) treat every replica alike, and the data
 // plane never sees a source. Each kind of replicas (src/control/kinds/) reads its own:
 // - static (`replicas.urls`, static.ts): replicas run elsewhere, listed once;
 // - launched (`replicas.command`, process.ts): a `ReplicaSource` that starts and stops child

@@ -1,6 +1,6 @@
 // Replicas run by Kubernetes (`replicas.kubernetes`): the policy of their kind, as the control
 // plane sees them: the endpoint list of the Kubernetes source (src/control/sources/kubernetes/) turned
-// into replicas of the state machine (ServiceControl, src/control/replicas/service-control.ts), and the service's demand reported back to
+// into replicas of the state machine (ServiceControl, src/control/service/service-control.ts), and the service's demand reported back to
 // the source, which raises the Deployment and keeps the idle Lease fresh.
 //
 //   endpoint new, not terminating  → a replica (`starting`), with a slot and a pool on every thread
@@ -20,8 +20,8 @@
 import type { ServiceConfig } from '../../../config/types.js';
 import type { Logger } from '../../../log/logger.js';
 import type { SlotTable } from '../../../replicas/slots.js';
-import type { ReplicaKindPolicy, ReplicaHost } from '../../replicas/kind-policy.js';
-import type { ManagedReplica } from '../../replicas/replica.js';
+import type { ReplicaKindPolicy, ReplicaHost } from '../../service/kind-policy.js';
+import type { ManagedReplica } from '../../service/replica.js';
 import { type KubeEndpoint, KubernetesReplicaSource } from '../../sources/kubernetes/kubernetes-source.js';
 import type { ReplicaStateName } from '../../../replicas/states.js';
 import { DEMAND_REPORT_MS } from '../../../tunables.js';

@@ -1,6 +1,6 @@
 // Replicas run by Kubernetes (`replicas.kubernetes`): the pods behind a Service, scaled through
 // their Deployment (endpoint-replicas.ts, the policy; the source: src/control/sources/kubernetes/).
-import type { ReplicaKind } from '../../replicas/kind-policy.js';
+import type { ReplicaKind } from '../../service/kind-policy.js';
 import { EndpointReplicas } from './endpoint-replicas.js';
 
 export const kubernetesKind: ReplicaKind = {

@@ -1,8 +1,8 @@
 // Idle stops of launched replicas: a ready replica with nothing in flight for `idleTimeoutMs` is
 // stopped, unless `min` needs it or requests are queued. Requests count in the shared slot table,
 // whichever thread served them; the table also keeps when the replica's inflight last dropped to 0.
-import type { ManagedReplica } from '../../replicas/replica.js';
-import type { ReplicaHost } from '../../replicas/kind-policy.js';
+import type { ManagedReplica } from '../../service/replica.js';
+import type { ReplicaHost } from '../../service/kind-policy.js';
 
 export class IdleStops {
   /** The idle check of each ready replica. */

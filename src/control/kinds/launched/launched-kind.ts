@@ -1,6 +1,6 @@
 // Launched replicas (`replicas.command`): child processes this gateway starts and stops
 // (launches.ts, the policy; the processes: src/control/sources/process.ts).
-import type { ReplicaKind } from '../../replicas/kind-policy.js';
+import type { ReplicaKind } from '../../service/kind-policy.js';
 import { ProcessSource } from '../../sources/process.js';
 import { Launches } from './launches.js';
 

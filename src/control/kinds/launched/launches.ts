@@ -1,6 +1,6 @@
 // Launched replicas (`replicas.command`): the policy of their kind. When to start one, starting it
 // through its source (a child process), what its process's exit means, and idle stops. The state
-// machine itself is ServiceControl's (src/control/replicas/service-control.ts); this class only
+// machine itself is ServiceControl's (src/control/service/service-control.ts); this class only
 // decides and reports through its host.
 //
 // - Scaling: a replica is started while the queue holds more requests than the replicas already
@@ -9,12 +9,12 @@
 //   A place is held from the moment a replica is created (so a burst of 200 on a cold service with
 //   max 1 starts exactly one, whichever workers saw them) until its process has exited (a draining
 //   or killed process still holds memory, GPU included, so it still counts toward `max`).
-// - Starts wait out the backoff of failed ones (src/control/replicas/tuning.ts `StartBackoff`).
+// - Starts wait out the backoff of failed ones (src/control/service/tuning.ts `StartBackoff`).
 // - A replica that is not ready within `startTimeoutMs` fails (its process is then stopped).
 // - A cold service queues; a ready replica is not probed (its exit says enough); entering
 //   `draining` or `failed` stops its process, and its exit lets go of its place.
-import type { ReplicaKindPolicy, ReplicaHost } from '../../replicas/kind-policy.js';
-import type { ManagedReplica } from '../../replicas/replica.js';
+import type { ReplicaKindPolicy, ReplicaHost } from '../../service/kind-policy.js';
+import type { ManagedReplica } from '../../service/replica.js';
 import type { ProcessExit, ReplicaProcess } from '../../sources/replica-process.js';
 import type { ReplicaSource } from '../../sources/source.js';
 import type { ReplicaStateName } from '../../../replicas/states.js';

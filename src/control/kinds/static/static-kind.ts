@@ -11,8 +11,8 @@
 //   milliseconds.
 // - Draining one means stopping to route to it: it is `stopped` at once.
 import type { ServiceConfig } from '../../../config/types.js';
-import type { ReplicaHost, ReplicaKind, ReplicaKindPolicy } from '../../replicas/kind-policy.js';
-import type { ManagedReplica } from '../../replicas/replica.js';
+import type { ReplicaHost, ReplicaKind, ReplicaKindPolicy } from '../../service/kind-policy.js';
+import type { ManagedReplica } from '../../service/replica.js';
 import { staticEndpoints } from '../../sources/static.js';
 import type { ReplicaStateName } from '../../../replicas/states.js';
 

@@ -3,7 +3,7 @@
 // each in src/control/kinds/) is asked of the kind's policy (kind-policy.ts): slot capacity,
 // whether a cold service queues, whether ready replicas are probed, the panic fallback, what
 // entering a state means, how to scale. The data planes choose replicas by reading the shared
-// slot table this class writes (src/replicas/slots.ts; how they choose: choice.ts); they reach it
+// slot table this class writes (src/replicas/slots.ts; what they read: routing-inputs.ts); they reach it
 // only for the queue (demand.ts), for what they learned (a refused connection) and to wake a cold
 // service.
 //
@@ -30,7 +30,7 @@ import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
 import type { Endpoint } from '../sources/source.js';
-import { ReplicaChoice } from './choice.js';
+import { RoutingInputs } from './routing-inputs.js';
 import { Demand } from './demand.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import { Ejections } from './ejections.js';
@@ -79,7 +79,7 @@ export class ServiceControl implements ReplicaHost {
   /** What the kind of replicas decides (kind-policy.ts). */
   private readonly policy: ReplicaKindPolicy;
   /** Load readings and the affinity ring. */
-  private readonly choice: ReplicaChoice;
+  private readonly routingInputs: RoutingInputs;
 
   constructor(service: ServiceConfig, deps: ServiceControlDeps) {
     this.slug = service.slug;
@@ -94,7 +94,7 @@ export class ServiceControl implements ReplicaHost {
     const { concurrency, load } = service.replicas;
     this.slots = SlotTable.create(kind.slotCapacity(service), deps.threads, concurrency, load !== undefined);
     this.known = new Int32Array(this.slots.slots).fill(-1);
-    this.choice = new ReplicaChoice(service, this.slots, () => this.all, this.log, this.events);
+    this.routingInputs = new RoutingInputs(service, this.slots, () => this.all, this.log, this.events);
     this.health = new Health(service, this.tuning, this.log, this);
     this.ejections = new Ejections(this.slug, this.slots, this.tuning, this.log, this.events, {
       replicas: () => this.all,
@@ -102,7 +102,7 @@ export class ServiceControl implements ReplicaHost {
     });
     this.backoff = new StartBackoff(this.tuning);
     this.policy = kind.policy(service, this);
-    this.demand = new Demand(service, this.slots, this.known, this.policy.panicFallback, (t) => this.views.get(t), this.log, this.events, this.choice.affinity);
+    this.demand = new Demand(service, this.slots, this.known, this.policy.panicFallback, (t) => this.views.get(t), this.log, this.events, this.routingInputs.affinity);
     this.policy.start();
     this.scale();
   }
@@ -233,18 +233,18 @@ export class ServiceControl implements ReplicaHost {
     }
     await this.policy.close(this.tuning.stopGraceMs);
     this.health.close();
-    this.choice.close();
+    this.routingInputs.close();
     this.log.info({ service: this.slug }, 'replica set closed');
   }
 
   snapshot(): ServiceSnapshot {
     const replicas: ReplicaSnapshot[] = [];
     for (const r of this.all) {
-      const load = this.choice.load(r);
+      const load = this.routingInputs.load(r);
       const ejection = this.ejections.snapshot(r);
       replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: this.policy.pid(r), ...(load === undefined ? {} : { load }), ...(ejection === undefined ? {} : { ejection }) });
     }
-    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.choice.routing, replicas };
+    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.routingInputs.routing, replicas };
   }
 
   // ── the state machine ──────────────────────────────────────────────────────────────────────
@@ -270,7 +270,7 @@ export class ServiceControl implements ReplicaHost {
     r.probeHost = endpoint.probeHost;
     r.probePort = endpoint.probePort;
     this.known[r.slot] = r.gen;
-    this.choice.placed(r);
+    this.routingInputs.placed(r);
     const info = this.info(r);
     for (const view of this.views.all()) view.announce(info);
   }
@@ -298,7 +298,7 @@ export class ServiceControl implements ReplicaHost {
     if (from === 'starting') this.starting--;
     if (from === 'ready') {
       this.readyCount--;
-      this.choice.leftRotation(r);
+      this.routingInputs.leftRotation(r);
     }
     if (to === 'ready') this.readyCount++;
     if (isLive(from)) this.live--;
@@ -347,7 +347,7 @@ export class ServiceControl implements ReplicaHost {
   forget(r: ManagedReplica): void {
     if (!this.all.delete(r)) return;
     this.known[r.slot] = -1;
-    this.choice.forgotten(r);
+    this.routingInputs.forgotten(r);
     this.slots.setState(r.slot, EMPTY);
     if (r.origin !== '') for (const view of this.views.all()) view.gone(r.slot, r.gen);
     this.scale();

@@ -1,4 +1,4 @@
-// How a service's requests choose among its ready replicas, as the control plane keeps it:
+// What a service's requests read to choose among its ready replicas, as the control plane keeps it:
 // the replicas' load readings (`replicas.load`, load-reader.ts) and the affinity ring the queue's
 // grants walk (`routing.affinityHeader`; each worker keeps its own from the same announcements).
 // The choice itself is made where the request is, in the shared slot table (slots.ts).
@@ -17,7 +17,7 @@ import type { ReplicaEvents } from '../../replicas/events.js';
 import { LoadReader, type LoadSnapshot } from './load-reader.js';
 import type { ManagedReplica } from './replica.js';
 
-export class ReplicaChoice {
+export class RoutingInputs {
   readonly routing: RoutingSnapshot;
   /** What the queue's grants need for affinity, if the service has it. */
   readonly affinity: GrantAffinity | undefined;
