@@ -16,10 +16,9 @@
 // One object per request plays every role (replica waiter, upstream handler, body and writer
 // listener, keep-alive tick), so the hot path allocates no closures beyond the two uWS callbacks.
 import type { HttpResponse } from 'uWebSockets.js';
-import type { ServiceConfig } from '../config/types.js';
 import { type Outcome, RelayError } from '../http/errors.js';
-import type { Interruption, StreamCounters } from '../metrics/request-counters.js';
-import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { Interruption } from '../metrics/request-counters.js';
+import type { ReleaseOutcome, Replica, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamConnection } from '../upstream/connection.js';
 import type { UpstreamHandler } from '../upstream/handler.js';
 import { faultBeforeHead } from '../upstream/errors.js';
@@ -27,22 +26,12 @@ import { requestHead } from './replica-request-head.js';
 import { bodylessAnswer, returnField, type ReturnedFields } from './response-headers.js';
 import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
-import type { HeldBodies } from './held-bodies.js';
 import type { CallerHeaders } from './headers.js';
+import type { ServiceRuntime } from './service-runtime.js';
 import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from './waiting-comments.js';
 import { isEventStream } from './sse-events.js';
 import { StreamFlag } from './stream-request.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
-
-/** What a relayed request needs to know about its service (rebuilt on token reload). */
-export interface ServiceRuntime {
-  readonly config: ServiceConfig;
-  readonly replicas: ReplicaSet;
-  /** This thread's counters of the service's streamed answers. */
-  readonly streams: StreamCounters;
-  /** This thread's account of the service's waiting and held request bodies. */
-  readonly held: HeldBodies;
-}
 
 /** Told once per request, when it is over. */
 export interface RelayObserver {

@@ -20,7 +20,8 @@ import { checkRequestHead } from './caller-head-checks.js';
 import { readCallerHeaders, requestMaxWait, requestPriority } from './headers.js';
 import { pathProblem } from './path.js';
 import type { Refusals } from './refusal.js';
-import { type RelayObserver, RelayRequest, type ServiceRuntime } from './relay.js';
+import { type RelayObserver, RelayRequest } from './relay.js';
+import type { ServiceRuntime } from './service-runtime.js';
 import type { RequestIds } from './request-ids.js';
 import { HeldBodies } from './held-bodies.js';
 

@@ -1,0 +1,16 @@
+// What a relayed request (relay.ts) is given of its service: the service as this thread sees it,
+// rebuilt when tokens are reloaded.
+import type { ServiceConfig } from '../config/types.js';
+import type { StreamCounters } from '../metrics/request-counters.js';
+import type { ReplicaSet } from '../replicas/types.js';
+import type { HeldBodies } from './held-bodies.js';
+
+/** What a relayed request needs to know about its service (rebuilt on token reload). */
+export interface ServiceRuntime {
+  readonly config: ServiceConfig;
+  readonly replicas: ReplicaSet;
+  /** This thread's counters of the service's streamed answers. */
+  readonly streams: StreamCounters;
+  /** This thread's account of the service's waiting and held request bodies. */
+  readonly held: HeldBodies;
+}
