@@ -12,7 +12,7 @@
 // body streams chunked from the queue on, as any other. Every byte in the queue counts in the
 // service's account of waiting bodies (held-bodies.ts).
 import type { HttpResponse } from 'uWebSockets.js';
-import type { UpstreamConnection } from '../upstream/connection.js';
+import type { UpstreamExchange } from '../upstream/handler.js';
 import type { HeldBodies } from './held-bodies.js';
 import { DRAIN_MAX_BYTES, HOLD_HIGH_WATER, QUEUE_HIGH_WATER } from '../tunables.js';
 
@@ -37,7 +37,7 @@ export class CallerBody {
   private queue: Buffer[] = [];
   private queuedBytes = 0;
   /** The connection the rest of a streamed body goes to, once it is ready. */
-  private connection: UpstreamConnection | undefined = undefined;
+  private connection: UpstreamExchange | undefined = undefined;
   /** Bytes of a streamed body have been written to a connection: it cannot be sent again. */
   private sent = false;
   /** The connection's buffer is full: wait for `onWritable`. */
@@ -129,7 +129,7 @@ export class CallerBody {
    * arrived of a streamed one (the rest follows as it comes). `chunked`: Sluice sends it chunked
    * (a chunked body not held whole, docs/api.md#what-the-replica-receives); `expectBody` is false for HEAD.
    */
-  sendTo(connection: UpstreamConnection, head: string, chunked: boolean, expectBody: boolean): void {
+  sendTo(connection: UpstreamExchange, head: string, chunked: boolean, expectBody: boolean): void {
     if (this.heldWhole && this.whole === undefined && this.wholeView === undefined) {
       // The hold: written from its pieces, which stay for a retry until the replica answers.
       connection.sendPieces(head, expectBody, this.queue, this.queuedBytes);

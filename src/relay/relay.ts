@@ -19,8 +19,7 @@ import type { HttpResponse } from 'uWebSockets.js';
 import { type Outcome, RelayError } from '../http/errors.js';
 import type { Interruption } from '../metrics/request-counters.js';
 import type { ReleaseOutcome, Replica, ReplicaWaiter } from '../replicas/types.js';
-import type { UpstreamConnection } from '../upstream/connection.js';
-import type { UpstreamHandler } from '../upstream/handler.js';
+import type { UpstreamExchange, UpstreamHandler } from '../upstream/handler.js';
 import { faultBeforeHead } from '../upstream/errors.js';
 import { requestHead } from './replica-request-head.js';
 import { bodylessAnswer, returnField, type ReturnedFields } from './response-headers.js';
@@ -83,7 +82,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   private asError: AnswerAsError | undefined = undefined;
 
   /** The connection carrying the exchange, once it is ready. */
-  private connection: UpstreamConnection | undefined = undefined;
+  private connection: UpstreamExchange | undefined = undefined;
   /** Dispatched, and the pool has not answered with a connection or an error yet. */
   private inPool = false;
   private callerGone = false;
@@ -213,7 +212,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   // ── upstreamResponse (UpstreamHandler) ─────────────────────────────────────────────────────
 
-  onUpstreamConnection(connection: UpstreamConnection): void {
+  onUpstreamConnection(connection: UpstreamExchange): void {
     this.inPool = false;
     this.connection = connection;
     this.answerContentType = undefined;

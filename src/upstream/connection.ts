@@ -14,7 +14,7 @@ import type { RelayError } from '../http/errors.js';
 import { bodyTimedOut, connectFailed, connectionLost, connectTimedOut, headersTimedOut, malformedResponse, poolClosed } from './errors.js';
 import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink } from './response-parser.js';
 import { type Ticking, ticksFor, unwatch, watch } from './ticker.js';
-import type { ConnectionOwner, UpstreamHandler } from './handler.js';
+import type { UpstreamExchange, UpstreamHandler } from './handler.js';
 import { chunkPrefix, chunkSuffix, joined } from './request-framing.js';
 import { JOIN_LIMIT, UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS, TICK_MS } from '../tunables.js';
 
@@ -36,7 +36,22 @@ const CLOSED = 4;
  */
 type State = typeof CONNECTING | typeof BUSY | typeof RELEASING | typeof IDLE | typeof CLOSED;
 
-export class UpstreamConnection implements ResponseSink, Ticking {
+/** The pool's side of a connection. */
+export interface ConnectionOwner {
+  readonly connectMs: number;
+  readonly headersMs: number;
+  readonly bodyIdleMs: number;
+  /** Ticks after which a request still waiting for its status line is overdue (0: not counted). */
+  readonly overdueTicks: number;
+  /** `delta` more (or fewer) of its requests are overdue for their status line. */
+  overdue(delta: number): void;
+  /** A complete exchange left the connection reusable. */
+  released(connection: UpstreamConnection): void;
+  /** The connection is closed (called once). */
+  closed(connection: UpstreamConnection): void;
+}
+
+export class UpstreamConnection implements UpstreamExchange, ResponseSink, Ticking {
   handler: UpstreamHandler | undefined;
   private state: State = CONNECTING;
   private readonly socket: Socket;

@@ -1,7 +1,23 @@
-// The two sides an upstream connection talks to: the request going through it (the relay's
-// per-request object, `UpstreamHandler`) and the pool that owns it (`ConnectionOwner`).
+// The request's side of an upstream connection: what the request going through it implements
+// (the relay's per-request object, `UpstreamHandler`) and what it may do with the connection
+// (`UpstreamExchange`). The pool's side, `ConnectionOwner`, is in connection.ts.
 import type { RelayError } from '../http/errors.js';
-import type { UpstreamConnection } from './connection.js';
+
+/** What the request going through a connection may do with it (connection.ts: each method's rules). */
+export interface UpstreamExchange {
+  /** Writes the request head, and body bytes with it; false: wait for `onUpstreamWritable`. */
+  send(head: string, expectBody: boolean, chunked: boolean, body: Buffer | undefined, last: boolean): boolean;
+  /** `send` for a whole body valid only during the call; returns the body as a Buffer of its own. */
+  sendWhole(head: string, expectBody: boolean, chunked: boolean, body: Uint8Array): Buffer;
+  /** `send` for a whole body of `size` bytes in pieces, framed by the head's Content-Length. */
+  sendPieces(head: string, expectBody: boolean, pieces: readonly Buffer[], size: number): boolean;
+  /** One more piece of a streamed body. */
+  writeBody(chunk: Buffer | undefined, last: boolean): boolean;
+  /** The replica's stream flows again after `onUpstreamData` returned false. */
+  resume(): void;
+  /** Ends the exchange now: no more handler calls. */
+  abort(): void;
+}
 
 /**
  * What a request needs to implement to go through a pool: the relay's per-request object, so
@@ -13,7 +29,7 @@ import type { UpstreamConnection } from './connection.js';
  */
 export interface UpstreamHandler {
   /** A connection is ready: write the request now (`send`, then `writeBody` for a streamed body). */
-  onUpstreamConnection(connection: UpstreamConnection): void;
+  onUpstreamConnection(connection: UpstreamExchange): void;
   /**
    * One field of the final head (1xx skipped), in arrival order, every one of them: name
    * `buf[nameStart..nameEnd)` as sent, value `buf[valueStart..valueEnd)` trimmed, valid only during
@@ -33,19 +49,4 @@ export interface UpstreamHandler {
   onUpstreamError(error: RelayError): void;
   /** The socket took a backlog of request body: send more. */
   onUpstreamWritable(): void;
-}
-
-/** The pool's side of a connection. */
-export interface ConnectionOwner {
-  readonly connectMs: number;
-  readonly headersMs: number;
-  readonly bodyIdleMs: number;
-  /** Ticks after which a request still waiting for its status line is overdue (0: not counted). */
-  readonly overdueTicks: number;
-  /** `delta` more (or fewer) of its requests are overdue for their status line. */
-  overdue(delta: number): void;
-  /** A complete exchange left the connection reusable. */
-  released(connection: UpstreamConnection): void;
-  /** The connection is closed (called once). */
-  closed(connection: UpstreamConnection): void;
 }

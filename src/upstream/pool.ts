@@ -13,8 +13,8 @@
 // first request only after all of them: about 25–50 ms for 500. In batches, the first requests
 // are written on the next poll for I/O while later sockets are still being created.
 import { connectFailed, poolClosed } from './errors.js';
-import { UpstreamConnection } from './connection.js';
-import type { ConnectionOwner, UpstreamHandler } from './handler.js';
+import { type ConnectionOwner, UpstreamConnection } from './connection.js';
+import type { UpstreamHandler } from './handler.js';
 import { ticksFor } from './ticker.js';
 import { CONNECTS_PER_TURN } from '../tunables.js';
 
