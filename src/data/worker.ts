@@ -46,6 +46,8 @@ const plane = new DataPlane({
   logger,
   replicas: views,
   authFailures: init.authFailures,
+  limits: init.limits,
+  limitCells: init.limitCells,
   counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug)), init.store),
   ops:
     config.admin === undefined

@@ -31,6 +31,9 @@ import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, 
 import { isEventStream } from './sse-events.js';
 import { StreamFlag } from './stream-request.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
+import type { LimitTable, TokenLimit } from '../limits/limit-table.js';
+import { ratelimitState } from '../limits/rate-limit-headers.js';
+import { reserveTokens } from './request-limits.js';
 
 /** Told once per request, when it is over. */
 export interface RelayObserver {
@@ -81,6 +84,11 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   /** After keep-alive comments, a replica's answer that cannot follow them: it becomes an error event. */
   private asError: AnswerAsError | undefined = undefined;
 
+  /** Its token's limits, when it has some (admitted: released once, by the data plane, at the end). */
+  limit: TokenLimit | undefined = undefined;
+  /** The tokens it reserved of tokensPerMinute (its body's max_tokens). */
+  reserved = 0;
+
   /** The connection carrying the exchange, once it is ready. */
   private connection: UpstreamExchange | undefined = undefined;
   /** Dispatched, and the pool has not answered with a connection or an error yet. */
@@ -121,6 +129,12 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   get slug(): string {
     return this.service.config.slug;
+  }
+
+  /** Admitted under its token's limits: the answer carries RateLimit-Policy and RateLimit. */
+  limited(limit: TokenLimit, table: LimitTable): void {
+    this.limit = limit;
+    this.downstream.ratelimit(limit.policy, ratelimitState(limit.limits, table));
   }
 
   // ── acquire ────────────────────────────────────────────────────────────────────────────────
@@ -189,6 +203,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   /** The body's first bytes are here (or all of it). */
   onBodyStart(): void {
+    if (this.limit !== undefined) this.reserved = reserveTokens(this.service.limitTable, this.limit, this.body.firstBytes());
     if (this.replica !== undefined && this.phase === 'waiting') this.dispatch();
   }
 

@@ -48,6 +48,7 @@ test('a minimal config gets every default', () => {
     basePath: '/api/v1/services',
     drainTimeoutMs: 30000,
     log: { level: 'info' },
+    limits: { prefix: 'sluice:', onStoreDown: 'allow' },
     services: [
       {
         slug: 'demo',
