@@ -4,7 +4,7 @@
 // limited as much as one with its own. A cell set freed by a removed token is cleared (its
 // generation bumped) before another token gets it.
 import type { Config, LimitsConfig, ServiceConfig, TokenConfig } from '../config/types.js';
-import { LIMIT_NAMES, type LimitTable } from './limit-table.js';
+import { LIMIT_NAMES, type LimitTable, type LimitUse } from './limit-table.js';
 
 /** The limits that apply to a token of `service`: its own, else the service's; undefined: none. */
 export function effectiveLimits(service: Pick<ServiceConfig, 'limits'>, token: TokenConfig): LimitsConfig | undefined {
@@ -82,6 +82,11 @@ export class LimitCells {
       });
     }
     return out;
+  }
+
+  /** Every limited token's use now (/status). */
+  usage(): { service: string; token: string; use: LimitUse }[] {
+    return [...this.byKey.values()].map((t) => ({ service: t.service, token: t.token, use: this.table.use(t.cell, t.limits) }));
   }
 
   /** Keeps idle cell sets' arrival times within the table's range (LimitTable.sweep). */

@@ -181,3 +181,13 @@ for (const workers of [1, 2]) {
     assert.equal(await metric(tg, 'sluice_rate_limited_total{service="svc",token="test",limit="requestsPerMinute"}'), 20);
   });
 }
+
+test("/status shows each limited token's use against its limits", async () => {
+  const tg = await startTestGateway(rawService({ urls: [replica.url] }, { limits: { requestsPerMinute: 5, concurrent: 3, tokensPerMinute: 1000 } }), { admin: { host: '127.0.0.1', port: 0 } });
+  gateways.push(tg);
+  for (let i = 0; i < 2; i++) assert.equal((await post(tg, '/x', JSON.stringify({ max_tokens: 100 }))).status, 200);
+  const status = (await (await fetch(`http://127.0.0.1:${tg.gateway.adminPort!}/status`)).json()) as { services: { limits: unknown[] }[] };
+  assert.deepEqual(status.services[0]!.limits, [
+    { token: 'test', requestsPerMinute: { limit: 5, used: 2 }, concurrent: { limit: 3, used: 0 }, tokensPerMinute: { limit: 1000, used: 200, reserved: 0 } },
+  ]);
+});
