@@ -40,7 +40,7 @@ export interface ServiceStatus {
 }
 
 /** A limited token: its name and, per limit it has, the limit and what is used of it. */
-export type TokenLimitStatus = { token: string } & LimitUse;
+type TokenLimitStatus = { token: string } & LimitUse;
 
 interface StreamStatus {
   /** Streams being relayed (at the last sample, at most a second old). */

@@ -23,7 +23,7 @@ export interface LimitsConfig {
 }
 
 /** Top-level `limits`: where the counters live. */
-export interface LimitStoreConfig {
+interface LimitStoreConfig {
   /** Absent: in the gateway, exact across its worker threads. */
   store?: string | undefined;
   /** Prefix of the store's keys. */
