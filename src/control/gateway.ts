@@ -103,7 +103,7 @@ class ControlPlane implements Gateway, OpsSource {
     // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
     this.workers = resolveWorkers(config.workers);
     this.registry = new Metrics(config.services.map((s) => s.slug));
-    this.limitBuffer = createLimitBuffer(2 * limitedTokens(config) + LIMIT_TABLE_SPARE);
+    this.limitBuffer = createLimitBuffer(2 * limitedTokens(config) + LIMIT_TABLE_SPARE, this.workers);
     this.limitCells = new LimitCells(new LimitTable(this.limitBuffer));
     this.tokens = this.tokensOf(config);
     this.registry.rateLimited(() => this.limitCells.refusals());
@@ -121,7 +121,7 @@ class ControlPlane implements Gateway, OpsSource {
           this.services.push(set.control);
         }
       });
-      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, limits: this.limitBuffer, limitCells: this.cellsFor(config), ops });
+      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, limits: this.limitBuffer, limitCells: this.cellsFor(config), thread: 0, ops });
       this.local = { plane, sets };
     } else {
       // Each worker counts into its own shared store; a scrape sums them (metrics/collectors.ts).
@@ -147,6 +147,7 @@ class ControlPlane implements Gateway, OpsSource {
           poolCloseMs: replicaTuning.poolCloseMs ?? DEFAULT_TUNING.poolCloseMs,
         }),
         render: () => this.metricsText(),
+        limitsGone: (thread) => this.limitCells.reclaim(thread),
         countersOf: (thread) => stores[thread]!,
       });
       this.buildServices(() => {

@@ -33,6 +33,8 @@ export interface DataPlaneOptions {
   /** The gateway-wide limit table (limits/limit-table.ts) and, per service, each token's cell set or -1. */
   limits: SharedArrayBuffer;
   limitCells: readonly (readonly number[])[];
+  /** This data plane's thread index (its row of holds in the limit table); 0 on the main thread. */
+  thread: number;
   /** The gateway-wide state the ops endpoints report, when they are on the relay listener. */
   ops: OpsSource | undefined;
   /** Test builds only (NODE_ENV=test and SLUICE_TEST_HOOKS=1): extra routes on the relay listener. */
@@ -61,7 +63,7 @@ export class DataPlane implements RequestFilterOwner {
     this.accessLog = new AccessLog(options.logger);
     this.counter = options.counter;
     this.ops = options.ops;
-    this.limitTable = new LimitTable(options.limits);
+    this.limitTable = new LimitTable(options.limits, options.thread);
     const services = new Map<string, ServiceEntry>();
     config.services.forEach((service, i) =>
       services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i), this.limitTable, options.limitCells[i]!)),

@@ -48,6 +48,7 @@ const plane = new DataPlane({
   authFailures: init.authFailures,
   limits: init.limits,
   limitCells: init.limitCells,
+  thread: init.thread,
   counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug)), init.store),
   ops:
     config.admin === undefined

@@ -84,6 +84,11 @@ export class LimitCells {
     return out;
   }
 
+  /** A worker thread died: what its requests held of the limits is given back (LimitTable.reclaim). */
+  reclaim(thread: number): number {
+    return this.table.reclaim(thread);
+  }
+
   /** Every limited token's use now (/status). */
   usage(): { service: string; token: string; use: LimitUse }[] {
     return [...this.byKey.values()].map((t) => ({ service: t.service, token: t.token, use: this.table.use(t.cell, t.limits) }));

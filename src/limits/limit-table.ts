@@ -14,6 +14,9 @@
 // - Refusals per limit (sluice_rate_limited_total) and a generation, bumped each time a cell set
 //   is given to another token, so a request that ends after its token was removed leaves the new
 //   owner's counts alone.
+// - Per thread and cell set, what that thread's requests hold of `concurrent` and of the
+//   reservations, so that a worker thread that dies without ending its requests gives them back
+//   (`reclaim`), as the slot table does.
 import type { LimitsConfig } from '../config/types.js';
 
 /** The limits a request can be refused by, in the order they are checked; also the refusal counters' order. */
@@ -29,7 +32,10 @@ const EPOCH_S = 1_577_836_800; // 2020-01-01: seconds fit an Int32 for decades
 /** A bucket being reset to a new second. */
 const RESETTING = -1;
 
-// The header: the base time (a Float64, written once before the buffer is shared).
+// The header: the base time (a Float64 in words 0 and 1), the threads, the cell sets; written
+// once before the buffer is shared.
+const THREADS = 2;
+const CELL_SETS = 3;
 const HEADER = 16;
 // A cell set's fields.
 const TAT = 0;
@@ -44,10 +50,16 @@ function clock(): number {
   return performance.timeOrigin + performance.now();
 }
 
-/** A table for `cellSets` limited (service, token) pairs: once per gateway start, shared by every thread. */
-export function createLimitBuffer(cellSets: number): SharedArrayBuffer {
-  const buffer = new SharedArrayBuffer(4 * (HEADER + cellSets * STRIDE));
+/**
+ * A table for `cellSets` limited (service, token) pairs and `threads` data plane threads: once per
+ * gateway start, shared by every thread.
+ */
+export function createLimitBuffer(cellSets: number, threads: number): SharedArrayBuffer {
+  const buffer = new SharedArrayBuffer(4 * (HEADER + cellSets * STRIDE + threads * cellSets * 2));
   new Float64Array(buffer, 0, 1)[0] = clock();
+  const a = new Int32Array(buffer);
+  a[THREADS] = threads;
+  a[CELL_SETS] = cellSets;
   return buffer;
 }
 
@@ -71,6 +83,8 @@ export interface LimitUse {
 export class LimitTable {
   private readonly a: Int32Array;
   private readonly base: number;
+  /** Where this thread's holds begin (per cell set: concurrent places, reserved tokens). */
+  private readonly holds: number;
   /** After a refusal by `admit`: the limit, and whole seconds until a request of the token would be admitted. */
   refusedBy: LimitName = 'concurrent';
   retryAfter = 0;
@@ -81,13 +95,19 @@ export class LimitTable {
   leftTokens = 0;
   resetTokensS = 0;
 
-  constructor(buffer: SharedArrayBuffer) {
+  /** `thread`: the data plane thread this object counts for (its row of holds). */
+  constructor(buffer: SharedArrayBuffer, thread = 0) {
     this.a = new Int32Array(buffer);
     this.base = new Float64Array(buffer, 0, 1)[0]!;
+    this.holds = this.holdsOf(thread);
   }
 
   get cellSets(): number {
-    return (this.a.length - HEADER) / STRIDE;
+    return this.a[CELL_SETS]!;
+  }
+
+  private holdsOf(thread: number): number {
+    return HEADER + this.a[CELL_SETS]! * STRIDE + thread * this.a[CELL_SETS]! * 2;
   }
 
   private now(): number {
@@ -118,6 +138,7 @@ export class LimitTable {
         if (seen === v) break;
         v = seen;
       }
+      Atomics.add(a, this.holds + 2 * t.cell, 1);
       this.leftConcurrent = concurrent - v - 1;
     }
     if (rpm !== undefined) {
@@ -128,7 +149,10 @@ export class LimitTable {
       for (;;) {
         const ahead = Math.max(0, (tat - now) | 0);
         if (ahead > tolerance) {
-          if (concurrent !== undefined) Atomics.sub(a, at + INFLIGHT, 1);
+          if (concurrent !== undefined) {
+            Atomics.sub(a, this.holds + 2 * t.cell, 1);
+            Atomics.sub(a, at + INFLIGHT, 1);
+          }
           return this.refuse(at, 1, Math.max(1, Math.ceil((ahead - tolerance) / TICKS_PER_MS / 1000)));
         }
         const seen = Atomics.compareExchange(a, at + TAT, tat, (now + ahead + interval) | 0);
@@ -146,7 +170,9 @@ export class LimitTable {
 
   /** Adds `tokens` to the reservations of `t`'s running requests (its body's `max_tokens`). */
   reserve(t: TokenLimit, tokens: number): void {
-    if (tokens > 0 && this.current(t)) Atomics.add(this.a, HEADER + t.cell * STRIDE + RESERVED, tokens);
+    if (tokens <= 0 || !this.current(t)) return;
+    Atomics.add(this.a, this.holds + 2 * t.cell + 1, tokens);
+    Atomics.add(this.a, HEADER + t.cell * STRIDE + RESERVED, tokens);
   }
 
   /**
@@ -157,8 +183,14 @@ export class LimitTable {
     if (!this.current(t)) return;
     const a = this.a;
     const at = HEADER + t.cell * STRIDE;
-    if (t.limits.concurrent !== undefined) Atomics.sub(a, at + INFLIGHT, 1);
-    if (reserved > 0) Atomics.sub(a, at + RESERVED, reserved);
+    if (t.limits.concurrent !== undefined) {
+      Atomics.sub(a, this.holds + 2 * t.cell, 1);
+      Atomics.sub(a, at + INFLIGHT, 1);
+    }
+    if (reserved > 0) {
+      Atomics.sub(a, this.holds + 2 * t.cell + 1, reserved);
+      Atomics.sub(a, at + RESERVED, reserved);
+    }
     if (used > 0 && t.limits.tokensPerMinute !== undefined) this.settle(at, Math.floor(clock() / 1000) - EPOCH_S, used);
   }
 
@@ -194,6 +226,30 @@ export class LimitTable {
     Atomics.add(a, at + GEN, 1);
     Atomics.store(a, at + TAT, this.now());
     for (let i = INFLIGHT; i < STRIDE; i++) if (i !== GEN) Atomics.store(a, at + i, 0);
+    for (let thread = 0; thread < a[THREADS]!; thread++) {
+      const hold = this.holdsOf(thread) + 2 * cell;
+      Atomics.store(a, hold, 0);
+      Atomics.store(a, hold + 1, 0);
+    }
+  }
+
+  /**
+   * Gives back what the requests of `thread` (a worker that died) held of every token's
+   * `concurrent` and reservations; returns the concurrent places given back.
+   */
+  reclaim(thread: number): number {
+    const a = this.a;
+    const holds = this.holdsOf(thread);
+    let given = 0;
+    for (let cell = 0; cell < a[CELL_SETS]!; cell++) {
+      const at = HEADER + cell * STRIDE;
+      const places = Atomics.exchange(a, holds + 2 * cell, 0);
+      const tokens = Atomics.exchange(a, holds + 2 * cell + 1, 0);
+      if (places !== 0) Atomics.sub(a, at + INFLIGHT, places);
+      if (tokens !== 0) Atomics.sub(a, at + RESERVED, tokens);
+      given += places;
+    }
+    return given;
   }
 
   generation(cell: number): number {
