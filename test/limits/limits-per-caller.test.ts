@@ -189,11 +189,24 @@ test("/status shows each limited token's use against its limits", async () => {
   const expected = JSON.stringify([
     { token: 'test', requestsPerMinute: { limit: 5, used: 2 }, concurrent: { limit: 3, used: 0 }, tokensPerMinute: { limit: 1000, used: 200, reserved: 0 } },
   ]);
-  let seen = '';
   const limits = async (): Promise<string> => {
     const status = (await (await fetch(`http://127.0.0.1:${tg.gateway.adminPort!}/status`)).json()) as { services: { limits: unknown[] }[] };
-    return (seen = JSON.stringify(status.services[0]!.limits));
+    return JSON.stringify(status.services[0]!.limits);
   };
   // A worker thread may end the request a moment after the caller has its last byte.
-  await eventually(async () => (await limits()) === expected, 10_000, `/status to show ${expected} (last: ${seen})`);
+  await eventually(async () => (await limits()) === expected, 10_000, `/status to show ${expected}`);
+});
+
+test('a refusal by a limit logs `request refused` with the limit, and never the token', async () => {
+  const tg = await gateway({ concurrent: 1 });
+  held.length = 0;
+  const first = post(tg, '/hold');
+  await eventually(() => held.length === 1, 10_000, 'the request at the replica');
+  assertRateLimited(await post(tg), 'concurrent');
+  await eventually(() => tg.logs.some((l) => l.msg === 'request refused' && l.outcome === 'rate_limited'), 10_000, 'the refusal logged');
+  const line = tg.logs.find((l) => l.msg === 'request refused' && l.outcome === 'rate_limited')!;
+  assert.equal(line.limit, 'concurrent');
+  assert.equal(line.status, 429);
+  held.shift()!.end('{}');
+  assert.equal((await first).status, 200);
 });
