@@ -31,8 +31,7 @@ import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, 
 import { isEventStream } from './sse-events.js';
 import { StreamFlag } from './stream-request.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
-import type { LimitTable, TokenLimit } from '../limits/limit-table.js';
-import { ratelimitState } from '../limits/rate-limit-headers.js';
+import type { TokenLimit } from '../limits/limit-table.js';
 import { reserveTokens } from './request-limits.js';
 
 /** Told once per request, when it is over. */
@@ -84,7 +83,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   /** After keep-alive comments, a replica's answer that cannot follow them: it becomes an error event. */
   private asError: AnswerAsError | undefined = undefined;
 
-  /** Its token's limits, when it has some (admitted: released once, by the data plane, at the end). */
+  /** Its token's limits, when it has some (admitted by the request filter; ended once, by the data plane). */
   limit: TokenLimit | undefined = undefined;
   /** The tokens it reserved of tokensPerMinute (its body's max_tokens). */
   reserved = 0;
@@ -129,12 +128,6 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   get slug(): string {
     return this.service.config.slug;
-  }
-
-  /** Admitted under its token's limits: the answer carries RateLimit-Policy and RateLimit. */
-  limited(limit: TokenLimit, table: LimitTable): void {
-    this.limit = limit;
-    this.downstream.ratelimit(limit.policy, ratelimitState(limit.limits, table));
   }
 
   // ── acquire ────────────────────────────────────────────────────────────────────────────────

@@ -25,7 +25,7 @@ import type { ServiceRuntime } from './service-runtime.js';
 import type { RequestIds } from './request-ids.js';
 import { HeldBodies } from './held-bodies.js';
 import type { LimitTable } from '../limits/limit-table.js';
-import { rateLimited } from './request-limits.js';
+import { admitted, rateLimited } from './request-limits.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
 export class ServiceEntry implements ServiceRuntime {
@@ -188,7 +188,7 @@ export class RequestFilter {
     const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth.name, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
-    if (limit !== undefined) request.limited(limit, service.limitTable);
+    if (limit !== undefined) admitted(request, limit, service.limitTable);
     this.owner.onRelayStarted();
     request.start();
   };

@@ -4,7 +4,7 @@
 import { RelayError } from '../http/errors.js';
 import type { LimitTable, TokenLimit } from '../limits/limit-table.js';
 import { reservedTokens } from '../limits/max-tokens.js';
-import { ratelimitRefused } from '../limits/rate-limit-headers.js';
+import { ratelimitRefused, ratelimitState } from '../limits/rate-limit-headers.js';
 import type { FinishedRequest } from './finished-request.js';
 import type { RelayRequest } from './relay.js';
 
@@ -19,6 +19,12 @@ export function rateLimited(table: LimitTable, limit: TokenLimit, tokenName: str
     limit: name,
     headers: { 'retry-after': String(retryAfter), 'ratelimit-policy': limit.policy, ratelimit: ratelimitRefused(name, retryAfter) },
   });
+}
+
+/** `request` was admitted under `limit`: it ends in the table at its end, and its answer carries RateLimit-Policy and RateLimit. */
+export function admitted(request: RelayRequest, limit: TokenLimit, table: LimitTable): void {
+  request.limit = limit;
+  request.downstream.ratelimit(limit.policy, ratelimitState(limit.limits, table));
 }
 
 /** The reservation of a request of `limit`'s token whose body's first bytes are `first`: taken now. */
