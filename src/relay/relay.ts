@@ -196,7 +196,8 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   /** The body's first bytes are here (or all of it). */
   onBodyStart(): void {
-    if (this.limit !== undefined) this.reserved = reserveTokens(this.service.limitTable, this.limit, this.body.firstBytes());
+    // Never after the end: a reservation then would never be settled.
+    if (this.limit !== undefined && this.phase !== 'done') this.reserved = reserveTokens(this.service.limitTable, this.limit, this.body.firstBytes());
     if (this.replica !== undefined && this.phase === 'waiting') this.dispatch();
   }
 
