@@ -3,11 +3,14 @@
 // (src/data/worker.ts), or on the main thread with `workers: 1`.
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { AccessLog } from '../log/access-log.js';
-import type { Config, TokenConfig } from '../config/types.js';
+import type { Config } from '../config/types.js';
+import { LimitTable } from '../limits/limit-table.js';
 import type { Logger } from '../log/logger.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
 import { tokenEntries } from '../relay/auth.js';
 import { accessLine, finishedRequest } from '../relay/finished-request.js';
+import { settledTokens } from '../relay/request-limits.js';
+import type { TokensReload } from '../replicas/messages.js';
 import { Refusals } from '../relay/refusal.js';
 import type { RelayRequest } from '../relay/relay.js';
 import { RequestFilter, type RequestFilterOwner, ServiceEntry } from '../relay/request-filter.js';
@@ -27,6 +30,11 @@ export interface DataPlaneOptions {
   counter: RequestCounters;
   /** The gateway-wide authentication failure table (shared-auth-limiter.ts). */
   authFailures: SharedArrayBuffer;
+  /** The gateway-wide limit table (limits/limit-table.ts) and, per service, each token's cell set or -1. */
+  limits: SharedArrayBuffer;
+  limitCells: readonly (readonly number[])[];
+  /** This data plane's thread index (its row of holds in the limit table); 0 on the main thread. */
+  thread: number;
   /** The gateway-wide state the ops endpoints report, when they are on the relay listener. */
   ops: OpsSource | undefined;
   /** Test builds only (NODE_ENV=test and SLUICE_TEST_HOOKS=1): extra routes on the relay listener. */
@@ -47,6 +55,7 @@ export class DataPlane implements RequestFilterOwner {
   private readonly accessLog: AccessLog;
   private readonly counter: RequestCounters;
   private readonly ops: OpsSource | undefined;
+  private readonly limitTable: LimitTable;
 
   constructor(private readonly options: DataPlaneOptions) {
     const { config } = options;
@@ -54,8 +63,11 @@ export class DataPlane implements RequestFilterOwner {
     this.accessLog = new AccessLog(options.logger);
     this.counter = options.counter;
     this.ops = options.ops;
+    this.limitTable = new LimitTable(options.limits, options.thread);
     const services = new Map<string, ServiceEntry>();
-    config.services.forEach((service, i) => services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i))));
+    config.services.forEach((service, i) =>
+      services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i), this.limitTable, options.limitCells[i]!)),
+    );
     const ids = new RequestIds();
     const refusals = new Refusals(this.logger, ids);
     this.filter = new RequestFilter(config.basePath, services, this, new SharedAuthLimiter(options.authFailures), ids, refusals);
@@ -84,6 +96,7 @@ export class DataPlane implements RequestFilterOwner {
   onRelayFinished(r: RelayRequest): void {
     this.inflight -= 1;
     const f = finishedRequest(r, performance.now());
+    if (r.limit !== undefined) this.limitTable.end(r.limit, r.reserved, settledTokens(r, f));
     this.counter.finished(f.slug, f.status, f.outcome, f.bytesIn, f.bytesOut, f.ttfbMs / 1000, f.ms / 1000);
     if (this.accessLog.enabled(f.failed)) this.accessLog.write(accessLine(r, f), f.failed);
     if (this.inflight === 0 && this.idleWaiter !== undefined) this.idleWaiter();
@@ -115,12 +128,12 @@ export class DataPlane implements RequestFilterOwner {
   }
 
   /** Applies reloaded tokens; the slugs that are not served here (a restart adds services). */
-  reload(services: readonly { slug: string; tokens: TokenConfig[] }[]): string[] {
+  reload(services: readonly TokensReload[]): string[] {
     const ignored: string[] = [];
     for (const next of services) {
       const service = this.filter.services.get(next.slug);
       if (service === undefined) ignored.push(next.slug);
-      else service.tokens = tokenEntries(next.tokens);
+      else service.tokens = tokenEntries(next.tokens, next.limits, next.cells, this.limitTable);
     }
     return ignored;
   }

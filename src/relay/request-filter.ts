@@ -24,6 +24,8 @@ import { type RelayObserver, RelayRequest } from './relay.js';
 import type { ServiceRuntime } from './service-runtime.js';
 import type { RequestIds } from './request-ids.js';
 import { HeldBodies } from './held-bodies.js';
+import type { LimitTable } from '../limits/limit-table.js';
+import { admitted, rateLimited } from './request-limits.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
 export class ServiceEntry implements ServiceRuntime {
@@ -41,8 +43,11 @@ export class ServiceEntry implements ServiceRuntime {
     /** The service's index in the config (metrics). */
     readonly index: number,
     readonly streams: StreamCounters,
+    readonly limitTable: LimitTable,
+    /** Each token's cell set in the limit table, or -1 (the control plane's assignment). */
+    cells: readonly number[],
   ) {
-    this.tokens = tokenEntries(config.tokens);
+    this.tokens = tokenEntries(config.tokens, config.limits, cells, limitTable);
     this.forward = new Set(config.forwardHeaders.filter((name) => name !== 'content-type' && name !== 'accept'));
     this.methods = new Set(config.methods);
     this.allow = config.methods.join(', ');
@@ -173,10 +178,17 @@ export class RequestFilter {
     }
     // An empty value names no session: the request is routed as one without the header.
     const affinity = headers.affinity === undefined || headers.affinity === '' ? NO_AFFINITY : hashKey(headers.affinity);
+    // Limits per caller: the last check, so that a request refused for anything else uses none of them.
+    const limit = auth.limit;
+    if (limit !== undefined && service.limitTable.admit(limit) !== undefined) {
+      this.refuse(res, rateLimited(service.limitTable, limit, auth.name), hasBody, service, head);
+      return;
+    }
     const target = query === undefined ? path : `${path}?${query}`;
     const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth.name, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
+    if (limit !== undefined) admitted(request, limit, service.limitTable);
     this.owner.onRelayStarted();
     request.start();
   };
