@@ -5,13 +5,15 @@
 // for a token with a tokensPerMinute limit. The search does not tell the top level from a nested
 // object (a tool's JSON schema naming `max_tokens` would count): a reservation is a bound that the
 // answer's usage replaces at the request's end, not a charge.
+import type { LimitTable, TokenLimit } from './limit-table.js';
+
 const MAX_COMPLETION_TOKENS = Buffer.from('"max_completion_tokens"');
 const MAX_TOKENS = Buffer.from('"max_tokens"');
 /** The largest reservation: a body cannot hold more than the largest tokensPerMinute. */
 const MAX_RESERVATION = 1_000_000_000;
 
 /** The tokens `body` (its first bytes) asks for at most, or 0. */
-export function reservedTokens(body: Uint8Array | undefined): number {
+function reservedTokens(body: Uint8Array | undefined): number {
   if (body === undefined || body.length === 0) return 0;
   const b = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   const completion = numberAfter(b, MAX_COMPLETION_TOKENS);
@@ -38,4 +40,12 @@ function numberAfter(b: Buffer, key: Buffer): number {
 
 function isSpace(c: number): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+/** The reservation of a request of `limit`'s token whose body's first bytes are `first`: taken now. */
+export function reserveTokens(table: LimitTable, limit: TokenLimit, first: Uint8Array | undefined): number {
+  if (limit.limits.tokensPerMinute === undefined) return 0;
+  const tokens = reservedTokens(first);
+  table.reserve(limit, tokens);
+  return tokens;
 }

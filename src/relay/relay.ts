@@ -32,7 +32,7 @@ import { isEventStream } from './sse-events.js';
 import { StreamFlag } from './stream-request.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
 import type { TokenLimit } from '../limits/limit-table.js';
-import { reserveTokens } from './request-limits.js';
+import { reserveTokens } from '../limits/max-tokens.js';
 
 /** Told once per request, when it is over. */
 export interface RelayObserver {

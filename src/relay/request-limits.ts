@@ -1,9 +1,8 @@
 // A request's part in its token's limits (docs/api.md#limits-per-caller), around what the limit
 // table does (limits/limit-table.ts): the 429 of a refused request, the reservation an admitted one
-// takes from its body, and the tokens it settles with at its end.
+// takes from its body (limits/max-tokens.ts: `reserveTokens`), and the tokens it settles with at its end.
 import { RelayError } from '../http/errors.js';
 import type { LimitTable, TokenLimit } from '../limits/limit-table.js';
-import { reservedTokens } from '../limits/max-tokens.js';
 import { ratelimitRefused, ratelimitState } from '../limits/rate-limit-headers.js';
 import type { FinishedRequest } from './finished-request.js';
 import type { RelayRequest } from './relay.js';
@@ -25,14 +24,6 @@ export function rateLimited(table: LimitTable, limit: TokenLimit, tokenName: str
 export function admitted(request: RelayRequest, limit: TokenLimit, table: LimitTable): void {
   request.limit = limit;
   request.downstream.ratelimit(limit.policy, ratelimitState(limit.limits, table));
-}
-
-/** The reservation of a request of `limit`'s token whose body's first bytes are `first`: taken now. */
-export function reserveTokens(table: LimitTable, limit: TokenLimit, first: Uint8Array | undefined): number {
-  if (limit.limits.tokensPerMinute === undefined) return 0;
-  const tokens = reservedTokens(first);
-  table.reserve(limit, tokens);
-  return tokens;
 }
 
 /**
