@@ -49,6 +49,7 @@ test('a minimal config gets every default', () => {
     drainTimeoutMs: 30000,
     log: { level: 'info' },
     limits: { prefix: 'sluice:', onStoreDown: 'allow' },
+    pools: [],
     services: [
       {
         slug: 'demo',
@@ -68,6 +69,7 @@ test('a minimal config gets every default', () => {
           max: 1,
           idleTimeoutMs: 300000,
           concurrency: 0,
+          units: 1,
         },
       },
     ],
