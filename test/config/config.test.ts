@@ -90,6 +90,7 @@ test('a full config keeps every value it sets', (t) => {
     drainTimeoutMs: 1000,
     log: { level: 'debug' },
     limits: { prefix: 'gw:', onStoreDown: 'refuse' },
+    pools: [{ name: 'gpu', size: 4 }],
     services: [
       {
         slug: 'launched-1',
@@ -111,6 +112,8 @@ test('a full config keeps every value it sets', (t) => {
           max: 3,
           idleTimeoutMs: 9,
           concurrency: 2,
+          pool: 'gpu',
+          units: 2,
         },
       },
       {
@@ -132,6 +135,7 @@ test('a full config keeps every value it sets', (t) => {
           max: 4,
           idleTimeoutMs: 9,
           concurrency: 2,
+          units: 1,
         },
       },
     ],
