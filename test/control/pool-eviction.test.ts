@@ -7,7 +7,7 @@ import { after, test } from 'node:test';
 import { Agent } from 'undici';
 import { metricSamples, startTestGateway } from '../helpers/gateway.js';
 import { events, journalLines, logged, open, pooled, POOL_REPLICA, post, scratch } from '../helpers/pool.js';
-import { eventually } from '../helpers/wait.js';
+import { eventually, within } from '../helpers/wait.js';
 
 const agent = new Agent({ connections: 20 });
 after(() => agent.close());
@@ -129,7 +129,7 @@ test('nothing idle: the start waits while the holder has a request in flight, th
     assert.deepEqual(events(journal), ['start a'], 'a keeps running while its request is in flight');
     assert.equal(logged(tg, 'pool replica evicted').length, 0);
     open(gate);
-    const [first, second] = await Promise.all([held, waiting]);
+    const [first, second] = await within(Promise.all([held, waiting]), 30_000, 'both answers');
     assert.equal(first.status, 200, 'the request in flight was answered');
     assert.equal(first.body.tag, 'a');
     assert.equal(second.status, 200);

@@ -11,7 +11,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { createLogger } from '../../src/log/logger.js';
 import { metric, metricSamples, startTestGateway, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { events, logged, open, pooled, post, scratch } from '../helpers/pool.js';
-import { eventually } from '../helpers/wait.js';
+import { eventually, within } from '../helpers/wait.js';
 
 const agent = new Agent({ connections: 20 });
 after(() => agent.close());
@@ -35,7 +35,7 @@ test('several starts wait: freed units go to the highest priority first, then to
     }
     assert.deepEqual(events(journal), ['start a'], 'every start waits while a has a request in flight');
     open(gate);
-    await Promise.all([held, ...answers]);
+    await within(Promise.all([held, ...answers]), 30_000, 'every answer');
     assert.deepEqual(events(journal), ['start a', 'exit a', 'start c', 'exit c', 'start b', 'exit b', 'start d']);
   } finally {
     await tg.close();
@@ -110,11 +110,11 @@ test('drain with the pool full: the waiting start never happens, its request get
     const waiting = post(tg, 'b', '/echo', agent);
     await eventually(() => logged(tg, 'pool start waiting').length === 1, 10_000, 'the start of b to wait');
     const drained = tg.gateway.drain();
-    const refused = await waiting;
+    const refused = await within(waiting, 30_000, 'the waiting request\'s answer');
     assert.equal(refused.status, 503);
     assert.equal(refused.headers['x-sluice-error'], 'draining');
     open(gate);
-    const finished = await held;
+    const finished = await within(held, 30_000, 'the answer in flight');
     assert.equal(finished.status, 200);
     assert.equal(finished.body.tag, 'a');
     await drained;
