@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { ALWAYS, DEFAULTS, int, isRecord, RULE, SLUG_RE, strict } from './rules.js';
 
 /** `{units}` in a launched replica's command or env: the indices of the units it holds. */
-export const UNITS_PLACEHOLDER = '{units}';
+const UNITS_PLACEHOLDER = '{units}';
 
 const pool = strict(
   {
