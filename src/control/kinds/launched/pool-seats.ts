@@ -66,11 +66,6 @@ export class PoolSeats implements PoolMember {
     this.host.slots.watchIdle(on);
   }
 
-  /** The units `r` holds (undefined: none). */
-  unitsOf(r: ManagedReplica): readonly number[] | undefined {
-    return this.held.get(r);
-  }
-
   /** `r`'s process is being stopped: its units come back at its exit. */
   stopping(r: ManagedReplica): void {
     if (this.held.has(r)) this.pool.stopping(r.id);
