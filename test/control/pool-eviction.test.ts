@@ -140,3 +140,28 @@ test('nothing idle: the start waits while the holder has a request in flight, th
     await tg.close();
   }
 });
+
+test('a start that needs two units stops both idle holders, least recently used first, and spawns once both have exited', async () => {
+  const dir = scratch();
+  const journal = join(dir, 'journal');
+  const services = [pooled('a', 'gpu', journal, {}, { EXIT_DELAY_MS: '200' }), pooled('b', 'gpu', journal, {}, { EXIT_DELAY_MS: '100' }), pooled('big', 'gpu', journal, { units: 2 })];
+  const tg = await startTestGateway(services, { pools: [{ name: 'gpu', size: 2 }], workers: 2 });
+  try {
+    assert.equal((await post(tg, 'a', '/echo', agent)).status, 200);
+    assert.equal((await post(tg, 'b', '/echo', agent)).status, 200);
+    const big = await post(tg, 'big', '/echo', agent);
+    assert.equal(big.status, 200);
+    assert.equal(big.body.units, '0,1');
+    assert.deepEqual(logged(tg, 'pool replica evicted').map((l) => l.service), ['a', 'b']);
+    const order = events(journal);
+    assert.deepEqual(order.slice(0, 2), ['start a', 'start b']);
+    assert.deepEqual(order.slice(2, 4).sort(), ['exit a', 'exit b']);
+    assert.equal(order[4], 'start big', 'big started after both exits');
+    // The small services queue behind it now: a request to a waits, then evicts big once it is idle.
+    const again = await post(tg, 'a', '/echo', agent);
+    assert.equal(again.status, 200);
+    assert.deepEqual(events(journal).slice(5), ['exit big', 'start a']);
+  } finally {
+    await tg.close();
+  }
+});

@@ -241,7 +241,8 @@ export class UnitPool {
     const waiting: PoolSnapshot['waiting'] = [];
     for (const member of this.members) {
       const rank = member.wants();
-      if (rank !== undefined) waiting.push({ service: member.service, units: member.units, priority: rank.priority, waitingMs: Math.max(0, Math.round(shared - rank.arrivedAt)) });
+      // A start for `min` alone has no request: it has waited for nothing (arrivedAt 0).
+      if (rank !== undefined) waiting.push({ service: member.service, units: member.units, priority: rank.priority, waitingMs: rank.arrivedAt === 0 ? 0 : Math.max(0, Math.round(shared - rank.arrivedAt)) });
     }
     waiting.sort((a, b) => b.priority - a.priority || b.waitingMs - a.waitingMs);
     return {
