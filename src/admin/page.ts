@@ -59,6 +59,8 @@ export interface AdminPageOptions {
   relayPort: () => number;
   /** Every limited token's use now, for /status. */
   limits?: StatusBoardOptions['limits'];
+  /** Every pool's units and holders now, for /status. */
+  pools?: StatusBoardOptions['pools'];
 }
 
 export class AdminPage {
@@ -75,6 +77,7 @@ export class AdminPage {
       relayPort: options.relayPort,
       onSample: () => this.broadcast(),
       ...(options.limits === undefined ? {} : { limits: options.limits }),
+      ...(options.pools === undefined ? {} : { pools: options.pools }),
     });
     for (const { route, file, type } of ASSETS) {
       const asset = loadAsset(file, type, this.logger);

@@ -8,6 +8,7 @@
 import type { Config } from '../config/types.js';
 import type { Logger } from '../log/logger.js';
 import type { LimitUse } from '../limits/limit-table.js';
+import type { PoolStatus } from './pool-status.js';
 import type { LiveService, ReplicaEjectionStatus, ReplicaLoadStatus, RoutingStatus, ServiceCounters, StatusSource } from './status-source.js';
 import { SAMPLE_INTERVAL_MS, STATUS_HISTORY_SAMPLES, STATUS_MINUTE_SAMPLES, STATUS_POINT_SAMPLES, STATUS_RATE_SAMPLES } from '../tunables.js';
 
@@ -184,6 +185,8 @@ export interface StatusBoardOptions {
   onSample?: () => void;
   /** Every limited token's use now (limits/limit-cells.ts). */
   limits?: () => readonly { service: string; token: string; use: LimitUse }[];
+  /** Every pool's units, holders and waiting services now (control/pools/). */
+  pools?: () => PoolStatus[];
 }
 
 export class StatusBoard {
@@ -232,7 +235,7 @@ export class StatusBoard {
    * The `/status` document. `host` is the Host header the admin listener was reached by: when
    * the relay listens on every address, a base URL with that host name is one the reader can use.
    */
-  status(host: string | undefined): { generatedAt: string; services: ServiceStatus[] } {
+  status(host: string | undefined): { generatedAt: string; services: ServiceStatus[]; pools: PoolStatus[] } {
     const origin = this.relayOrigin(host);
     const basePath = this.options.config.basePath;
     const services: ServiceStatus[] = [];
@@ -256,7 +259,7 @@ export class StatusBoard {
         limits: limited.filter((t) => t.service === live.slug).map((t) => ({ token: t.token, ...t.use })),
       });
     }
-    return { generatedAt: new Date().toISOString(), services };
+    return { generatedAt: new Date().toISOString(), services, pools: this.options.pools?.() ?? [] };
   }
 
   /** Rolling figures of one service from its samples. */

@@ -34,6 +34,9 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'limits.store': 'not set: in the gateway, exact across its worker threads; `redis://host:port[/db]`: shared by every gateway naming it (not available in this build: `check` and the start refuse it)',
   'limits.prefix': 'prefix of the keys in the shared store',
   'limits.onStoreDown': 'while the shared store cannot be reached: `allow` (requests pass, unlimited) or `refuse` (`503 limits_unavailable`); applies with the redis store',
+  pools: 'sets of units (GPUs) on this machine that launched replicas take from (see "Pools")',
+  'pools[].name': 'the pool’s name in `replicas.pool`, metrics and `/status`',
+  'pools[].size': 'its units, numbered from 0 (`{units}` gives a replica the indices it holds)',
   services: 'the services Sluice relays to',
   'services[].slug': 'the service’s name in URLs, logs and metrics',
   'services[].tokens': 'bearer tokens that may call the service (SIGHUP reloads them)',
@@ -81,6 +84,8 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'services[].replicas.load.waiting': 'metric of the server’s waiting requests, summed over its series',
   'services[].replicas.load.cacheUsage': 'metric of the server’s cache usage, 0 to 1 (the highest of its series)',
   'services[].replicas.load.cacheUsageHigh': 'a replica at or above this cache usage is chosen only when every other is too',
+  'services[].replicas.pool': 'launched replicas start only on free units of this pool; `{units}` in `command` or `env` becomes the indices they hold (see "Pools")',
+  'services[].replicas.units': 'units of `replicas.pool` each replica holds, from before its process is spawned until it has exited',
 };
 
 /** Where the table lives: the markers in that file enclose it. */

@@ -2,6 +2,7 @@
 // replicas (static `urls`, launched `command`, or `kubernetes`) and the settings that apply to it.
 import { z } from 'zod';
 import { load } from './routing-schema.js';
+import { replicaPool, replicaUnits } from './pools-schema.js';
 import {
   ALWAYS,
   DEFAULTS,
@@ -105,6 +106,8 @@ export const replicas = strict(
     idleTimeoutMs: duration().prefault(DEFAULTS.idleTimeoutMs),
     concurrency: int(0, Number.MAX_SAFE_INTEGER, RULE.concurrency).prefault(DEFAULTS.concurrency),
     load: load.optional(),
+    pool: replicaPool,
+    units: replicaUnits,
   },
   RULE.replicas,
 ).superRefine((r, ctx) => {

@@ -96,6 +96,7 @@ export const DEFAULTS = {
   cacheUsageHigh: 0.9,
   limitsPrefix: 'sluice:',
   onStoreDown: 'allow',
+  units: 1,
 } as const;
 
 // ---------------------------------------------------------------------------------------------
@@ -180,6 +181,18 @@ export const RULE = {
   limitsPrefix: 'must be 1 to 64 visible ASCII characters',
   onStoreDown: 'must be allow or refuse',
   cacheUsageHighAlone: 'applies only with a cache usage metric (replicas.load.cacheUsage, or a preset that has one); set it or remove this key',
+  // Pools (pools-schema.ts).
+  pools: 'must be a list of { name, size }',
+  pool: 'must be { name, size }',
+  poolName: "must be 1 to 63 lower-case letters, digits or '-', starting and ending with a letter or digit",
+  poolNameUnique: 'must be unique',
+  poolSize: 'must be an integer from 1 to 1024 (units, e.g. GPUs)',
+  replicaPool: 'must be the name of a pool in pools',
+  poolUnknown: 'must be the name of a pool in pools',
+  poolLaunchedOnly: 'applies only to launched replicas (replicas.command): a pool is a set of units on this machine; static replicas run elsewhere, and Kubernetes schedules its own GPUs (nvidia.com/gpu requests)',
+  replicaUnits: 'must be an integer from 1 to 1024 (units each replica holds)',
+  unitsWithoutPool: 'applies only with replicas.pool; set the pool or remove this key',
+  unitsPlaceholderWithoutPool: 'uses {units}, which is replaced only for a service with replicas.pool; set the pool or remove {units}',
 } as const;
 
 // ---------------------------------------------------------------------------------------------

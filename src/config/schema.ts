@@ -9,6 +9,7 @@ import type { Config } from './types.js';
 import { replicas } from './replicas-schema.js';
 import { routing } from './routing-schema.js';
 import { limits, limitStore } from './limits-schema.js';
+import { checkPools, pools } from './pools-schema.js';
 import {
   ALWAYS,
   ALWAYS_FORWARDED,
@@ -199,10 +200,12 @@ export const configSchema = strict(
     drainTimeoutMs: duration().prefault(DEFAULTS.drainTimeoutMs),
     log: strict({ level: logLevel.prefault(DEFAULTS.logLevel) }).prefault({}),
     limits: limitStore.prefault({}),
+    pools: pools.prefault([]),
     services,
   },
   RULE.root,
 ).superRefine((c, ctx) => {
+  if (isRecord(c)) checkPools(c, ctx);
   if (!isRecord(c) || !isRecord(c.listen) || !isRecord(c.admin)) return;
   const a = c.admin;
   const l = c.listen;

@@ -77,6 +77,16 @@ export interface ReplicasConfig {
   concurrency: number;
   /** Read the replicas' own load (not set: choose by requests in flight). */
   load?: LoadConfig | undefined;
+  /** The pool (`pools[].name`) each launched replica takes `units` from; not set: none. */
+  pool?: string | undefined;
+  /** Units of `pool` each replica holds (1 without a pool). */
+  units: number;
+}
+
+/** `pools[]`: a set of units (GPUs) on this machine that launched replicas take from. */
+export interface PoolConfig {
+  name: string;
+  size: number;
 }
 
 /** `replicas.kubernetes`. */
@@ -126,5 +136,7 @@ export interface Config {
   drainTimeoutMs: number;
   log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent' };
   limits: LimitStoreConfig;
+  /** Sets of units launched replicas take from (docs/configuration.md#pools). */
+  pools: PoolConfig[];
   services: ServiceConfig[];
 }

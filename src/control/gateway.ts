@@ -31,6 +31,8 @@ import { FLAG_COUNT, FLAG_DRAINING, FLAG_READY } from '../replicas/messages.js';
 import { checkPortFree } from './port-check.js';
 import type { KindOptions } from './service/kind-policy.js';
 import { kindOf } from './kinds/kinds.js';
+import { Pools } from './pools/pools.js';
+import { registerPoolMetrics } from '../metrics/pool-metrics.js';
 import { ServiceControl } from './service/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from './service/tuning.js';
 import type { KubernetesTuning } from './sources/kubernetes/kubernetes-source.js';
@@ -83,6 +85,8 @@ class ControlPlane implements Gateway, OpsSource {
   /** The tokens as last applied (start or reload): what a replacement worker starts with. */
   private tokens: TokensReload[];
   private readonly services: ServiceControl[] = [];
+  /** The pools of units launched replicas take from (docs/configuration.md#pools). */
+  private readonly pools: Pools;
   /** `workers: 1`: the data plane on this thread and the services' local halves. */
   private local: { plane: DataPlane; sets: LocalReplicaSet[] } | undefined;
   private pool: WorkerPool | undefined;
@@ -110,7 +114,9 @@ class ControlPlane implements Gateway, OpsSource {
     this.limitSweep = setInterval(() => this.limitCells.sweep(), LIMIT_SWEEP_MS).unref();
     const ops = config.admin === undefined ? this : undefined;
     const tuning = options.testHooks?.kubernetesTuning;
-    const kindOptions: KindOptions = tuning === undefined ? {} : { kubernetes: { tuning } };
+    this.pools = new Pools(config.pools, this.logger);
+    registerPoolMetrics(this.registry.registry, () => this.pools.readings());
+    const kindOptions: KindOptions = { pools: this.pools.byName, ...(tuning === undefined ? {} : { kubernetes: { tuning } }) };
     const replicaTuning = options.testHooks?.replicaTuning ?? {};
     if (this.workers === 1) {
       const sets: LocalReplicaSet[] = [];
@@ -161,7 +167,7 @@ class ControlPlane implements Gateway, OpsSource {
       this.adminApp = uws().App();
       const refusals = new Refusals(this.logger, new RequestIds());
       addOpsRoutes(this.adminApp, this, this.logger, refusals);
-      this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.registry, services: this.services, relayPort: () => this.port, limits: () => this.limitCells.usage() });
+      this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.registry, services: this.services, relayPort: () => this.port, limits: () => this.limitCells.usage(), pools: () => this.pools.snapshot() });
       this.adminApp.any('/*', (res, req) => refusals.refuse(res, new RelayError('not_found'), false, undefined, req.getMethod() === 'head'));
     }
   }
@@ -274,6 +280,8 @@ class ControlPlane implements Gateway, OpsSource {
     this.adminSocket = undefined;
     this.adminPage?.close();
     this.adminApp?.close();
+    // No start gets units any more; the replicas' exits still give theirs back.
+    this.pools.close();
     // Closing the apps aborts what is still streaming (each request logs client_closed).
     if (this.local !== undefined) {
       this.local.plane.close();

@@ -13,7 +13,9 @@
 //   the service is cold (no replica in rotation) one message wakes it (at most one per 100 ms per
 //   thread), so a retry finds it warm.
 // - `release` is an atomic decrement; a message follows only when requests are queued (a slot
-//   for the next waiter), the replica refused the connection (out of rotation), or it failed
+//   for the next waiter), the replica is left idle while another service's start waits on its
+//   pool (the table's `idleWatched`; docs/configuration.md#pools), the replica refused the
+//   connection (out of rotation), or it failed
 //   EJECT_AFTER_FAILURES requests in a row (counted in the slot table, by every thread; the
 //   control plane decides on ejection, ejections.ts). An answer resets the count with one read.
 // - A service that reads loads counts, on the upstream ticks, its requests overdue for their
@@ -156,10 +158,11 @@ export class ReplicaView implements ReplicaSet, ViewLink {
   release(replica: Replica, outcome: ReleaseOutcome): void {
     const r = replica as LocalReplica;
     const slots = this.slots;
-    slots.release(this.thread, r.slot);
+    const emptied = slots.release(this.thread, r.slot);
     if (outcome === 'ok') slots.answered(r.slot);
     else if (outcome === 'unreachable' || outcome === 'reset' || outcome === 'timeout') this.failedOn(r, outcome);
-    if (slots.queued > 0) this.link.released();
+    // Also when the replica is now idle while another service's start waits on its pool (one read, only then).
+    if (slots.queued > 0 || (emptied && slots.idleWatched)) this.link.released();
   }
 
   /** A failure before the replica's status line: counted, and reported once the count reaches the threshold. */

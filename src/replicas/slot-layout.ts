@@ -6,6 +6,9 @@
 //   [1] queued         requests in the control plane's queue, plus enqueue messages on their way
 //                      there; while > 0 a new request queues too (the queue's order rules)
 //   [2] fallback       static sets with nothing in rotation: the slot to try anyway, or -1
+//   [3] idleWatched    1 while a start of another service waits on this service's pool
+//                      (docs/configuration.md#pools): a release that leaves a replica with nothing
+//                      in flight tells the control plane, which may stop it for that start
 //   then per slot s (a replica's place in the table; reused once the replica is gone and idle):
 //   [H + 9s + 0] state     EMPTY | READY | OUT (unreachable) | BUSY (starting, draining, failed)
 //                          | EJECTED (ready, but out of rotation for a backoff: ejections.ts)
@@ -40,6 +43,7 @@ export const EJECTED = 4;
 export const ACCEPTING = 0;
 export const QUEUED = 1;
 export const FALLBACK = 2;
+export const IDLE_WATCHED = 3;
 export const HEADER = 4;
 
 // Offsets in a slot; the state is at 0.

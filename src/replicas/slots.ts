@@ -24,7 +24,7 @@
 // ceil(affinityMaxLoad × (total load + 1) / ready replicas): consistent hashing with bounded
 // loads. When none is (every one full, or at `concurrency`), the plain choice above.
 import type { AffinityRing } from './affinity-ring.js';
-import { ACCEPTING, BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, INFLIGHT, KEY_MAX, KEY_SCALE, OUT, OVERDUE, QUEUED, READY, STRIDE, TAKEN, TAKEN_AT, WAITING } from './slot-layout.js';
+import { ACCEPTING, BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, IDLE_WATCHED, INFLIGHT, KEY_MAX, KEY_SCALE, OUT, OVERDUE, QUEUED, READY, STRIDE, TAKEN, TAKEN_AT, WAITING } from './slot-layout.js';
 
 export { BUSY, EJECTED, EMPTY, OUT, READY };
 
@@ -85,6 +85,11 @@ export class SlotTable {
 
   get queued(): number {
     return Atomics.load(this.i32, QUEUED);
+  }
+
+  /** A start of another service waits on this service's pool: a replica left with nothing in flight is reported. */
+  get idleWatched(): boolean {
+    return Atomics.load(this.i32, IDLE_WATCHED) === 1;
   }
 
   /**
@@ -279,6 +284,11 @@ export class SlotTable {
 
   setAccepting(on: boolean): void {
     Atomics.store(this.i32, ACCEPTING, on ? 1 : 0);
+  }
+
+  /** Whether releases that leave a replica idle are reported (the pool's waiting start: see IDLE_WATCHED). */
+  watchIdle(on: boolean): void {
+    Atomics.store(this.i32, IDLE_WATCHED, on ? 1 : 0);
   }
 
   setFallback(slot: number): void {

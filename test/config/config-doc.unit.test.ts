@@ -59,6 +59,8 @@ test('each default in the table is the value the loader fills in', () => {
     'listen.tls.certFile',
     'listen.tls.keyFile',
     'admin.port',
+    'pools[].name',
+    'pools[].size',
     'services',
     'services[].slug',
     'services[].tokens',

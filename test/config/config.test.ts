@@ -49,6 +49,7 @@ test('a minimal config gets every default', () => {
     drainTimeoutMs: 30000,
     log: { level: 'info' },
     limits: { prefix: 'sluice:', onStoreDown: 'allow' },
+    pools: [],
     services: [
       {
         slug: 'demo',
@@ -68,6 +69,7 @@ test('a minimal config gets every default', () => {
           max: 1,
           idleTimeoutMs: 300000,
           concurrency: 0,
+          units: 1,
         },
       },
     ],
@@ -88,6 +90,7 @@ test('a full config keeps every value it sets', (t) => {
     drainTimeoutMs: 1000,
     log: { level: 'debug' },
     limits: { prefix: 'gw:', onStoreDown: 'refuse' },
+    pools: [{ name: 'gpu', size: 4 }],
     services: [
       {
         slug: 'launched-1',
@@ -109,6 +112,8 @@ test('a full config keeps every value it sets', (t) => {
           max: 3,
           idleTimeoutMs: 9,
           concurrency: 2,
+          pool: 'gpu',
+          units: 2,
         },
       },
       {
@@ -130,6 +135,7 @@ test('a full config keeps every value it sets', (t) => {
           max: 4,
           idleTimeoutMs: 9,
           concurrency: 2,
+          units: 1,
         },
       },
     ],

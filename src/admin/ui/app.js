@@ -2,7 +2,7 @@
 // (GET status/events: the chart history once, then the status and a chart point every second),
 // and the Request dialog (its examples: snippets.js). Plain JavaScript modules, no build step, no
 // framework, nothing from elsewhere.
-import { ejectionsText, limitsText, loadsText, routingText } from './routing-text.js';
+import { ejectionsText, limitsText, loadsText, poolText, routingText } from './routing-text.js';
 import { MODEL_NAME, NOTES, snippet } from './snippets.js';
 
 /** Chart points kept per service: five minutes at one a second. */
@@ -15,6 +15,8 @@ const template = document.getElementById('service-template');
 const connection = document.getElementById('connection');
 const announcer = document.getElementById('announcer');
 const emptyNote = document.getElementById('empty');
+const poolSection = document.getElementById('pools');
+const poolList = document.getElementById('pool-list');
 
 /** slug → { status, points, view } */
 const services = new Map();
@@ -52,6 +54,23 @@ function connect() {
       }
     }
     emptyNote.hidden = data.services.length > 0;
+    renderPools(data.pools ?? []);
+  });
+}
+
+/** One item per pool, its text from poolText (who holds which unit, who waits). */
+function renderPools(pools) {
+  poolSection.hidden = pools.length === 0;
+  while (poolList.children.length > pools.length) poolList.lastElementChild.remove();
+  pools.forEach((pool, i) => {
+    let item = poolList.children[i];
+    if (item === undefined) {
+      item = document.createElement('li');
+      item.className = 'loads pool';
+      poolList.append(item);
+    }
+    item.dataset.pool = pool.name;
+    set(item, poolText(pool));
   });
 }
 

@@ -1,6 +1,6 @@
 // How the overview page words a service's replica choice, its replicas' load readings and their
 // ejections, and its limited tokens' use, from the `routing`, `loads`, `ejections` and `limits`
-// fields of /status. Pure functions: no DOM, so they are tested in
+// fields of /status, and each pool: who holds which unit, who waits (`pools`). Pure functions: no DOM, so they are tested in
 // Node as they are shipped.
 
 /** `fewest in flight`, `queue-aware`, and the affinity header when there is one. */
@@ -64,4 +64,23 @@ export function limitsText(limits) {
       return `${t.token}: ${parts.join(' · ')}`;
     })
     .join('\n');
+}
+
+/**
+ * A pool, one line each: `gpu · 1 of 2 units free · 3 evictions`, then per unit `unit 0: chat-1
+ * (chat)`, `unit 1: coder-4 (coder), stopping` or `unit 1: free`, then per waiting service, first
+ * served first, `waiting: embed · 1 unit · priority 0 · 2.2 s`. Empty for anything else.
+ */
+export function poolText(pool) {
+  if (pool === null || typeof pool !== 'object' || !Array.isArray(pool.units)) return '';
+  const evictions = Object.values(pool.evictions ?? {}).reduce((a, b) => a + b, 0);
+  const lines = [`${pool.name} · ${pool.free} of ${pool.size} ${pool.size === 1 ? 'unit' : 'units'} free · ${evictions} ${evictions === 1 ? 'eviction' : 'evictions'}`];
+  for (const u of pool.units) {
+    lines.push(u.replica === null ? `unit ${u.unit}: free` : `unit ${u.unit}: ${u.replica} (${u.service})${u.stopping ? ', stopping' : ''}`);
+  }
+  for (const w of pool.waiting ?? []) {
+    const seconds = w.waitingMs < 1000 ? `${w.waitingMs} ms` : `${(w.waitingMs / 1000).toFixed(1)} s`;
+    lines.push(`waiting: ${w.service} · ${w.units} ${w.units === 1 ? 'unit' : 'units'} · priority ${w.priority} · ${seconds}`);
+  }
+  return lines.join('\n');
 }

@@ -58,6 +58,8 @@ export class Demand {
   private dispatching = false;
   /** Until when (performance.now()) a request that would not wait wants a replica. */
   private wakeUntil = 0;
+  /** When (sharedClock()) that request came. */
+  private wokenAt = 0;
 
   constructor(
     private readonly service: ServiceConfig,
@@ -101,6 +103,14 @@ export class Demand {
   /** A request that would not wait found the service cold. */
   wake(): void {
     this.wakeUntil = performance.now() + this.service.queue.maxWaitMs;
+    this.wokenAt = sharedClock();
+  }
+
+  /** The request that goes first (its priority and arrival), or a wake in force (priority 0); undefined: none. */
+  first(): { priority: number; arrivedAt: number } | undefined {
+    const entry = this.queue.first();
+    if (entry !== undefined) return { priority: entry.priority, arrivedAt: entry.enqueuedAt };
+    return this.wakeUntil > performance.now() ? { priority: 0, arrivedAt: this.wokenAt } : undefined;
   }
 
   /** A start failed with nothing else coming: the wake is over (the next request tries again). */

@@ -11,6 +11,7 @@ import type { SlotTable } from '../../replicas/slots.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { KubernetesKindOptions } from '../sources/kubernetes/kubernetes-source.js';
 import type { Endpoint } from '../sources/source.js';
+import type { UnitPool } from '../pools/unit-pool.js';
 import type { Health } from './health.js';
 import type { ManagedReplica } from './replica.js';
 import type { ReplicaSetTuning } from './tuning.js';
@@ -97,6 +98,8 @@ export interface ReplicaHost {
   counts(): { places: number; starting: number; live: number; queued: number };
   /** How long the next start must still wait for the backoff of failed ones (0: now). */
   backoffWaitMs(): number;
+  /** The queued request that goes first, its priority and arrival (`sharedClock()`), or a wake in force (priority 0); undefined: none. */
+  firstWaiting(): { priority: number; arrivedAt: number } | undefined;
   /** A new replica in `starting` with a slot of its own; undefined when no slot is free. */
   create(): ManagedReplica | undefined;
   /** The replica has an address: every data plane learns it (before it can be ready). */
@@ -106,7 +109,9 @@ export interface ReplicaHost {
   forget(r: ManagedReplica): void;
 }
 
-/** Options for the kinds, by kind, as the gateway's owner passes them (production: none). */
+/** Options for the kinds, by kind, as the gateway's owner passes them (production: the pools only). */
 export interface KindOptions {
   kubernetes?: KubernetesKindOptions | undefined;
+  /** The gateway's pools of units, by name, that launched replicas take from (`replicas.pool`). */
+  pools?: ReadonlyMap<string, UnitPool> | undefined;
 }

@@ -176,6 +176,8 @@ export class ServiceControl implements ReplicaHost {
 
   released(): void {
     this.demand.dispatch();
+    // A replica may have become idle while another service's start waits on the pool.
+    if (this.slots.idleWatched) this.scale();
   }
 
   unreachable(slot: number, gen: number): void {
@@ -374,5 +376,9 @@ export class ServiceControl implements ReplicaHost {
 
   backoffWaitMs(): number {
     return this.backoff.waitMs(performance.now());
+  }
+
+  firstWaiting(): { priority: number; arrivedAt: number } | undefined {
+    return this.demand.first();
   }
 }

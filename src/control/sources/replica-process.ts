@@ -1,5 +1,7 @@
 // Launched replicas: one child process per replica, on a free local port.
 //
+// - `{units}` (a service with `replicas.pool`): the indices of the pool units the replica holds,
+//   comma-separated, in the arguments and the env values (`CUDA_VISIBLE_DEVICES: "{units}"`).
 // - The port: listen on port 0 with node:net, read the port the kernel chose, close, and pass it
 //   as `PORT` (and `{port}` in the arguments). A port handed out in the last minute is not handed
 //   out again. Another program may still take it first; the replica then fails to bind, exits,
@@ -40,6 +42,8 @@ export interface SpawnReplicaOptions {
   command: readonly string[];
   env: Record<string, string>;
   port: number;
+  /** The pool units it holds, comma-separated (`{units}` in the arguments and env values); undefined: no pool. */
+  units?: string | undefined;
   logger: Logger;
   service: string;
   replica: string;
@@ -90,8 +94,13 @@ export function spawnReplica(options: SpawnReplicaOptions): ReplicaProcess {
   const portText = String(options.port);
   const file = command[0];
   if (file === undefined) throw new Error('replicas.command is empty');
-  const args = command.slice(1).map((arg) => arg.replaceAll('{port}', portText));
-  const env: NodeJS.ProcessEnv = { ...process.env, ...options.env, PORT: portText };
+  const units = options.units;
+  const args = command.slice(1).map((arg) => {
+    const withPort = arg.replaceAll('{port}', portText);
+    return units === undefined ? withPort : withPort.replaceAll('{units}', units);
+  });
+  const own = units === undefined ? options.env : Object.fromEntries(Object.entries(options.env).map(([name, value]) => [name, value.replaceAll('{units}', units)]));
+  const env: NodeJS.ProcessEnv = { ...process.env, ...own, PORT: portText };
 
   if (!exitHookInstalled) {
     exitHookInstalled = true;

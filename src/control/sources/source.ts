@@ -28,6 +28,8 @@ export interface StartRequest {
   id: string;
   /** Why it starts (logs): `queued requests`, `min`. */
   why: string;
+  /** The pool units it holds (`{units}` in its command and env), if its service has a pool. */
+  units?: readonly number[] | undefined;
   /** True once the replica is no longer wanted (the service closed meanwhile): start nothing. */
   abandoned(): boolean;
   /** Called once, when the replica's process is gone, with that process (a process that could not

@@ -13,12 +13,18 @@
 // - A replica that is not ready within `startTimeoutMs` fails (its process is then stopped).
 // - A cold service queues; a ready replica is not probed (its exit says enough); entering
 //   `draining` or `failed` stops its process, and its exit lets go of its place.
+// - With `replicas.pool`, a replica starts only when the pool hands its start units
+//   (pool-seats.ts, src/control/pools/unit-pool.ts): `demandChanged` asks the pool, which calls
+//   back when units are free; `{units}` in the command or env becomes the indices it holds, until
+//   its process has exited.
 import type { ReplicaKindPolicy, ReplicaHost } from '../../service/kind-policy.js';
 import type { ManagedReplica } from '../../service/replica.js';
 import type { ProcessExit, ReplicaProcess } from '../../sources/replica-process.js';
 import type { ReplicaSource } from '../../sources/source.js';
 import type { ReplicaStateName } from '../../../replicas/states.js';
+import type { UnitPool } from '../../pools/unit-pool.js';
 import { IdleStops } from './idle.js';
+import { PoolSeats } from './pool-seats.js';
 
 export class Launches implements ReplicaKindPolicy {
   readonly queuesForColdStart = true;
@@ -33,45 +39,70 @@ export class Launches implements ReplicaKindPolicy {
   /** `startTimeoutMs` of each placed replica still `starting`. */
   private readonly startTimers = new Map<ManagedReplica, NodeJS.Timeout>();
   private readonly idle: IdleStops;
+  /** The service's place in its pool (`replicas.pool`), if it has one. */
+  private readonly seats: PoolSeats | undefined;
 
   constructor(
     private readonly host: ReplicaHost,
     private readonly source: ReplicaSource,
+    pool?: UnitPool,
   ) {
     this.idle = new IdleStops(host);
+    this.seats = pool === undefined ? undefined : new PoolSeats(host, pool, { wanted: () => this.wanted(), start: (why, units) => this.startOne(why, units) });
   }
 
   start(): void {
     // Nothing runs yet: the first demandChanged() starts `min` replicas.
+    this.seats?.pool.join(this.seats);
   }
 
-  /** Starts replicas while the queue or `min` needs them, within `max` and the backoff. */
+  /** Starts replicas while the queue or `min` needs them, within `max` and the backoff (on a pool: when it hands out units). */
   demandChanged(): void {
-    if (!this.host.accepting) return;
-    const { min, max, concurrency } = this.host.service.replicas;
-    for (;;) {
-      const { places, starting, live, queued } = this.host.counts();
-      if (places >= max) return;
-      const startingTakes = starting === 0 ? 0 : concurrency === 0 ? Infinity : starting * concurrency;
-      const forQueue = queued > startingTakes;
-      if (!forQueue && live >= min) return;
-      const wait = this.host.backoffWaitMs();
-      const r = wait > 0 ? undefined : this.host.create();
-      if (r === undefined) {
-        // In a backoff, or every slot still has requests of a replica that is gone: look again soon.
-        if (this.backoffTimer === undefined) {
-          this.backoffTimer = setTimeout(() => {
-            this.backoffTimer = undefined;
-            this.demandChanged();
-          }, Math.max(10, Math.ceil(wait)));
-          this.backoffTimer.unref();
-        }
-        return;
-      }
-      const launching = this.launch(r, forQueue ? 'queued requests' : 'min');
-      this.pending.add(launching);
-      void launching.finally(() => this.pending.delete(launching));
+    if (this.seats !== undefined) {
+      this.seats.pool.settle();
+      return;
     }
+    for (let why = this.wanted(); why !== undefined; why = this.wanted()) if (this.startOne(why, undefined) === undefined) return;
+  }
+
+  /** Why a replica should start now (`queued requests`, `min`); undefined: none should, or not yet (the backoff: looked at again then). */
+  private wanted(): string | undefined {
+    if (!this.host.accepting) return undefined;
+    const { min, max, concurrency } = this.host.service.replicas;
+    const { places, starting, live, queued } = this.host.counts();
+    if (places >= max) return undefined;
+    const startingTakes = starting === 0 ? 0 : concurrency === 0 ? Infinity : starting * concurrency;
+    const forQueue = queued > startingTakes;
+    if (!forQueue && live >= min) return undefined;
+    const wait = this.host.backoffWaitMs();
+    if (wait > 0) {
+      this.lookAgain(wait);
+      return undefined;
+    }
+    return forQueue ? 'queued requests' : 'min';
+  }
+
+  /** Starts one replica (holding `units` of the pool); undefined when every slot still has requests of a replica that is gone. */
+  private startOne(why: string, units: readonly number[] | undefined): ManagedReplica | undefined {
+    const r = this.host.create();
+    if (r === undefined) {
+      this.lookAgain(0);
+      return undefined;
+    }
+    const launching = this.launch(r, why, units);
+    this.pending.add(launching);
+    void launching.finally(() => this.pending.delete(launching));
+    return r;
+  }
+
+  /** In a backoff, or no slot free: look again soon. */
+  private lookAgain(waitMs: number): void {
+    if (this.backoffTimer !== undefined) return;
+    this.backoffTimer = setTimeout(() => {
+      this.backoffTimer = undefined;
+      this.demandChanged();
+    }, Math.max(10, Math.ceil(waitMs)));
+    this.backoffTimer.unref();
   }
 
   entered(r: ManagedReplica, from: ReplicaStateName, to: ReplicaStateName, now: number): void {
@@ -84,11 +115,23 @@ export class Launches implements ReplicaKindPolicy {
         break;
       case 'draining':
         if (this.processGone(r)) this.host.transition(r, 'stopped', 'no process to stop');
-        else void this.stop(r); // the exit event moves it to `stopped`
+        else {
+          this.seats?.stopping(r);
+          void this.stop(r); // the exit event moves it to `stopped`
+        }
         break;
       case 'failed':
-        if (this.processGone(r)) this.host.forget(r);
-        else void this.stop(r); // start timeout: the exit event forgets it
+        if (this.processGone(r)) {
+          this.seats?.released(r);
+          this.host.forget(r);
+        } else {
+          this.seats?.stopping(r);
+          void this.stop(r); // start timeout: the exit event forgets it
+        }
+        break;
+      case 'stopped':
+        // Reached only once its process has exited (or none was spawned): its units are free.
+        this.seats?.released(r);
         break;
       default:
         break;
@@ -134,13 +177,14 @@ export class Launches implements ReplicaKindPolicy {
     this.startTimers.delete(r);
   }
 
-  private async launch(r: ManagedReplica, why: string): Promise<void> {
+  private async launch(r: ManagedReplica, why: string, units: readonly number[] | undefined): Promise<void> {
     const { service, log } = this.host;
     let started;
     try {
       started = await this.source.start({
         id: r.id,
         why,
+        units,
         abandoned: () => r.state !== 'starting',
         onExit: (exit, process) => this.onExit(r, exit, process),
       });
@@ -188,8 +232,9 @@ export class Launches implements ReplicaKindPolicy {
         break;
       case 'failed':
       case 'stopped':
-        // Killed after a start timeout: its place is free now.
+        // Killed after a start timeout: its place (and its units) are free now.
         this.host.log.info({ service: this.host.service.slug, replica: r.id, ...detail }, 'replica process exited');
+        this.seats?.released(r);
         this.host.forget(r);
         break;
     }
