@@ -203,7 +203,7 @@ test('regression: a replica taken out while a periodic probe is in flight still 
     up.onHealth = () => undefined;
     const r = acquire(set)!.replica!;
     set.release(r, 'unreachable');
-    await events.transitions.next((t) => t.from === 'ready' && t.to === 'unreachable', 1_000, 'taken out');
+    await events.transitions.next((t) => t.from === 'ready' && t.to === 'unreachable', 5_000, 'taken out');
     await events.transitions.next((t) => t.from === 'unreachable' && t.to === 'ready', 5_000, 'probed back in');
   } finally {
     await set.close();
@@ -223,7 +223,7 @@ test('static with concurrency 1: a second request waits in the queue for the slo
     assert.ok(a.got()?.replica !== undefined);
     assert.equal(b.got(), undefined);
     set.release(a.got()!.replica!, 'ok');
-    const granted = await within(b.settled, 1_000, 'the slot');
+    const granted = await within(b.settled, 5_000, 'the slot');
     assert.equal(granted.replica?.id, 'svc-1');
     set.release(granted.replica!, 'ok');
   } finally {

@@ -97,14 +97,16 @@ test('failing and hanging endpoints fall back to in-flight counts without delayi
   // Requests while the hanging endpoint holds its reading for 500 ms at a time.
   const started = performance.now();
   const names: string[] = [];
-  // Requests sent and answered while one hanging reading stayed open: none could be if requests waited for readings.
+  // Requests sent and answered while one hanging reading stayed open: none could be if requests
+  // waited for readings. Sent until three were (a busy machine may need more tries; the guard
+  // fails the test only if none ever is).
   let withinHang = 0;
-  while (performance.now() - started < 6 * interval || hang!.scrapes < 3 || fail!.scrapes < 3) {
+  while (performance.now() - started < 6 * interval || hang!.scrapes < 3 || fail!.scrapes < 3 || withinHang < 3) {
+    assert.ok(performance.now() - started < 60_000, `no request waited for a reading: ${withinHang} of ${names.length} were answered within one hanging reading`);
     const [scrapes, open] = [hang!.scrapes, hang!.hangingOpen()];
     names.push(...(await served(tg, 1)));
     if (open > 0 && hang!.hangingOpen() > 0 && hang!.scrapes === scrapes) withinHang++;
   }
-  assert.ok(withinHang >= 3, `no request waited for a reading: ${withinHang} of ${names.length} were answered within one hanging reading`);
   const c = count(names);
   assert.equal(c['good'], undefined, 'the replica with a queue of 2 is passed over: the others weigh their in-flight 0');
   for (const n of ['hang', 'fail', 'garbage', 'reset']) assert.ok((c[n] ?? 0) > 0, `${n} served`);
@@ -121,7 +123,20 @@ test('failing and hanging endpoints fall back to in-flight counts without delayi
   // At most one reading per replica at a time: a hanging one is read again only after its 500 ms.
   const elapsed = performance.now() - started;
   assert.ok(hang!.scrapes <= Math.ceil(elapsed / 500) + 2, `${hang!.scrapes} readings of the hanging endpoint in ${Math.round(elapsed)} ms`);
-  assert.ok(hang!.scrapes < fail!.scrapes, 'the failing endpoint (answering at once) was read more often');
+  // The failing endpoint (answering at once) is read again while one hanging reading stays open:
+  // readings do not wait for each other. (Not "read more often" by count: on a busy machine the
+  // interval's ticks can come as far apart as a hanging reading lasts.)
+  let mark: { hang: number; fail: number } | undefined;
+  await eventually(
+    () => {
+      if (hang!.hangingOpen() === 0) mark = undefined;
+      else if (mark === undefined || mark.hang !== hang!.scrapes) mark = { hang: hang!.scrapes, fail: fail!.scrapes };
+      else return fail!.scrapes > mark.fail;
+      return false;
+    },
+    30_000,
+    'a reading of the failing endpoint while one hanging reading stays open',
+  );
   for (const r of ['svc-1', 'svc-2', 'svc-3', 'svc-4']) assert.equal(await metric(tg, `sluice_replica_waiting{service="svc",replica="${r}"}`), undefined);
 
   // Recovery is logged once; a new failure is a new episode.

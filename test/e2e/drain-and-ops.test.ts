@@ -12,7 +12,7 @@ import { request } from 'undici';
 import { AUTH, rawService, startTestGateway, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { RECORDING_REPLICA } from '../helpers/launched.js';
 import { closedPort, readBody, startReplica } from '../helpers/replica.js';
-import { eventually, sleep } from '../helpers/wait.js';
+import { eventually } from '../helpers/wait.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const cleanups: (() => Promise<void>)[] = [];
@@ -48,13 +48,17 @@ test('healthz, readyz and metrics on the relay listener', async () => {
 });
 
 test('SIGTERM drains: readyz 503, queued requests 503 draining, the stream in flight completes, exit 0', async () => {
-  // Service `stream`: a static replica that streams 10 parts over about a second.
+  // Service `stream`: a static replica that streams 10 parts, the last five once the test has seen
+  // the drain begin (so the stream is in flight through it however slow the machine: the drain
+  // ends when it does, and with it /readyz).
+  let finish!: () => void;
+  const finishing = new Promise<void>((resolve) => (finish = resolve));
   const replica = await startReplica(async (req, res) => {
     await readBody(req);
     res.writeHead(200, { 'content-type': 'text/plain' });
     for (let i = 0; i < 10; i++) {
+      if (i === 5) await finishing;
       res.write(`part ${i}\n`);
-      await sleep(100);
     }
     res.end('done\n');
   });
@@ -101,6 +105,7 @@ test('SIGTERM drains: readyz 503, queued requests 503 draining, the stream in fl
   const queuedAnswer = await queued;
   assert.equal(queuedAnswer.statusCode, 503);
   assert.equal(((await queuedAnswer.body.json()) as { error: { code: string } }).error.code, 'draining');
+  finish();
   assert.equal(await streamed, Array.from({ length: 10 }, (_, i) => `part ${i}\n`).join('') + 'done\n', 'the stream finished whole');
   const [code] = (await once(child, 'exit')) as [number | null];
   assert.equal(code, 0);

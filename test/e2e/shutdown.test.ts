@@ -11,23 +11,26 @@ import { AUTH, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { type GatewayProcess, startGatewayProcess } from '../helpers/gateway-process.js';
 import { RECORDING_REPLICA, isAlive, recordFile, recorded } from '../helpers/launched.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
-import { eventually, sleep } from '../helpers/wait.js';
+import { eventually } from '../helpers/wait.js';
 
 const DRAIN_TIMEOUT_MS = 3000;
 
 let replica: TestReplica;
 let gw: GatewayProcess;
 const record = recordFile();
+let finish!: () => void;
+const finishing = new Promise<void>((resolve) => (finish = resolve));
 
 before(async () => {
   replica = await startReplica(async (req, res) => {
     await readBody(req);
     res.writeHead(200, { 'content-type': 'text/plain' });
     if (req.url === '/finite') {
-      // Ten parts over about a second: well within the drain timeout.
+      // Ten parts, the last five once the test has seen the drain begin: in flight through it
+      // however slow the machine, and then over at once, well within the drain timeout.
       for (let i = 0; i < 10; i++) {
+        if (i === 5) await finishing;
         res.write(`part ${i}\n`);
-        await sleep(100);
       }
       res.end('done\n');
       return;
@@ -117,6 +120,7 @@ test('SIGTERM with streams in flight and requests queued: drained, 503 draining,
     5000,
     'readyz to turn 503',
   );
+  finish(); // the stream that ends within the drain
   // Every worker closes its own listen socket on the drain message; /readyz (the main thread's
   // flag) may turn 503 a moment before the last one has, so wait for the refusal.
   const tryConnect = (): Promise<string> =>

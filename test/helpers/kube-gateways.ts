@@ -44,6 +44,8 @@ export interface GatewaySetup {
   tuning?: Partial<KubernetesTuning>;
   /** Default 5 s. */
   drainTimeoutMs?: number;
+  /** Default info; debug shows every retry of a failing API call (`kubernetes API call failed again`). */
+  logLevel?: 'debug' | 'info';
 }
 
 export interface KubeGateway extends CliGateway {
@@ -111,7 +113,7 @@ export class KubeCluster {
         },
       };
     });
-    return { workers: setup.workers ?? 1, drainTimeoutMs: setup.drainTimeoutMs ?? 5_000, log: { level: 'info' }, services };
+    return { workers: setup.workers ?? 1, drainTimeoutMs: setup.drainTimeoutMs ?? 5_000, log: { level: setup.logLevel ?? 'info' }, services };
   }
 
   /** Starts a gateway process and waits until its sources have started watching. */

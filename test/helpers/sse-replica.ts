@@ -18,6 +18,12 @@ export interface StreamScript {
   withLength?: boolean;
   /** `[delayMs, text]`: wait, then write the text. */
   pieces: [number, string][];
+  /**
+   * Each piece after the first waits for the test's `release()` (the n-th piece for the n-th
+   * release, counted over the replica's life) before its delay: paced by what the caller has
+   * read, so that a busy machine cannot make two pieces arrive closer than their delay.
+   */
+  gated?: boolean;
   /** `end` (default): a clean end; `reset`: the connection is reset once the test calls `allowResets()`; `hang`: nothing more is sent. */
   end?: 'end' | 'reset' | 'hang';
 }
@@ -30,6 +36,8 @@ export interface SseReplica extends TestReplica {
    * seen what was written: a reset drops what the receiver has not read yet.
    */
   allowResets(): void;
+  /** Lets the next piece of `gated` answers go (see StreamScript.gated). */
+  release(): void;
 }
 
 
@@ -37,6 +45,16 @@ export interface SseReplica extends TestReplica {
 export async function startSseReplica(): Promise<SseReplica> {
   let allowResets!: () => void;
   const resetsAllowed = new Promise<void>((resolve) => (allowResets = resolve));
+  let released = 0;
+  const gates: { n: number; open: () => void }[] = [];
+  const gate = (n: number): Promise<void> => (released >= n ? Promise.resolve() : new Promise<void>((open) => gates.push({ n, open })));
+  const release = (): void => {
+    released++;
+    for (const g of gates.filter((w) => w.n <= released)) {
+      gates.splice(gates.indexOf(g), 1);
+      g.open();
+    }
+  };
   const replica = (await startReplica(async (req: IncomingMessage, res: ServerResponse) => {
     const script = JSON.parse((await readBody(req)).toString()) as StreamScript;
     req.socket.setNoDelay(true);
@@ -53,7 +71,8 @@ export async function startSseReplica(): Promise<SseReplica> {
     if (script.withLength) headers['content-length'] = script.pieces.reduce((n, [, text]) => n + Buffer.byteLength(text), 0);
     res.writeHead(script.status ?? 200, headers);
     res.flushHeaders();
-    for (const [delayMs, text] of script.pieces) {
+    for (const [i, [delayMs, text]] of script.pieces.entries()) {
+      if (script.gated === true && i > 0) await gate(i);
       if (delayMs > 0) await sleep(delayMs);
       if (res.destroyed) return;
       res.write(text);
@@ -67,5 +86,6 @@ export async function startSseReplica(): Promise<SseReplica> {
   })) as SseReplica;
   replica.abandoned = 0;
   replica.allowResets = allowResets;
+  replica.release = release;
   return replica;
 }

@@ -15,7 +15,7 @@ import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
 import { type KubeGateway, KubeCluster, runServeToExit, scaleWrites } from '../helpers/kube-gateways.js';
 import { NS, writeKubeconfig } from '../helpers/kube.js';
 import { heldStreamBody, type TaggedReplica } from '../helpers/tagged-replica.js';
-import { eventually, sleep } from '../helpers/wait.js';
+import { eventually } from '../helpers/wait.js';
 
 /** The warnings of API calls starting to fail. */
 function failedLines(gw: KubeGateway): Record<string, unknown>[] {
@@ -147,32 +147,31 @@ describe('kubernetes gateways: API server trouble', () => {
     assert.equal(gw.lines('kubernetes API call recovered')[0]!.call, failed[0]!.call);
   });
 
-  test('a second outage warns again: a scale call that failed while a request waited, and was not needed again, must not turn the next outage\'s warning into a debug line', async (t) => {
+  test('a second outage warns again: a scale call that failed while a request waited, and was not needed again, must not turn the next outage\'s warning into a debug line', async () => {
     const kc = await KubeCluster.start();
     cluster = kc;
     const { api } = kc;
     const gw = await kc.gateway({ services: [{ queue: { maxWaitMs: 1_000 } }] });
-    const coldWhileDown = async (): Promise<void> => {
+    const scaleWarnings = (): number => failedLines(gw).filter((l) => String(l.call).startsWith('scale.')).length;
+    const scaleGivenUp = (): number => gw.lines('kubernetes API call given up; nothing needs it now').filter((l) => String(l.call).startsWith('scale.')).length;
+    const coldWhileDown = async (outage: number): Promise<void> => {
       await api.goDown();
       const res = await kc.post(gw, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }] });
       assert.equal(res.status, 503, res.text);
       assert.equal(errorCode(res.text), 'no_replica');
-      // The gateway reports its demand every 200 ms: let it see the queue empty before the API
-      // server comes back (else its scale-up, still retrying, raises for a request that left).
-      await sleep(600);
+      // The scale-up gives up once it sees the queue empty (after its current backoff): wait for
+      // that before the API server comes back (else, still retrying, it raises for a request that left).
+      await eventually(() => scaleGivenUp() === outage, 15_000, `outage ${outage}: the scale-up to give up`);
     };
-    const scaleWarnings = (): number => failedLines(gw).filter((l) => String(l.call).startsWith('scale.')).length;
-    await coldWhileDown();
+    await coldWhileDown(1);
     assert.equal(scaleWarnings(), 1, 'the first outage\'s scale warning');
     await api.comeUp();
     await eventually(() => api.watchCount === 1, 15_000, 'the watch to resume');
-    if (gw.lines('kubernetes API call recovered').some((l) => String(l.call).startsWith('scale.')) || api.scaleOf(NS, 'llama').replicas > 0) {
-      t.skip('the scale-up succeeded after the API server came back: the case under test did not arise');
-      return;
-    }
+    assert.ok(!gw.lines('kubernetes API call recovered').some((l) => String(l.call).startsWith('scale.')), 'no scale call after the outage: nothing waits');
+    assert.equal(api.scaleOf(NS, 'llama').replicas, 0);
     // A second outage, much later for all the gateway knows: its operator must be warned again.
-    await coldWhileDown();
-    await eventually(() => scaleWarnings() === 2, 5_000, 'a warning for the second outage\'s failing scale call');
+    await coldWhileDown(2);
+    assert.equal(scaleWarnings(), 2, 'a warning for the second outage\'s failing scale call');
     await api.comeUp();
   });
 
@@ -220,26 +219,37 @@ describe('kubernetes gateways: API server trouble', () => {
     assert.equal(kc.sim().started.length, 0, 'no scale-up: the endpoints covered every request');
   });
 
-  test('after an outage, watches cut once the API server is back resume at once: with the history compacted meanwhile, every gateway relists and sends a request to a pod within 2 s of it becoming ready', async () => {
+  test('after an outage, a resumed watch ends the backoff once accepted: watches cut again resume at once, and with the history compacted meanwhile every gateway relists and routes to a pod that became ready meanwhile', async () => {
     // No periodic bookmarks: a watch resumed after the outage stays silent (nothing changed, no
     // bookmark yet), as on a real cluster, which sends one about once a minute.
     const kc = await KubeCluster.start([{}], { bookmarkEveryMs: 0 });
     cluster = kc;
     const { api } = kc;
     // The default backoff (250 ms doubling to 10 s); no stall restart while the watches are silent.
+    // Debug lines: every failed retry of the watch is logged, with its count.
     const tuning = { backoffBaseMs: 250, backoffMaxMs: 10_000, watchStallMs: 60_000 };
-    const gws = await kc.gatewayGroup(3, { tuning });
+    const gws = await kc.gatewayGroup(3, { tuning, logLevel: 'debug' });
     const a = await kc.hpaPod('hpa-a');
     for (const [i, gw] of gws.entries()) await eventually(() => KubeCluster.sawReady(gw, 'hpa-a'), 10_000, `gateway ${i} to see hpa-a ready`);
     const lists = (): number => api.requests.filter((r) => r.resource === 'endpointslices' && r.verb === 'list').length;
+    const watchRecovered = (gw: KubeGateway): boolean => gw.lines('kubernetes API call recovered').some((l) => l.call === 'endpointslices.watch');
 
-    // 1. An outage long enough for every gateway's watch backoff to grow to 4 s or more (refused
-    //    retries after 0.25, 0.5, 1 and 2 s, ±20%), then the watches resume and run a while.
+    // 1. An outage long enough for every gateway's watch backoff to grow to 4 s or more (its fifth
+    //    refused try, after retries 0.25, 0.5, 1 and 2 s apart), then the watches resume: each is
+    //    accepted and says so (a resumed watch stays silent here: no change, no bookmark).
     await api.goDown();
-    await sleep(5_000);
+    for (const [i, gw] of gws.entries()) {
+      await eventually(
+        () => gw.lines('kubernetes API call failed again').some((l) => l.call === 'endpointslices.watch' && Number(l.failures) >= 5),
+        30_000,
+        `gateway ${i}'s watch to fail five times`,
+      );
+    }
     await api.comeUp();
-    await eventually(() => api.watchCount === 3, 15_000, 'every gateway to resume its watch');
-    await sleep(2_000);
+    await eventually(() => api.watchCount === 3, 30_000, 'every gateway to resume its watch');
+    // The failure count (and with it the backoff) ends when the resumed watch is accepted, not at
+    // its first event: the recovery line says so before any event came.
+    for (const [i, gw] of gws.entries()) await eventually(() => watchRecovered(gw), 15_000, `gateway ${i} to log its watch's recovery`);
     assert.equal(api.watchCount, 3, 'the resumed watches stayed open');
 
     // 2. A stream held on hpa-a through each gateway: a gateway that knows hpa-b sends its next
@@ -254,19 +264,15 @@ describe('kubernetes gateways: API server trouble', () => {
     api.breakWatches();
     kc.publish(b);
     api.compact();
-    const readyAt = Date.now();
-    const reachedAfter = await Promise.all(
-      gws.map(async (gw) => {
-        while (Date.now() - readyAt < 12_000) {
-          const res = await kc.post(gw, '/which');
-          assert.equal(res.status, 200, res.text);
-          if ((JSON.parse(res.text) as { replica: string }).replica === 'hpa-b') return Date.now() - readyAt;
-          await sleep(20);
-        }
-        return Infinity;
-      }),
-    );
-    assert.ok(reachedAfter.every((ms) => ms <= 2_000), `every gateway sends a request to hpa-b within 2 s of it becoming ready: ${reachedAfter.join(', ')} ms`);
+    // Each gateway retries at once (its backoff ended with the recovery above), relists and routes
+    // to hpa-b. How soon is not asserted (a busy machine decides that); the order is: the recovery
+    // (the backoff's end) came before the cut.
+    const which = async (gw: KubeGateway): Promise<string> => {
+      const res = await kc.post(gw, '/which');
+      assert.equal(res.status, 200, res.text);
+      return (JSON.parse(res.text) as { replica: string }).replica;
+    };
+    for (const [i, gw] of gws.entries()) await eventually(async () => (await which(gw)) === 'hpa-b', 30_000, `gateway ${i} to send a request to hpa-b`);
     assert.ok(lists() >= listsBefore + 3, `every gateway relisted (${lists() - listsBefore} lists)`);
 
     a.release();

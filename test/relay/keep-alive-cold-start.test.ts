@@ -172,7 +172,7 @@ for (const workers of [1, 2]) {
       const expiring = await cold(workers, { queue: { maxWaitMs: 700 } });
       const expired = await readStream(expiring.tg.url('/v1/chat/completions', 'llm'), CHAT(true));
       assert.equal(expired.ending, 'clean');
-      assert.ok(waitingComments(expired).length >= 2);
+      assert.ok(waitingComments(expired).length >= 1);
       assert.equal(errorEvent(expired.text)!.error.code, 'no_replica');
       assert.equal((await accessLine(expiring.tg, expired.id)).status, 503);
 
@@ -242,7 +242,8 @@ for (const workers of [1, 2]) {
       const { tg } = await cold(workers, { command: [process.execPath, RECORDING_REPLICA], env: { START_DELAY_MS: '1500', RECORD_FILE: file } });
       const read = await readStream(tg.url('/v1/chat/completions', 'llm'), CHAT(true), {}, (_, soFar) => soFar.split(WAITING).length > 2);
       assert.equal(read.status, 200);
-      assert.equal(waitingComments(read).length, 2, `${read.ending}: ${JSON.stringify(read.text)}`);
+      // It left after reading two comments (a busy caller may read a third with them).
+      assert.ok(waitingComments(read).length >= 2, `${read.ending}: ${JSON.stringify(read.text)}`);
       const line = await accessLine(tg, read.id);
       assert.equal(line.status, 499);
       assert.equal(line.outcome, 'client_closed');

@@ -118,17 +118,22 @@ for (const workers of [1, 2]) {
     });
 
     test('a stream with known gaps: time to first event, gaps between events and the longest gap, in the access line, /metrics and /status', async () => {
-      const { tg } = await setup(workers, {}, { admin: { host: '127.0.0.1', port: 0 } });
+      const { tg, replica } = await setup(workers, {}, { admin: { host: '127.0.0.1', port: 0 } });
       const admin = `http://127.0.0.1:${tg.gateway.adminPort}`;
       // First event 150 ms after the head; then gaps of 100 and 250 ms; then three events in one write (gaps 60, 0 and 0).
-      const answer = await stream(tg, {
-        pieces: [
-          [0, ': warming up\n\n'],
-          [150, 'data: {"t":1}\n\n'],
-          [100, 'data: {"t":2}\n\n'],
-          [250, 'data: {"t":3}\n\n'],
-          [60, 'data: {"t":4}\n\ndata: {"t":5}\n\ndata: [DONE]\n\n'],
-        ],
+      // Each piece is sent only once the caller has read the one before and its delay has passed:
+      // the gateway wrote the earlier event before the later one was sent, so however late a busy
+      // gateway reads, no gap it measures is shorter than its delay and no two pieces arrive together.
+      const pieces: [number, string][] = [
+        [0, ': warming up\n\n'],
+        [150, 'data: {"t":1}\n\n'],
+        [100, 'data: {"t":2}\n\n'],
+        [250, 'data: {"t":3}\n\n'],
+        [60, 'data: {"t":4}\n\ndata: {"t":5}\n\ndata: [DONE]\n\n'],
+      ];
+      let read = 0;
+      const answer = await stream(tg, { pieces, gated: true }, (text) => {
+        for (; read < pieces.length - 1 && text.includes(pieces[read]![1]); read++) replica.release();
       });
       assert.equal(answer.status, 200);
       const line = await accessLine(tg, answer.id);
@@ -175,9 +180,11 @@ for (const workers of [1, 2]) {
     });
 
     test('sluice_streams_active counts the streams being relayed, on every thread, and goes back to 0', async () => {
-      const { tg } = await setup(workers);
-      const running = [0, 1, 2].map(() => stream(tg, { pieces: [[0, 'data: a\n\n'], [600, 'data: b\n\n']] }));
-      await eventually(async () => (await metrics(tg.origin)).get('sluice_streams_active{service="svc"}') === 3, 5_000, 'three active streams');
+      const { tg, replica } = await setup(workers);
+      // Each stream's second event waits for the test: all three are open until it has seen them.
+      const running = [0, 1, 2].map(() => stream(tg, { pieces: [[0, 'data: a\n\n'], [0, 'data: b\n\n']], gated: true }));
+      await eventually(async () => (await metrics(tg.origin)).get('sluice_streams_active{service="svc"}') === 3, 10_000, 'three active streams');
+      replica.release();
       for (const answer of await Promise.all(running)) assert.equal(answer.status, 200);
       await eventually(async () => (await metrics(tg.origin)).get('sluice_streams_active{service="svc"}') === 0, 5_000, 'no active stream');
     });
