@@ -3,8 +3,9 @@
 // reads). ServiceControl is the one writer; docs/architecture.md#the-expected-start.
 //
 // - A start is measured from the moment it was asked for to the replica being ready, as its kind
-//   reports it (the figure of `sluice_cold_start_seconds`: a launched replica from its creation, a
-//   Kubernetes one from the request that found the service cold). A failed start is not measured.
+//   reports it (the figure of `sluice_replica_start_seconds{result="ready"}`: a launched replica
+//   from its creation, a Kubernetes one from the request that found the service cold). A failed
+//   start is not measured.
 // - The estimate is the median of the last START_SAMPLES measured starts. A model server's start is
 //   mostly loading weights and so much the same each time, but now and then one is far slower (a
 //   cold page cache, an image pulled, a busy disk) or faster (a warm cache): the median ignores such
