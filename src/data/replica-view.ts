@@ -15,7 +15,7 @@
 // - While the service is cold and a start has been measured (src/replicas/expected-start.ts), a
 //   request whose own wait is shorter than the start's expected time left is refused the same way
 //   at once (it would only wait to fail), and both refusals say in `Retry-After` when the replica
-//   is expected (docs/api.md#priority-and-waiting). One read of the shared cell, on the slow path.
+//   is expected (docs/api.md#cold-starts-say-when). One read of the shared cell, on the slow path.
 // - `release` is an atomic decrement; a message follows only when requests are queued (a slot
 //   for the next waiter), the replica refused the connection (out of rotation), or it failed
 //   EJECT_AFTER_FAILURES requests in a row (counted in the slot table, by every thread; the
