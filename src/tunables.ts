@@ -111,6 +111,11 @@ export const QUEUE_FULL_RETRY_AFTER_S = 1;
 /** Retry-After (seconds) for `no_replica` after the wait ran out. */
 export const WAIT_EXPIRED_RETRY_AFTER_S = 5;
 
+// used by control/service/start-estimate.ts
+/** Measured starts a service's expected start is the median of: a few, so it follows a change soon
+ *  (docs/architecture.md#the-expected-start). */
+export const START_SAMPLES = 8;
+
 // used by control/kinds/kubernetes/endpoint-replicas.ts
 /** How often the service's demand is reported to the source besides each enqueue. */
 export const DEMAND_REPORT_MS = 200;

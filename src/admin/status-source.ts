@@ -14,6 +14,8 @@ export interface SnapshotSource {
     accepting: boolean;
     queued: number;
     routing: RoutingStatus;
+    /** The median of the service's recent start durations, or null before any was measured. */
+    expectedStartMs: number | null;
     replicas: ReadonlyArray<{ id: string; state: string; inflight: number; load?: Omit<ReplicaLoadStatus, 'replica'>; ejection?: Omit<ReplicaEjectionStatus, 'replica'> }>;
   };
 }
@@ -64,6 +66,8 @@ export interface LiveService {
   loads: ReplicaLoadStatus[];
   /** Each replica that has been ejected, in the order of the replicas. */
   ejections: ReplicaEjectionStatus[];
+  /** The median of the recent start durations in ms, or null before any was measured. */
+  expectedStartMs: number | null;
 }
 
 /** Cumulative counts since the gateway started; the board takes differences. */
@@ -144,7 +148,7 @@ export function createStatusSource(services: readonly SnapshotSource[], metrics:
           if (r.load !== undefined) loads.push({ replica: r.id, ...r.load });
           if (r.ejection !== undefined) ejections.push({ replica: r.id, ...r.ejection });
         }
-        out.push({ slug: snap.slug, kind: snap.kind, accepting: snap.accepting, replicas: byState, queued: snap.queued, inflight, routing: snap.routing, loads, ejections });
+        out.push({ slug: snap.slug, kind: snap.kind, accepting: snap.accepting, replicas: byState, queued: snap.queued, inflight, routing: snap.routing, loads, ejections, expectedStartMs: snap.expectedStartMs });
       }
       return out;
     },

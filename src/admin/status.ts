@@ -29,6 +29,8 @@ export interface ServiceStatus {
   loads: ReplicaLoadStatus[];
   /** Each replica ejected now or before for consecutive failures: ejected, until, reason, ejections. */
   ejections: ReplicaEjectionStatus[];
+  /** How long a start of a replica is expected to take (the median of the recent ones), in ms; null before any was measured. */
+  expectedStartMs: number | null;
   /** Requests per second over the last 10 s. */
   requestsPerSecond: number;
   /** Time to first byte over the last minute, in ms; null without requests. */
@@ -255,6 +257,7 @@ export class StatusBoard {
         routing: live.routing,
         loads: live.loads,
         ejections: live.ejections,
+        expectedStartMs: live.expectedStartMs,
         ...this.figures(live.slug),
         limits: limited.filter((t) => t.service === live.slug).map((t) => ({ token: t.token, ...t.use })),
       });

@@ -52,6 +52,10 @@ export class LocalReplicaSet implements ManagedReplicaSet {
     this.view.acquire(waiter, exclude);
   }
 
+  expectedReadyInMs(): number {
+    return this.view.expectedReadyInMs();
+  }
+
   cancel(waiter: ReplicaWaiter): boolean {
     return this.view.cancel(waiter);
   }

@@ -12,6 +12,10 @@
 // - A request that will not wait (`maxWaitMs` 0) never queues: `503 no_replica` at once, and when
 //   the service is cold (no replica in rotation) one message wakes it (at most one per 100 ms per
 //   thread), so a retry finds it warm.
+// - While the service is cold and a start has been measured (src/replicas/expected-start.ts), a
+//   request whose own wait is shorter than the start's expected time left is refused the same way
+//   at once (it would only wait to fail), and both refusals say in `Retry-After` when the replica
+//   is expected (docs/api.md#cold-starts-say-when). One read of the shared cell, on the slow path.
 // - `release` is an atomic decrement; a message follows only when requests are queued (a slot
 //   for the next waiter), the replica is left idle while another service's start waits on its
 //   pool (the table's `idleWatched`; docs/configuration.md#pools), the replica refused the
@@ -29,6 +33,7 @@ import type { Logger } from '../log/logger.js';
 import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../replicas/link.js';
 import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
 import { sharedClock } from '../replicas/clock.js';
+import { wholeSeconds } from '../replicas/expected-start.js';
 import type { SlotTable } from '../replicas/slots.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { hostAndPort } from '../http/syntax.js';
@@ -127,15 +132,24 @@ export class ReplicaView implements ReplicaSet, ViewLink {
         return;
       }
     }
-    if (waiter.maxWaitMs === 0) {
-      this.refuseWait(waiter);
+    const left = waiter.maxWaitMs < 0 ? -1 : this.expectedReadyInMs();
+    if (waiter.maxWaitMs === 0 || (waiter.maxWaitMs > 0 && left > waiter.maxWaitMs)) {
+      this.refuseWait(waiter, left);
       return;
     }
     this.enqueue(waiter);
   }
 
-  /** A request that will not wait and found no replica with room: 503 now, and wake a cold service. */
-  private refuseWait(waiter: ReplicaWaiter): void {
+  /** The expected time left of the service's cold start in ms, or -1 (not cold, or no start measured yet). */
+  expectedReadyInMs(): number {
+    return this.queuesForColdStart ? this.slots.startLeftMs() : -1;
+  }
+
+  /**
+   * A request that will not wait, or not as long as the start is expected to take (`left`), and
+   * found no replica with room: 503 now, and wake a cold service.
+   */
+  private refuseWait(waiter: ReplicaWaiter, left: number): void {
     if (this.queuesForColdStart && !this.slots.hasReady()) {
       const now = performance.now();
       if (now - this.wokeAt >= WAKE_EVERY_MS) {
@@ -143,7 +157,16 @@ export class ReplicaView implements ReplicaSet, ViewLink {
         this.link.wake();
       }
     }
-    waiter.onNoReplica(this.noWaitError);
+    waiter.onNoReplica(left < 0 ? this.noWaitError : this.refusalWhileStarting(waiter.maxWaitMs, wholeSeconds(left)));
+  }
+
+  /** `503 no_replica` for a request that would not wait `retryAfter` seconds for the start (`maxWaitMs`: its own wait). */
+  private refusalWhileStarting(maxWaitMs: number, retryAfter: number): RelayError {
+    const message =
+      maxWaitMs === 0
+        ? this.noWaitError.message
+        : `No replica of the service is expected to be ready within the request's X-Sluice-Max-Wait-Ms (${maxWaitMs} ms): the replica starting is expected in about ${retryAfter} s.`;
+    return new RelayError('no_replica', { message, headers: { 'retry-after': String(retryAfter) } });
   }
 
   cancel(waiter: ReplicaWaiter): boolean {

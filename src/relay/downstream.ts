@@ -53,6 +53,8 @@ export class Downstream {
   private bodyless = false;
   /** The answer says `Connection: close` (the caller is still sending a body Sluice will not read). */
   private closeAfter = false;
+  /** The keep-alive comment `corkedKeepAlive` writes. */
+  private comment = WAITING_COMMENT;
   /** Known-length mode: bytes tryEnd could not take yet, retried from onWritable (fact 5). */
   private pending: Buffer | undefined = undefined;
   private pendingOffset = 0;
@@ -130,12 +132,13 @@ export class Downstream {
 
   /**
    * The request still waits for its replica: the first call sends `200 text/event-stream` (with
-   * `Connection: close` if `closeAfter`), each call a comment. A comment the caller has not read
-   * yet is not followed by another.
+   * `Connection: close` if `closeAfter`), each call a comment (`comment`: waiting-comments.ts). A
+   * comment the caller has not read yet is not followed by another.
    */
-  keepAlive(closeAfter: boolean): void {
+  keepAlive(closeAfter: boolean, comment: string): void {
     if (this.closed || (this.headersSent && !this.keptAlive) || this.continued || !this.writable) return;
     this.closeAfter = closeAfter;
+    this.comment = comment;
     this.res.cork(this.corkedKeepAlive);
   }
 
@@ -151,8 +154,8 @@ export class Downstream {
       this.writeRatelimit();
       if (this.closeAfter) res.writeHeader('connection', 'close');
     }
-    this.bytesOut += WAITING_COMMENT.length; // ASCII: one byte a character
-    this.writable = res.write(WAITING_COMMENT);
+    this.bytesOut += this.comment.length; // ASCII: one byte a character
+    this.writable = res.write(this.comment);
     if (!this.writable) this.hookWritable();
   };
 

@@ -27,7 +27,7 @@ import { CallerBody, type CallerBodyListener } from './caller-body.js';
 import { Downstream, type DownstreamListener } from './downstream.js';
 import type { CallerHeaders } from './headers.js';
 import type { ServiceRuntime } from './service-runtime.js';
-import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from './waiting-comments.js';
+import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive, waitingComment } from './waiting-comments.js';
 import { isEventStream } from './sse-events.js';
 import { StreamFlag } from './stream-request.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
@@ -150,7 +150,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
       const asks = asksForStreamedAnswer(this.headers.accept, this.body, (this.streamFlag ??= new StreamFlag()));
       if (asks !== true) return asks === undefined; // undecided: look again at the next tick
     }
-    this.downstream.keepAlive(this.body.closesAfterAnswer);
+    this.downstream.keepAlive(this.body.closesAfterAnswer, waitingComment(this.service.replicas.expectedReadyInMs()));
     this.keepAliveAt = now + this.service.config.queue.keepAliveMs;
     return true;
   }

@@ -20,6 +20,8 @@
 //   (stream-request.ts): a request answered before then costs nothing more, and is relayed exactly
 //   as without the option. A body still arriving then is looked at again at each tick, its walk
 //   resumed where the last one stopped (a stalled body is not walked again).
+// - Once a start of the service has been measured and it is cold, the comment says when the replica
+//   is expected: `: waiting for a replica (ready in about N s)` (src/replicas/expected-start.ts).
 // - The comments go to the caller only: the replica's deadlines (response head, body idle) are its
 //   connection's and do not see them, so a replica that stalls is still cut off in time.
 import { type Ticking, unwatch, watch } from '../upstream/ticker.js';
@@ -27,6 +29,7 @@ import type { CallerBody } from './caller-body.js';
 import { isEventStream } from './sse-events.js';
 import { acceptsEventStream, type StreamFlag } from './stream-request.js';
 import { ANSWER_MESSAGE_MAX } from '../tunables.js';
+import { wholeSeconds } from '../replicas/expected-start.js';
 
 /** A request the clock ticks while it waits. */
 export interface KeptAlive {
@@ -40,6 +43,11 @@ export interface KeptAlive {
 
 /** What the caller receives every `keepAliveMs` while its request waits (a comment ends with a blank line). */
 export const WAITING_COMMENT = ': waiting for a replica\n\n';
+
+/** The comment for a replica expected in `leftMs` (-1: unknown, the plain comment). */
+export function waitingComment(leftMs: number): string {
+  return leftMs < 0 ? WAITING_COMMENT : `: waiting for a replica (ready in about ${wholeSeconds(leftMs)} s)\n\n`;
+}
 
 /** The first watched request (the most recent). */
 let first: KeptAlive | undefined;

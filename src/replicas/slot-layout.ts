@@ -32,7 +32,8 @@
 //   requests thread w counts on slot s (given back too).
 //
 // One Float64Array beside it holds, per slot, `Date.now()` when its inflight last dropped to 0:
-// the idle clock of launched replicas.
+// the idle clock of launched replicas. A third buffer holds when a cold start is expected to end
+// (expected-start.ts).
 
 export const EMPTY = 0;
 export const READY = 1;

@@ -24,6 +24,7 @@
 // ceil(affinityMaxLoad × (total load + 1) / ready replicas): consistent hashing with bounded
 // loads. When none is (every one full, or at `concurrency`), the plain choice above.
 import type { AffinityRing } from './affinity-ring.js';
+import { ExpectedStart } from './expected-start.js';
 import { ACCEPTING, BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, IDLE_WATCHED, INFLIGHT, KEY_MAX, KEY_SCALE, OUT, OVERDUE, QUEUED, READY, STRIDE, TAKEN, TAKEN_AT, WAITING } from './slot-layout.js';
 
 export { BUSY, EJECTED, EMPTY, OUT, READY };
@@ -32,6 +33,8 @@ export { BUSY, EJECTED, EMPTY, OUT, READY };
 export interface SlotTableInit {
   ints: SharedArrayBuffer;
   idle: SharedArrayBuffer;
+  /** When a cold start is expected to end (expected-start.ts). */
+  start: SharedArrayBuffer;
   slots: number;
   threads: number;
   /** Requests per replica; 0 = unlimited. */
@@ -45,6 +48,8 @@ export class SlotTable {
   readonly threads: number;
   readonly concurrency: number;
   readonly scored: boolean;
+  /** When a cold start is expected to end: written by the control plane, read by every thread. */
+  readonly start: ExpectedStart;
   private readonly i32: Int32Array;
   private readonly idleAt: Float64Array;
   private readonly holdsBase: number;
@@ -58,7 +63,7 @@ export class SlotTable {
   static create(slots: number, threads: number, concurrency: number, scored = false): SlotTable {
     const ints = new SharedArrayBuffer(4 * (HEADER + STRIDE * slots + 2 * threads * slots));
     const idle = new SharedArrayBuffer(8 * slots);
-    const table = new SlotTable({ ints, idle, slots, threads, concurrency, scored });
+    const table = new SlotTable({ ints, idle, start: ExpectedStart.create().buffer, slots, threads, concurrency, scored });
     table.i32[ACCEPTING] = 1;
     table.i32[FALLBACK] = -1;
     for (let s = 0; s < slots; s++) table.i32[HEADER + STRIDE * s + WAITING] = -1;
@@ -72,6 +77,7 @@ export class SlotTable {
     this.scored = init.scored;
     this.i32 = new Int32Array(init.ints);
     this.idleAt = new Float64Array(init.idle);
+    this.start = new ExpectedStart(init.start);
     this.holdsBase = HEADER + STRIDE * init.slots;
     this.overdueBase = this.holdsBase + init.threads * init.slots;
     this.seen = new Int32Array(init.slots);
@@ -261,6 +267,12 @@ export class SlotTable {
   hasReady(): boolean {
     for (let s = 0, base = HEADER; s < this.slots; s++, base += STRIDE) if (Atomics.load(this.i32, base) === READY) return true;
     return false;
+  }
+
+  /** The expected time left of the service's cold start in ms, or -1 (expected-start.ts; never with a replica ready). */
+  startLeftMs(): number {
+    const left = this.start.leftMs();
+    return left < 0 || this.hasReady() ? -1 : left;
   }
 
   gen(slot: number): number {

@@ -67,6 +67,11 @@ export interface ReplicaSet {
    * static set fails it at once with `upstream_unavailable`.
    */
   acquire(waiter: ReplicaWaiter, exclude?: Replica): void;
+  /**
+   * While the service is cold and a start has been measured: the expected time left until a
+   * replica is ready, in ms (0 once overdue); -1 otherwise (src/replicas/expected-start.ts).
+   */
+  expectedReadyInMs(): number;
   /** Removes a queued waiter (its caller went away); true if it was in the queue. */
   cancel(waiter: ReplicaWaiter): boolean;
   /** Gives a replica back; `unreachable` takes the replica (static or launched) out of rotation until a probe succeeds. */

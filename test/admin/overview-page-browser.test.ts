@@ -157,12 +157,19 @@ test('the overview page: services live, a cold start as it happens, and a Reques
   await waitForCell(page, 'llm', 'state', 'starting');
   await waitForCell(page, 'llm', 'queued', '3');
   assert.equal(await cell(page, 'llm', 'replicas'), '1 starting');
+  assert.equal((await page.locator('tbody.service[data-slug="llm"] [data-field="replicas"]').getAttribute('title')) ?? '', '', 'no expected start before one was measured');
   assert.equal(await page.locator('#announcer').innerText(), 'llm is starting', 'the change is announced to screen readers');
   await page.screenshot({ path: join(OUTPUT, 'overview-starting.png'), fullPage: true });
   f.openGate();
   await waitForCell(page, 'llm', 'state', 'ready');
   await waitForCell(page, 'llm', 'queued', '0');
   assert.equal(await cell(page, 'llm', 'replicas'), '1 ready');
+  // The start was measured: the replicas cell's tooltip says how long one takes.
+  await page.waitForFunction(
+    (selector) => /^a replica start takes about \d+ s$/.test(document.querySelector(selector)?.getAttribute('title') ?? ''),
+    'tbody.service[data-slug="llm"] [data-field="replicas"]',
+    { timeout: 20_000 },
+  );
   for (const answer of await Promise.all(queued)) assert.match(answer, /data: \[DONE\]/);
   await waitForCell(page, 'llm', 'errors', '0 of 3');
   // The queue chart has drawn the three waiting requests.

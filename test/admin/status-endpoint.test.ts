@@ -25,7 +25,7 @@ async function post(url: string, body = '{}'): Promise<{ status: number; text: s
   return { status: res.statusCode, text: await res.body.text() };
 }
 
-const KEYS = ['baseUrl', 'ejections', 'inflight', 'kind', 'lastMinute', 'limits', 'loads', 'queued', 'replicas', 'requestsPerSecond', 'routing', 'slug', 'state', 'stream', 'ttfbMs'];
+const KEYS = ['baseUrl', 'ejections', 'expectedStartMs', 'inflight', 'kind', 'lastMinute', 'limits', 'loads', 'queued', 'replicas', 'requestsPerSecond', 'routing', 'slug', 'state', 'stream', 'ttfbMs'];
 
 test('/status: one entry per service with its fields, kinds and states, and a base URL that works', async () => {
   const f = await fixture();

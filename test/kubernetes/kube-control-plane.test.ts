@@ -105,6 +105,28 @@ test('a ready endpoint is routed to; not ready holds it out (a probe that answer
   assert.ok(states(s.tg).includes('unreachable→ready (endpoint ready again)'));
 });
 
+test('a cold start is measured from the request that found the service cold to a ready endpoint; the next cold start says when', async (t) => {
+  const s = await setup({}, ['a'], undefined, { admin: { host: '127.0.0.1', port: 0 } });
+  t.after(() => s.close());
+  const [a] = s.replicas as [TestReplica];
+  const service = async (): Promise<{ expectedStartMs?: number | null; queued: number; replicas: Record<string, number> }> =>
+    ((await (await fetch(`http://127.0.0.1:${s.tg.gateway.adminPort!}/status`)).json()) as { services: [{ expectedStartMs?: number | null; queued: number; replicas: Record<string, number> }] }).services[0];
+  assert.equal((await service()).expectedStartMs, null, 'nothing measured yet');
+  const waiting = ask(s.tg);
+  await eventually(async () => (await service()).queued === 1, 10_000, 'the request to queue');
+  publish(s.api, [[a, true]]);
+  assert.deepEqual(await waiting, { status: 200, body: 'a' });
+  const estimate = (await service()).expectedStartMs;
+  assert.equal(typeof estimate, 'number', 'the cold start was measured');
+  // The pod goes away: cold again, and a request that would not wait as long as a start takes is refused at once.
+  s.api.deleteEndpointSlice(NS, `llama-${a.port}`);
+  await eventually(async () => Object.values((await service()).replicas).every((n) => n === 0), 10_000, 'the endpoint to be gone');
+  const res = await fetch(s.tg.url('/v1/x'), { method: 'POST', headers: { ...AUTH, 'x-sluice-max-wait-ms': String(Math.max(1, Math.floor(estimate! / 2))) }, body: '{}' });
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get('retry-after'), String(Math.max(1, Math.ceil(estimate! / 1000))));
+  assert.match(await res.text(), /expected to be ready within the request's X-Sluice-Max-Wait-Ms/);
+});
+
 test('with readyPath, the gateway routes to a new endpoint once it answers, before Kubernetes marks it ready', async (t) => {
   const s = await setup({ readyPath: '/health' }, ['a']);
   t.after(() => s.close());

@@ -1,7 +1,8 @@
 // `X-Sluice-Max-Wait-Ms` through the real gateway: 0 means "do not wait" (503 no_replica at once
 // when no replica can take the request now, and a cold launched service still starts, so a retry
 // finds it warm); a value lowers the service's queue.maxWaitMs for this request and never raises
-// it; anything but an integer ≥ 0 is 400; the header never reaches the replica.
+// it; anything but an integer ≥ 0 is 400; the header never reaches the replica. The wake of a
+// request that would not wait ends once a replica is ready (its idle stop leaves the service cold).
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
@@ -65,6 +66,17 @@ test('0 on a cold launched service: 503 no_replica at once, the replica starts a
   assert.ok(answered >= 0 && answered < ready, 'the 503 was answered before the replica was ready (it takes 300 ms to start): it did not wait');
   const retry = await ask(tg, '0');
   assert.equal(retry.status, 200, 'warm now');
+  assert.equal(tg.logs.filter((l) => l.msg === 'replica state' && l.to === 'starting').length, 1, 'one start');
+});
+
+test('the start a request that would not wait asked for ends its wake: after its idle stop the service stays cold', async () => {
+  // Regression: the wake held for queue.maxWaitMs even after the replica was ready, so its idle stop started it again.
+  const tg = await startTestGateway(rawService({ command: serverCommand(), readyPath: '/health', idleTimeoutMs: 200 }, { queue: { maxWaitMs: 30_000 } }), { workers: 1 });
+  open.push(tg);
+  assert.equal((await ask(tg, '0')).status, 503);
+  await eventually(() => tg.logs.some((l) => l.msg === 'replica state' && l.to === 'stopped'), 10_000, 'the woken replica to stop when idle');
+  const started = (state: string): Promise<number | undefined> => metric(tg, `sluice_replicas{service="svc",state="${state}"}`);
+  assert.deepEqual([await started('starting'), await started('ready')], [0, 0], 'cold, and nothing starting');
   assert.equal(tg.logs.filter((l) => l.msg === 'replica state' && l.to === 'starting').length, 1, 'one start');
 });
 

@@ -122,6 +122,9 @@ function render(item, status) {
     if (previous !== undefined) announce(`${status.slug} is ${state}`);
   }
   set(f.replicas, replicasText(status.replicas));
+  // The expected start (the median of the recent ones), as the cell's tooltip: the row's text stays as it is.
+  const expected = typeof status.expectedStartMs === 'number' ? `a replica start takes about ${Math.max(1, Math.ceil(status.expectedStartMs / 1000))} s` : '';
+  if (f.replicas.title !== expected) f.replicas.title = expected;
   flashIfChanged(f.queued, String(status.queued));
   set(f.inflight, String(status.inflight));
   set(f.rps, formatRate(status.requestsPerSecond));

@@ -65,6 +65,8 @@ export interface ServiceSnapshot {
   accepting: boolean;
   queued: number;
   routing: RoutingSnapshot;
+  /** The median of the recent start durations (start-estimate.ts), or null before any was measured. */
+  expectedStartMs: number | null;
   /** Every replica that holds a place (not yet stopped, or its process not yet exited). */
   replicas: ReplicaSnapshot[];
 }

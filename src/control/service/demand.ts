@@ -16,6 +16,10 @@
 // arrival take a free slot directly could put it ahead of a higher one in flight; through the
 // queue it costs one message each way, and the slot goes to the request that should go next.
 //
+// While the service is cold and a start has been measured, its `queue_full` and `no_replica`
+// answers say when to come back: `Retry-After` is the expected time left of the start
+// (src/replicas/expected-start.ts), not the fixed seconds.
+//
 // A request that will not wait (`X-Sluice-Max-Wait-Ms: 0`) never queues; when it found the
 // service cold its thread says so, and the service is `wanted` as if one request were queued, for
 // up to `queue.maxWaitMs` or until a replica is ready, so a retry finds it warm.
@@ -25,6 +29,7 @@ import type { Logger } from '../../log/logger.js';
 import type { AffinityRing } from '../../replicas/affinity-ring.js';
 import { type ErrorSpec, errorSpec, type ViewLink } from '../../replicas/link.js';
 import { sharedClock } from '../../replicas/clock.js';
+import { wholeSeconds } from '../../replicas/expected-start.js';
 import { type QueuedWaiter, WaiterQueue } from './queue.js';
 import type { SlotTable } from '../../replicas/slots.js';
 import type { QueueOutcome, ReplicaEvents } from '../../replicas/events.js';
@@ -128,13 +133,13 @@ export class Demand {
       const displaced = this.queue.displaceFor(priority);
       if (displaced === undefined) {
         this.slots.addQueued(-1);
-        this.views(thread)?.fail(id, this.queueFull);
+        this.views(thread)?.fail(id, this.whileStarting(this.queueFull));
         return false;
       }
       this.left(displaced, 'displaced');
       const waitedMs = Math.round(sharedClock() - displaced.enqueuedAt);
       this.log.info({ service: this.service.slug, priority: displaced.priority, for: priority, waitedMs }, 'queued request displaced');
-      this.tell(displaced.waiter, this.displacedSpec);
+      this.tell(displaced.waiter, this.whileStarting(this.displacedSpec));
     }
     this.queue.push(key, arrivedAt, priority, maxWaitMs < 0 ? this.service.queue.maxWaitMs : maxWaitMs);
     if (affinity >= 0) this.affinityOf.set(key, affinity);
@@ -237,7 +242,7 @@ export class Demand {
     this.left(entry, 'expired');
     this.log.debug({ service: this.service.slug, waitedMs: Math.round(waitedMs), priority: entry.priority }, 'queued request expired');
     const budget = Math.round(entry.deadline - entry.enqueuedAt);
-    this.tell(key, budget === this.service.queue.maxWaitMs ? this.waitExpired : this.expiredSpec(budget));
+    this.tell(key, this.whileStarting(budget === this.service.queue.maxWaitMs ? this.waitExpired : this.expiredSpec(budget)));
   }
 
   /** A queued request left without a replica: counted out of the table and the metrics. */
@@ -267,6 +272,12 @@ export class Demand {
         headers: { 'retry-after': String(WAIT_EXPIRED_RETRY_AFTER_S) },
       }),
     );
+  }
+
+  /** `spec`, with `Retry-After` the expected time left while the service is cold and starting. */
+  private whileStarting(spec: ErrorSpec): ErrorSpec {
+    const left = this.slots.startLeftMs();
+    return left < 0 ? spec : { ...spec, headers: { ...spec.headers, 'retry-after': String(wholeSeconds(left)) } };
   }
 
   private tell(key: number, spec: ErrorSpec): void {

@@ -68,6 +68,12 @@ export interface ReplicaKindPolicy {
   entered(r: ManagedReplica, from: ReplicaStateName, to: ReplicaStateName, now: number): void;
   /** True while the source holds `r` out of rotation: the recovery probe must not bring it back. */
   heldOut(r: ManagedReplica): boolean;
+  /**
+   * When the start in progress of a cold service was asked for (performance.now()), or -1 (none):
+   * the expected start counts from it (start-estimate.ts). Without it, the earliest creation of a
+   * replica still `starting`.
+   */
+  startAskedAt?(): number;
   /** The process id behind `r`, for /status and the state log (undefined: none, or not ours). */
   pid(r: ManagedReplica): number | undefined;
   /** The service drains: start nothing more. */
@@ -107,6 +113,8 @@ export interface ReplicaHost {
   transition(r: ManagedReplica, to: ReplicaStateName, reason: string, detail?: Record<string, unknown>): boolean;
   /** Lets go of a terminal replica whose process is gone: frees its place and its slot. */
   forget(r: ManagedReplica): void;
+  /** A start took `ms`, from being asked for to the replica being ready (start-estimate.ts). */
+  startMeasured(ms: number): void;
 }
 
 /** Options for the kinds, by kind, as the gateway's owner passes them (production: the pools only). */

@@ -40,6 +40,7 @@ import type { ReplicaStateName } from '../../replicas/states.js';
 import type { FailureReason } from '../../replicas/types.js';
 import { ManagedReplica, canTransition } from './replica.js';
 import { DEFAULT_TUNING, StartBackoff, type ReplicaSetTuning } from './tuning.js';
+import { earliestStarting, StartEstimate } from './start-estimate.js';
 
 const SHARED_STATE: Record<ReplicaStateName, number> = { starting: BUSY, ready: READY, unreachable: OUT, draining: BUSY, stopped: BUSY, failed: BUSY };
 
@@ -76,6 +77,8 @@ export class ServiceControl implements ReplicaHost {
   private readonly drainingError = drainingError();
 
   private readonly backoff: StartBackoff;
+  /** Recent start durations and the expected end of a cold start, published to every thread. */
+  private readonly starts: StartEstimate;
   /** What the kind of replicas decides (kind-policy.ts). */
   private readonly policy: ReplicaKindPolicy;
   /** Load readings and the affinity ring. */
@@ -101,6 +104,7 @@ export class ServiceControl implements ReplicaHost {
       returned: () => this.demand.dispatch(),
     });
     this.backoff = new StartBackoff(this.tuning);
+    this.starts = new StartEstimate(this.slots.start);
     this.policy = kind.policy(service, this);
     this.demand = new Demand(service, this.slots, this.known, this.policy.panicFallback, (t) => this.views.get(t), this.log, this.events, this.routingInputs.affinity);
     this.policy.start();
@@ -246,7 +250,8 @@ export class ServiceControl implements ReplicaHost {
       const ejection = this.ejections.snapshot(r);
       replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: this.policy.pid(r), ...(load === undefined ? {} : { load }), ...(ejection === undefined ? {} : { ejection }) });
     }
-    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.routingInputs.routing, replicas };
+    const expectedStartMs = this.starts.estimateMs < 0 ? null : this.starts.estimateMs;
+    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.routingInputs.routing, expectedStartMs, replicas };
   }
 
   // ── the state machine ──────────────────────────────────────────────────────────────────────
@@ -262,6 +267,7 @@ export class ServiceControl implements ReplicaHost {
     this.live++;
     this.log.info({ service: this.slug, replica: r.id, from: null, to: 'starting', ms: 0, reason: 'created' }, 'replica state');
     this.events?.replicaState(this.slug, r.id, null, 'starting', 0);
+    this.publishStart();
     return r;
   }
 
@@ -316,6 +322,7 @@ export class ServiceControl implements ReplicaHost {
     switch (to) {
       case 'ready':
         if (from === 'starting') this.backoff.ready(now);
+        this.demand.cancelWake(); // a wake holds until a replica is ready, not past its idle stop
         r.lastProbe = '';
         break;
       case 'unreachable':
@@ -329,6 +336,7 @@ export class ServiceControl implements ReplicaHost {
     }
     // What entering `to` means for the kind (arm an idle stop, stop a process, ...).
     this.policy.entered(r, from, to, now);
+    this.publishStart();
     if (to === 'ready') this.demand.dispatch();
     else if (to === 'stopped') this.forget(r);
     return true;
@@ -367,6 +375,19 @@ export class ServiceControl implements ReplicaHost {
   /** The queue or the replicas changed: the kind starts replicas, or reports the demand. */
   private scale(): void {
     this.policy.demandChanged();
+    this.publishStart();
+  }
+
+  /** For the kind's policy (ReplicaHost): a start took `ms`, from being asked for to ready. */
+  startMeasured(ms: number): void {
+    this.starts.measured(ms);
+  }
+
+  /** When a cold start is expected to end, for every thread (start-estimate.ts). */
+  private publishStart(): void {
+    if (this.starts.estimateMs < 0) return;
+    const cold = this.readyCount === 0;
+    this.starts.publish(cold, cold ? (this.policy.startAskedAt?.() ?? earliestStarting(this.all)) : -1, this.live === 0);
   }
 
   /** For the kind's policy (ReplicaHost). */

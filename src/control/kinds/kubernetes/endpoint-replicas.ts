@@ -92,6 +92,11 @@ export class EndpointReplicas implements ReplicaKindPolicy {
     else if (to === 'failed') this.host.forget(r);
   }
 
+  /** The cold start in progress counts from the request that found the service cold. */
+  startAskedAt(): number {
+    return this.coldSince;
+  }
+
   heldOut(r: ManagedReplica): boolean {
     return this.held.has(r);
   }
@@ -109,6 +114,7 @@ export class EndpointReplicas implements ReplicaKindPolicy {
     this.ownStamp.set(r, this.slots.idleSince(r.slot));
     if (this.coldSince >= 0) {
       this.host.events?.coldStart(this.slug, r.id, now - this.coldSince);
+      this.host.startMeasured(now - this.coldSince);
       this.coldSince = -1;
     }
   }

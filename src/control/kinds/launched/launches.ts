@@ -110,7 +110,10 @@ export class Launches implements ReplicaKindPolicy {
     if (from === 'ready') this.idle.disarm(r);
     switch (to) {
       case 'ready':
-        if (from === 'starting') this.host.events?.coldStart(this.host.service.slug, r.id, now - r.createdAt);
+        if (from === 'starting') {
+          this.host.events?.coldStart(this.host.service.slug, r.id, now - r.createdAt);
+          this.host.startMeasured(now - r.createdAt);
+        }
         this.idle.arm(r);
         break;
       case 'draining':
