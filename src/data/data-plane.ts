@@ -6,7 +6,6 @@ import { AccessLog } from '../log/access-log.js';
 import type { Config, TokenConfig } from '../config/types.js';
 import type { Logger } from '../log/logger.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
-import { tokenEntries } from '../relay/auth.js';
 import { accessLine, finishedRequest } from '../relay/finished-request.js';
 import { Refusals } from '../relay/refusal.js';
 import type { RelayRequest } from '../relay/relay.js';
@@ -55,7 +54,7 @@ export class DataPlane implements RequestFilterOwner {
     this.counter = options.counter;
     this.ops = options.ops;
     const services = new Map<string, ServiceEntry>();
-    config.services.forEach((service, i) => services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i))));
+    config.services.forEach((service, i) => services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i), this.counter.tokens)));
     const ids = new RequestIds();
     const refusals = new Refusals(this.logger, ids);
     this.filter = new RequestFilter(config.basePath, services, this, new SharedAuthLimiter(options.authFailures), ids, refusals);
@@ -85,6 +84,7 @@ export class DataPlane implements RequestFilterOwner {
     this.inflight -= 1;
     const f = finishedRequest(r, performance.now());
     this.counter.finished(f.slug, f.status, f.outcome, f.bytesIn, f.bytesOut, f.ttfbMs / 1000, f.ms / 1000);
+    if (f.promptTokens > 0 || f.completionTokens > 0) this.counter.tokens.add(r.token.usagePlace, f.promptTokens, f.completionTokens);
     if (this.accessLog.enabled(f.failed)) this.accessLog.write(accessLine(r, f), f.failed);
     if (this.inflight === 0 && this.idleWaiter !== undefined) this.idleWaiter();
   }
@@ -120,7 +120,7 @@ export class DataPlane implements RequestFilterOwner {
     for (const next of services) {
       const service = this.filter.services.get(next.slug);
       if (service === undefined) ignored.push(next.slug);
-      else service.tokens = tokenEntries(next.tokens);
+      else service.tokens = service.entries(next.tokens);
     }
     return ignored;
   }

@@ -18,13 +18,16 @@ export interface TokenEntry {
   readonly digest: Int32Array;
   /** Its requests' priority in the queue. */
   readonly priority: number;
+  /** Where this thread counts its LLM token usage (metrics/token-usage.ts); -1: nowhere. */
+  readonly usagePlace: number;
 }
 
 /** Why a request was not authenticated: `missing` and `invalid` are 401, `malformed` is 400. */
 export type AuthFailure = 'missing' | 'malformed' | 'invalid';
 
-export function tokenEntries(tokens: readonly TokenConfig[]): TokenEntry[] {
-  return tokens.map((t) => ({ name: t.name, digest: digestWords(Buffer.from(t.sha256, 'hex')), priority: t.priority }));
+/** The entries of `tokens`; `placeOf` gives each its place for LLM token usage (at build time, not per request). */
+export function tokenEntries(tokens: readonly TokenConfig[], placeOf: (name: string) => number = () => -1): TokenEntry[] {
+  return tokens.map((t) => ({ name: t.name, digest: digestWords(Buffer.from(t.sha256, 'hex')), priority: t.priority, usagePlace: placeOf(t.name) }));
 }
 
 // RFC 6750 section 2.1: credentials = "Bearer" 1*SP b64token; b64token = 1*( ALPHA / DIGIT /

@@ -9,9 +9,10 @@
 // Every refusal is answered on the next turn of the event loop (refusal.ts), but a 413 from a
 // valid Content-Length, answered at once; then a RelayRequest (relay.ts) takes over.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import type { ServiceConfig } from '../config/types.js';
+import type { ServiceConfig, TokenConfig } from '../config/types.js';
 import { drainingError, RelayError } from '../http/errors.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
+import type { TokenUsage } from '../metrics/token-usage.js';
 import { MIN_PRIORITY } from '../config/rules.js';
 import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
 import type { ReplicaSet } from '../replicas/types.js';
@@ -41,13 +42,20 @@ export class ServiceEntry implements ServiceRuntime {
     /** The service's index in the config (metrics). */
     readonly index: number,
     readonly streams: StreamCounters,
+    /** This thread's LLM token usage counts (every service's). */
+    readonly usage: TokenUsage,
   ) {
-    this.tokens = tokenEntries(config.tokens);
+    this.tokens = this.entries(config.tokens);
     this.forward = new Set(config.forwardHeaders.filter((name) => name !== 'content-type' && name !== 'accept'));
     this.methods = new Set(config.methods);
     this.allow = config.methods.join(', ');
     this.affinity = config.routing.affinityHeader ?? '';
     this.held = new HeldBodies(config);
+  }
+
+  /** The token table of `tokens` (at start and on reload), each token with its usage place. */
+  entries(tokens: readonly TokenConfig[]): TokenEntry[] {
+    return tokenEntries(tokens, (name) => this.usage.place(this.index, name));
   }
 }
 
@@ -174,7 +182,7 @@ export class RequestFilter {
     // An empty value names no session: the request is routed as one without the header.
     const affinity = headers.affinity === undefined || headers.affinity === '' ? NO_AFFINITY : hashKey(headers.affinity);
     const target = query === undefined ? path : `${path}?${query}`;
-    const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth.name, priority, maxWaitMs, affinity);
+    const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
     this.owner.onRelayStarted();

@@ -1,0 +1,247 @@
+// The LLM token usage an answer reports, found in its bytes as they pass to the caller, with no
+// copy of the answer and no JSON parse of it (docs/operations.md#llm-token-usage):
+// - a JSON answer (Content-Type `application/json` or `…+json`, at most USAGE_JSON_MAX_BYTES):
+//   its `usage` object's `prompt_tokens` and `completion_tokens`;
+// - an event stream: the `usage` of the last data line that carries one (OpenAI's last chunk with
+//   `stream_options.include_usage`; vLLM, SGLang and llama.cpp send one too). A stream without one
+//   counts one completion token per data event, `[DONE]` aside (finished-request.ts).
+//
+// Each read is searched once for the bytes `"usage"` (one native search; a key split over reads is
+// found too). Only after a match are bytes kept: at most USAGE_TAIL_BYTES of what follows, in a
+// stream up to the end of the line (an event's JSON is one data line). They are read when the line
+// ends, when the tail is full, or when a JSON answer ends: `:`, then an object whose
+// `prompt_tokens` / `completion_tokens` at its top level are plain integers. `usage: null` (OpenAI's
+// chunks before the last) is no usage.
+//
+// No false match from a string: inside a JSON string every quote is escaped, so the text `"usage"`
+// in a prompt, an answer or a tool's arguments is the bytes `\"usage\"`, which do not contain
+// `"usage"` (the closing quote follows a backslash, not the `e`).
+import { USAGE_JSON_MAX_BYTES, USAGE_TAIL_BYTES } from '../tunables.js';
+
+const NEEDLE = Buffer.from('"usage"', 'latin1');
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+const COMMA = 0x2c;
+const LF = 0x0a;
+const CR = 0x0d;
+const PROMPT = Buffer.from('prompt_tokens', 'latin1');
+const COMPLETION = Buffer.from('completion_tokens', 'latin1');
+
+/** A Content-Type of JSON: `application/json` or `application/…+json`, with or without parameters. */
+export function isJson(contentType: string | undefined): boolean {
+  if (contentType === undefined) return false;
+  const semi = contentType.indexOf(';');
+  const type = (semi < 0 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
+/**
+ * The usage finder for an answer, or undefined when its usage is not looked for: no body, or
+ * neither an event stream nor JSON of at most USAGE_JSON_MAX_BYTES (`contentLength` -1: chunked).
+ */
+export function answerUsage(eventStream: boolean, contentType: string | undefined, contentLength: number, bodyless: boolean): AnswerUsage | undefined {
+  if (bodyless) return undefined;
+  if (eventStream) return new AnswerUsage(true);
+  if (contentLength > USAGE_JSON_MAX_BYTES || !isJson(contentType)) return undefined;
+  return new AnswerUsage(false);
+}
+
+export class AnswerUsage {
+  /** The counts the answer reported; -1 until a usage object with one was read. */
+  promptTokens = -1;
+  completionTokens = -1;
+  /** The bytes after the last `"usage"`, allocated at the first match. */
+  private tail: Buffer | undefined = undefined;
+  /** Bytes kept in `tail`; -1 while not keeping. */
+  private kept = -1;
+  /** How many bytes of `"usage"` the previous read ended with. */
+  private partial = 0;
+  /** A JSON answer: its bytes so far (past USAGE_JSON_MAX_BYTES nothing is counted). */
+  private seen = 0;
+
+  constructor(
+    /** An event stream: a usage ends with its line. */
+    private readonly stream: boolean,
+  ) {}
+
+  /** The answer reported its usage. */
+  get reported(): boolean {
+    return this.promptTokens >= 0;
+  }
+
+  /** The next bytes of the answer (call during the write: it may be a view of a shared buffer). */
+  scan(buf: Buffer): void {
+    const n = buf.length;
+    if (!this.stream) {
+      if (this.seen > USAGE_JSON_MAX_BYTES) return;
+      this.seen += n;
+      if (this.seen > USAGE_JSON_MAX_BYTES) {
+        // Too long to count: whatever was read does not stand.
+        this.promptTokens = this.completionTokens = -1;
+        this.kept = -1;
+        return;
+      }
+    }
+    let i = 0;
+    const partial = this.partial;
+    if (partial > 0) {
+      // The previous read ended with the start of `"usage"` (its only quote is its first byte, so
+      // no other match can start inside that start).
+      this.partial = 0;
+      const rest = NEEDLE.length - partial;
+      let k = 0;
+      while (k < rest && k < n && buf[k] === NEEDLE[partial + k]) k++;
+      if (k === rest) {
+        this.kept = 0;
+        i = rest;
+      } else if (k === n) {
+        this.partial = partial + n;
+        return;
+      }
+    }
+    while (i < n) {
+      if (this.kept >= 0) {
+        i = this.keep(buf, i);
+        continue;
+      }
+      const at = buf.indexOf(NEEDLE, i);
+      if (at < 0) {
+        this.partial = startOfNeedleAtEnd(buf, i);
+        return;
+      }
+      this.kept = 0;
+      i = at + NEEDLE.length;
+    }
+  }
+
+  /** The answer is over: a JSON answer's tail is read now. */
+  end(): void {
+    if (!this.stream && this.kept >= 0 && this.seen <= USAGE_JSON_MAX_BYTES) this.read();
+    this.kept = -1;
+  }
+
+  /** Keeps bytes from `i` until the tail is full or (a stream) the line ends; returns where it stopped. */
+  private keep(buf: Buffer, i: number): number {
+    const tail = (this.tail ??= Buffer.allocUnsafe(USAGE_TAIL_BYTES));
+    let kept = this.kept;
+    const n = buf.length;
+    const stream = this.stream;
+    while (i < n) {
+      const b = buf[i]!;
+      if (stream && (b === LF || b === CR)) {
+        this.kept = kept;
+        this.read();
+        return i;
+      }
+      tail[kept++] = b;
+      i++;
+      if (kept === USAGE_TAIL_BYTES) {
+        this.kept = kept;
+        this.read();
+        return i;
+      }
+    }
+    this.kept = kept;
+    return i;
+  }
+
+  /** Reads the kept tail; a usage with a count replaces the one before. */
+  private read(): void {
+    const n = this.kept;
+    this.kept = -1;
+    const t = this.tail!;
+    let i = skipSpace(t, 0, n);
+    if (i >= n || t[i] !== COLON) return;
+    i = skipSpace(t, i + 1, n);
+    if (i >= n || t[i] !== 0x7b) return;
+    i++;
+    let depth = 1;
+    let key = true;
+    let prompt = -1;
+    let completion = -1;
+    while (i < n && depth > 0) {
+      const b = t[i]!;
+      if (b === QUOTE) {
+        const start = i + 1;
+        i = afterString(t, start, n);
+        if (i < 0) break;
+        if (depth === 1 && key) {
+          key = false;
+          const name = sameBytes(t, start, i - 1, PROMPT) ? 1 : sameBytes(t, start, i - 1, COMPLETION) ? 2 : 0;
+          let j = skipSpace(t, i, n);
+          if (j >= n || t[j] !== COLON) return;
+          j = skipSpace(t, j + 1, n);
+          if (name !== 0) {
+            const value = readCount(t, j, n);
+            if (name === 1) prompt = value;
+            else completion = value;
+          }
+          i = j;
+        }
+        continue;
+      }
+      if (b === 0x7b || b === 0x5b) depth++;
+      else if (b === 0x7d || b === 0x5d) depth--;
+      else if (b === COMMA && depth === 1) key = true;
+      i++;
+    }
+    if (prompt < 0 && completion < 0) return;
+    this.promptTokens = prompt < 0 ? 0 : prompt;
+    this.completionTokens = completion < 0 ? 0 : completion;
+  }
+}
+
+/** How many bytes at the end of `buf` (from `from` on) are the start of `"usage"`. */
+function startOfNeedleAtEnd(buf: Buffer, from: number): number {
+  const n = buf.length;
+  for (let k = Math.max(from, n - NEEDLE.length + 1); k < n; k++) {
+    if (buf[k] !== QUOTE) continue;
+    let m = 1;
+    while (k + m < n && buf[k + m] === NEEDLE[m]) m++;
+    if (k + m === n) return m;
+  }
+  return 0;
+}
+
+function skipSpace(t: Buffer, i: number, n: number): number {
+  while (i < n) {
+    const b = t[i]!;
+    if (b !== 0x20 && b !== 0x09 && b !== LF && b !== CR) break;
+    i++;
+  }
+  return i;
+}
+
+/** After the string whose content starts at `i`: the index past its closing quote, or -1 if the tail ends first. */
+function afterString(t: Buffer, i: number, n: number): number {
+  while (i < n) {
+    const b = t[i]!;
+    if (b === BACKSLASH) i += 2;
+    else if (b === QUOTE) return i + 1;
+    else i++;
+  }
+  return -1;
+}
+
+function sameBytes(t: Buffer, start: number, end: number, name: Buffer): boolean {
+  if (end - start !== name.length) return false;
+  for (let k = 0; k < name.length; k++) if (t[start + k] !== name[k]) return false;
+  return true;
+}
+
+/** A count: a plain non-negative integer that ends inside the tail; -1 otherwise. */
+function readCount(t: Buffer, i: number, n: number): number {
+  let value = 0;
+  let digits = 0;
+  while (i < n) {
+    const b = t[i]!;
+    if (b < 0x30 || b > 0x39) break;
+    value = value * 10 + (b - 0x30);
+    digits++;
+    i++;
+  }
+  if (digits === 0 || digits > 15 || i >= n) return -1;
+  const next = t[i]!;
+  return next === 0x2e || next === 0x65 || next === 0x45 ? -1 : value;
+}
