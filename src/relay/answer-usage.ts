@@ -31,6 +31,11 @@ const COMPLETION = Buffer.from('completion_tokens', 'latin1');
 /** A Content-Type of JSON: `application/json` or `application/…+json`, with or without parameters. */
 export function isJson(contentType: string | undefined): boolean {
   if (contentType === undefined) return false;
+  // The common case without a new string: exactly `application/json`, or it and its parameters.
+  if (contentType.startsWith('application/json')) {
+    const next = contentType.length === 16 ? 0x3b : contentType.charCodeAt(16);
+    if (next === 0x3b || next === 0x20 || next === 0x09) return true;
+  }
   const semi = contentType.indexOf(';');
   const type = (semi < 0 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
