@@ -55,6 +55,15 @@ export const DRAINING_RETRY_AFTER_S = 5;
 /** The window in which an address's authentication failures are counted (and it stays refused). */
 export const AUTH_FAILURE_WINDOW_S = 60;
 
+// used by control/gateway.ts
+/** Cell sets of the limit table beyond twice the limited tokens at start: room for the limited
+ *  tokens a reload adds (512 bytes each; a reload that needs more is refused: restart). */
+export const LIMIT_TABLE_SPARE = 256;
+
+// used by control/gateway.ts
+/** How often the control plane keeps idle tokens' arrival times in the limit table's range (limits/limit-table.ts). */
+export const LIMIT_SWEEP_MS = 60_000;
+
 // used by data/shared-auth-limiter.ts
 /** Failures from one address within the window after which it gets `429 too_many_requests`. */
 export const AUTH_FAILURE_LIMIT = 20;

@@ -10,7 +10,7 @@ import type { Config } from '../config/types.js';
 import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { SAMPLE_INTERVAL_MS } from '../tunables.js';
-import { StatusBoard } from './status.js';
+import { StatusBoard, type StatusBoardOptions } from './status.js';
 import { createStatusSource, type SnapshotSource } from './status-source.js';
 import { MAX_EVENT_STREAMS, STALLED_STREAM_MS } from '../tunables.js';
 
@@ -57,6 +57,8 @@ export interface AdminPageOptions {
   /** The services' replica sets (or control planes), in config order. */
   services: readonly SnapshotSource[];
   relayPort: () => number;
+  /** Every limited token's use now, for /status. */
+  limits?: StatusBoardOptions['limits'];
 }
 
 export class AdminPage {
@@ -72,6 +74,7 @@ export class AdminPage {
       logger: options.logger,
       relayPort: options.relayPort,
       onSample: () => this.broadcast(),
+      ...(options.limits === undefined ? {} : { limits: options.limits }),
     });
     for (const { route, file, type } of ASSETS) {
       const asset = loadAsset(file, type, this.logger);

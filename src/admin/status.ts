@@ -7,6 +7,7 @@
 // histogram, of its bucket counts). The hot path pays nothing for any of it.
 import type { Config } from '../config/types.js';
 import type { Logger } from '../log/logger.js';
+import type { LimitUse } from '../limits/limit-table.js';
 import type { LiveService, ReplicaEjectionStatus, ReplicaLoadStatus, RoutingStatus, ServiceCounters, StatusSource } from './status-source.js';
 import { SAMPLE_INTERVAL_MS, STATUS_HISTORY_SAMPLES, STATUS_MINUTE_SAMPLES, STATUS_POINT_SAMPLES, STATUS_RATE_SAMPLES } from '../tunables.js';
 
@@ -34,7 +35,12 @@ export interface ServiceStatus {
   lastMinute: { requests: number; errors: number };
   /** Streamed answers (text/event-stream): relayed now, and their events over the last minute. */
   stream: StreamStatus;
+  /** Each limited token's use against its limits now (empty: no token of the service is limited). */
+  limits: TokenLimitStatus[];
 }
+
+/** A limited token: its name and, per limit it has, the limit and what is used of it. */
+type TokenLimitStatus = { token: string } & LimitUse;
 
 interface StreamStatus {
   /** Streams being relayed (at the last sample, at most a second old). */
@@ -176,6 +182,8 @@ export interface StatusBoardOptions {
   relayPort: () => number;
   /** Called after each sample, e.g. to push it to the page's event streams. */
   onSample?: () => void;
+  /** Every limited token's use now (limits/limit-cells.ts). */
+  limits?: () => readonly { service: string; token: string; use: LimitUse }[];
 }
 
 export class StatusBoard {
@@ -228,6 +236,7 @@ export class StatusBoard {
     const origin = this.relayOrigin(host);
     const basePath = this.options.config.basePath;
     const services: ServiceStatus[] = [];
+    const limited = this.options.limits?.() ?? [];
     for (const live of this.options.source.now()) {
       const replicas: Record<string, number> = {};
       for (const state of LIVE_STATES) replicas[state] = 0;
@@ -244,6 +253,7 @@ export class StatusBoard {
         loads: live.loads,
         ejections: live.ejections,
         ...this.figures(live.slug),
+        limits: limited.filter((t) => t.service === live.slug).map((t) => ({ token: t.token, ...t.use })),
       });
     }
     return { generatedAt: new Date().toISOString(), services };

@@ -39,7 +39,7 @@ export function reloadTokens(gateway: Gateway, current: Config, load: () => Conf
   return next;
 }
 
-/** Keys whose values differ between two configs, ignoring tokens (the only thing a reload applies). */
+/** Keys whose values differ between two configs, ignoring tokens and services' limits (what a reload applies). */
 function changesBeyondTokens(before: Config, after: Config): string[] {
   const changed: string[] = [];
   const keys = new Set([...Object.keys(before), ...Object.keys(after)] as (keyof Config)[]);
@@ -48,7 +48,7 @@ function changesBeyondTokens(before: Config, after: Config): string[] {
     if (JSON.stringify(before[key]) !== JSON.stringify(after[key])) changed.push(key);
   }
   const withoutTokens = (c: Config): Map<string, string> =>
-    new Map(c.services.map((s) => [s.slug, JSON.stringify({ ...s, tokens: undefined })]));
+    new Map(c.services.map((s) => [s.slug, JSON.stringify({ ...s, tokens: undefined, limits: undefined })]));
   const a = withoutTokens(before);
   const b = withoutTokens(after);
   for (const slug of new Set([...a.keys(), ...b.keys()])) {

@@ -94,6 +94,8 @@ export const DEFAULTS = {
   loadPath: '/metrics',
   loadIntervalMs: 250,
   cacheUsageHigh: 0.9,
+  limitsPrefix: 'sluice:',
+  onStoreDown: 'allow',
 } as const;
 
 // ---------------------------------------------------------------------------------------------
@@ -168,6 +170,15 @@ export const RULE = {
   metricName: "must be a Prometheus metric name (letters, digits, '_' and ':', not starting with a digit)",
   loadWaitingNeeded: 'is required unless replicas.load.preset is set: the metric of the server\'s waiting requests',
   cacheUsageHigh: 'must be a number above 0 and at most 1 (a share of the cache)',
+  limits: 'must be an object with any of requestsPerMinute, concurrent, tokensPerMinute',
+  requestsPerMinute: 'must be an integer from 1 to 1000000 (requests per rolling minute)',
+  concurrent: 'must be an integer from 1 to 1000000 (requests in flight at once, queued ones included)',
+  tokensPerMinute: 'must be an integer from 1 to 1000000000 (LLM tokens per rolling minute)',
+  limitStore: 'must be an object with optional store, prefix and onStoreDown',
+  store: 'must be redis://host:port or redis://host:port/db (db an integer from 0 to 65535)',
+  storeNotBuilt: 'the redis store is not available in this build: remove limits.store (the counters then live in the gateway, exact across its worker threads)',
+  limitsPrefix: 'must be 1 to 64 visible ASCII characters',
+  onStoreDown: 'must be allow or refuse',
   cacheUsageHighAlone: 'applies only with a cache usage metric (replicas.load.cacheUsage, or a preset that has one); set it or remove this key',
 } as const;
 

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { Config } from './types.js';
 import { replicas } from './replicas-schema.js';
 import { routing } from './routing-schema.js';
+import { limits, limitStore } from './limits-schema.js';
 import {
   ALWAYS,
   ALWAYS_FORWARDED,
@@ -89,6 +90,7 @@ const token = strict({
     return z.NEVER;
   }).describe(RULE.sha256),
   priority: int(MIN_PRIORITY, MAX_PRIORITY, RULE.priority).prefault(DEFAULTS.priority),
+  limits,
 });
 
 const tokens = z
@@ -160,6 +162,7 @@ const service = strict({
   }).prefault({}),
   routing: routing.prefault({}),
   replicas,
+  limits,
 }).superRefine((s, ctx) => {
   // Launched and Kubernetes replicas start on a queued request: a service that can neither queue
   // nor keep a replica warm would refuse every request, forever.
@@ -195,6 +198,7 @@ export const configSchema = strict(
     basePath: basePath.prefault(DEFAULTS.basePath),
     drainTimeoutMs: duration().prefault(DEFAULTS.drainTimeoutMs),
     log: strict({ level: logLevel.prefault(DEFAULTS.logLevel) }).prefault({}),
+    limits: limitStore.prefault({}),
     services,
   },
   RULE.root,

@@ -8,6 +8,28 @@ export interface TokenConfig {
   sha256: string;
   /** Its requests' place in the queue: higher goes first (default 0). */
   priority: number;
+  /** Its own limits, which replace the service's (docs/configuration.md#limits-per-caller). */
+  limits?: LimitsConfig | undefined;
+}
+
+/** `limits` of a token or a service: every key optional; absent = no limit of that kind. */
+export interface LimitsConfig {
+  /** Requests admitted per rolling 60 s: a burst of up to this many, then one every 60/n s. */
+  requestsPerMinute?: number | undefined;
+  /** Requests of the token in flight at once, queued ones included. */
+  concurrent?: number | undefined;
+  /** LLM tokens (prompt + completion) per rolling 60 s, settled answers plus reservations. */
+  tokensPerMinute?: number | undefined;
+}
+
+/** Top-level `limits`: where the counters live. */
+interface LimitStoreConfig {
+  /** Absent: in the gateway, exact across its worker threads. */
+  store?: string | undefined;
+  /** Prefix of the store's keys. */
+  prefix: string;
+  /** What requests get while the store cannot be reached. */
+  onStoreDown: 'allow' | 'refuse';
 }
 
 /** The model servers whose load metrics `replicas.load.preset` names. */
@@ -84,6 +106,8 @@ export interface ServiceConfig {
   uploads: { bufferBytes: number };
   routing: RoutingConfig;
   replicas: ReplicasConfig;
+  /** Limits of each of its tokens that has none of its own. */
+  limits?: LimitsConfig | undefined;
 }
 
 interface ListenConfig {
@@ -101,5 +125,6 @@ export interface Config {
   basePath: string;
   drainTimeoutMs: number;
   log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent' };
+  limits: LimitStoreConfig;
   services: ServiceConfig[];
 }

@@ -20,6 +20,10 @@ import { DataPlane } from '../data/data-plane.js';
 import { createApp, listenOn } from '../data/listen.js';
 import { loadUwsBuild, uws, uwsBuild } from '../http/uws-build.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
+import { LimitCells, limitedTokens } from '../limits/limit-cells.js';
+import { createLimitBuffer, LimitTable } from '../limits/limit-table.js';
+import type { TokensReload } from '../replicas/messages.js';
+import { LIMIT_SWEEP_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
 import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
 import { Refusals } from '../relay/refusal.js';
 import { RequestIds } from '../relay/request-ids.js';
@@ -72,6 +76,12 @@ class ControlPlane implements Gateway, OpsSource {
   private readonly flagsBuffer = new SharedArrayBuffer(4 * FLAG_COUNT);
   private readonly flags = new Int32Array(this.flagsBuffer);
   private readonly authFailures = createAuthLimiterBuffer();
+  /** The limit table every data plane shares, and which token has which of its cell sets. */
+  private readonly limitBuffer: SharedArrayBuffer;
+  private readonly limitCells: LimitCells;
+  private readonly limitSweep: NodeJS.Timeout;
+  /** The tokens as last applied (start or reload): what a replacement worker starts with. */
+  private tokens: TokensReload[];
   private readonly services: ServiceControl[] = [];
   /** `workers: 1`: the data plane on this thread and the services' local halves. */
   private local: { plane: DataPlane; sets: LocalReplicaSet[] } | undefined;
@@ -93,6 +103,11 @@ class ControlPlane implements Gateway, OpsSource {
     // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
     this.workers = resolveWorkers(config.workers);
     this.registry = new Metrics(config.services.map((s) => s.slug));
+    this.limitBuffer = createLimitBuffer(2 * limitedTokens(config) + LIMIT_TABLE_SPARE, this.workers);
+    this.limitCells = new LimitCells(new LimitTable(this.limitBuffer));
+    this.tokens = this.tokensOf(config);
+    this.registry.rateLimited(() => this.limitCells.refusals());
+    this.limitSweep = setInterval(() => this.limitCells.sweep(), LIMIT_SWEEP_MS).unref();
     const ops = config.admin === undefined ? this : undefined;
     const tuning = options.testHooks?.kubernetesTuning;
     const kindOptions: KindOptions = tuning === undefined ? {} : { kubernetes: { tuning } };
@@ -106,7 +121,7 @@ class ControlPlane implements Gateway, OpsSource {
           this.services.push(set.control);
         }
       });
-      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, ops });
+      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, limits: this.limitBuffer, limitCells: this.cellsFor(config), thread: 0, ops });
       this.local = { plane, sets };
     } else {
       // Each worker counts into its own shared store; a scrape sums them (metrics/collectors.ts).
@@ -117,7 +132,7 @@ class ControlPlane implements Gateway, OpsSource {
         logger: this.logger,
         services: this.services,
         init: (thread, port) => ({
-          config,
+          config: this.withTokens(config),
           thread,
           port,
           slots: this.services.map((service) => service.slots.init),
@@ -125,11 +140,14 @@ class ControlPlane implements Gateway, OpsSource {
           store: stores[thread]!.buffer as SharedArrayBuffer,
           flags: this.flagsBuffer,
           authFailures: this.authFailures,
+          limits: this.limitBuffer,
+          limitCells: this.cellsFor(config),
           testRoutes: options.testHooks?.crashRoute ?? false,
           uwsBuild: uwsBuild()!.id,
           poolCloseMs: replicaTuning.poolCloseMs ?? DEFAULT_TUNING.poolCloseMs,
         }),
         render: () => this.metricsText(),
+        limitsGone: (thread) => this.limitCells.reclaim(thread),
         countersOf: (thread) => stores[thread]!,
       });
       this.buildServices(() => {
@@ -143,7 +161,7 @@ class ControlPlane implements Gateway, OpsSource {
       this.adminApp = uws().App();
       const refusals = new Refusals(this.logger, new RequestIds());
       addOpsRoutes(this.adminApp, this, this.logger, refusals);
-      this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.registry, services: this.services, relayPort: () => this.port });
+      this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.registry, services: this.services, relayPort: () => this.port, limits: () => this.limitCells.usage() });
       this.adminApp.any('/*', (res, req) => refusals.refuse(res, new RelayError('not_found'), false, undefined, req.getMethod() === 'head'));
     }
   }
@@ -250,6 +268,7 @@ class ControlPlane implements Gateway, OpsSource {
   }
 
   private async runClose(): Promise<void> {
+    clearInterval(this.limitSweep);
     Atomics.store(this.flags, FLAG_DRAINING, 1);
     if (this.adminSocket !== undefined) uws().us_listen_socket_close(this.adminSocket);
     this.adminSocket = undefined;
@@ -266,8 +285,34 @@ class ControlPlane implements Gateway, OpsSource {
     this.logger.info({}, 'gateway closed');
   }
 
+  /** Each service's tokens and limits in `config`, with the cell sets of its limited tokens (assigned now). */
+  private tokensOf(config: Config): TokensReload[] {
+    const cells = this.limitCells.assign(config);
+    return config.services.map((s, i) => ({ slug: s.slug, tokens: s.tokens, limits: s.limits, cells: cells[i]! }));
+  }
+
+  /** The start config with the tokens as last applied, for a worker started now (the rest of a reload waits for a restart). */
+  private withTokens(config: Config): Config {
+    const bySlug = new Map(this.tokens.map((t) => [t.slug, t]));
+    return {
+      ...config,
+      services: config.services.map((s) => {
+        const now = bySlug.get(s.slug);
+        return now === undefined ? s : { ...s, tokens: now.tokens, limits: now.limits };
+      }),
+    };
+  }
+
+  /** Per service of the start config, each token's cell set as last applied (withTokens's tokens). */
+  private cellsFor(config: Config): number[][] {
+    const bySlug = new Map(this.tokens.map((t) => [t.slug, t.cells]));
+    return config.services.map((s) => bySlug.get(s.slug) ?? s.tokens.map(() => -1));
+  }
+
   reload(config: Config): void {
-    const services = config.services.map((s) => ({ slug: s.slug, tokens: s.tokens }));
+    // Throws (the reload is refused, nothing changed) when the limit table has no room for the new limited tokens.
+    const services = this.tokensOf(config);
+    this.tokens = services;
     // The queue's depth series follow the tokens' priorities (a restart adds services).
     for (const { slug, tokens } of services) this.services.find((service) => service.slug === slug)?.tokensReloaded(tokens);
     if (this.local !== undefined) {

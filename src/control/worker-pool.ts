@@ -26,6 +26,8 @@ export interface WorkerPoolOptions {
   render(): Promise<{ text: string; contentType: string }>;
   /** Thread `thread`'s request counters (their in-flight gauge is reset when it dies). */
   countersOf(thread: number): RequestCounters;
+  /** Thread `thread` died: what its requests held of the limits per caller is given back; returns the places. */
+  limitsGone(thread: number): number;
 }
 
 /** One worker thread and the per-service links the control plane uses to reach it. */
@@ -147,12 +149,13 @@ export class WorkerPool {
     let given = 0;
     for (const service of this.options.services) given += service.threadGone(h.thread);
     this.options.countersOf(h.thread).forgetInflight();
+    const limitPlaces = this.options.limitsGone(h.thread);
     if (this.closing) return;
     const now = performance.now();
     if (now - h.startedAt >= WORKER_STABLE_MS) this.quickDeaths[h.thread] = 0;
     const deaths = (this.quickDeaths[h.thread] = (this.quickDeaths[h.thread] ?? 0) + 1);
     const delay = backoffMs(WORKER_RESPAWN_BASE_MS, WORKER_RESPAWN_MAX_MS, deaths);
-    this.options.logger.error({ worker: h.thread, code, slotsGivenBack: given, restartInMs: delay }, 'worker died; replacing it');
+    this.options.logger.error({ worker: h.thread, code, slotsGivenBack: given, limitPlacesGivenBack: limitPlaces, restartInMs: delay }, 'worker died; replacing it');
     setTimeout(() => {
       if (this.closing) return;
       this.start(h.thread, this.port, true).then(

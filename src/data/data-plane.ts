@@ -3,10 +3,13 @@
 // (src/data/worker.ts), or on the main thread with `workers: 1`.
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { AccessLog } from '../log/access-log.js';
-import type { Config, TokenConfig } from '../config/types.js';
+import type { Config } from '../config/types.js';
+import { LimitTable } from '../limits/limit-table.js';
 import type { Logger } from '../log/logger.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
 import { accessLine, finishedRequest } from '../relay/finished-request.js';
+import { settledTokens } from '../relay/request-limits.js';
+import type { TokensReload } from '../replicas/messages.js';
 import { Refusals } from '../relay/refusal.js';
 import type { RelayRequest } from '../relay/relay.js';
 import { RequestFilter, type RequestFilterOwner, ServiceEntry } from '../relay/request-filter.js';
@@ -26,6 +29,11 @@ export interface DataPlaneOptions {
   counter: RequestCounters;
   /** The gateway-wide authentication failure table (shared-auth-limiter.ts). */
   authFailures: SharedArrayBuffer;
+  /** The gateway-wide limit table (limits/limit-table.ts) and, per service, each token's cell set or -1. */
+  limits: SharedArrayBuffer;
+  limitCells: readonly (readonly number[])[];
+  /** This data plane's thread index (its row of holds in the limit table); 0 on the main thread. */
+  thread: number;
   /** The gateway-wide state the ops endpoints report, when they are on the relay listener. */
   ops: OpsSource | undefined;
   /** Test builds only (NODE_ENV=test and SLUICE_TEST_HOOKS=1): extra routes on the relay listener. */
@@ -46,6 +54,7 @@ export class DataPlane implements RequestFilterOwner {
   private readonly accessLog: AccessLog;
   private readonly counter: RequestCounters;
   private readonly ops: OpsSource | undefined;
+  private readonly limitTable: LimitTable;
 
   constructor(private readonly options: DataPlaneOptions) {
     const { config } = options;
@@ -53,8 +62,11 @@ export class DataPlane implements RequestFilterOwner {
     this.accessLog = new AccessLog(options.logger);
     this.counter = options.counter;
     this.ops = options.ops;
+    this.limitTable = new LimitTable(options.limits, options.thread);
     const services = new Map<string, ServiceEntry>();
-    config.services.forEach((service, i) => services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i), this.counter.tokens)));
+    config.services.forEach((service, i) =>
+      services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i), this.limitTable, options.limitCells[i]!, this.counter.tokens)),
+    );
     const ids = new RequestIds();
     const refusals = new Refusals(this.logger, ids);
     this.filter = new RequestFilter(config.basePath, services, this, new SharedAuthLimiter(options.authFailures), ids, refusals);
@@ -83,6 +95,7 @@ export class DataPlane implements RequestFilterOwner {
   onRelayFinished(r: RelayRequest): void {
     this.inflight -= 1;
     const f = finishedRequest(r, performance.now());
+    if (r.limit !== undefined) this.limitTable.end(r.limit, r.reserved, settledTokens(r, f));
     this.counter.finished(f.slug, f.status, f.outcome, f.bytesIn, f.bytesOut, f.ttfbMs / 1000, f.ms / 1000);
     if (f.promptTokens > 0 || f.completionTokens > 0) this.counter.tokens.add(r.token.usagePlace, f.promptTokens, f.completionTokens);
     if (this.accessLog.enabled(f.failed)) this.accessLog.write(accessLine(r, f), f.failed);
@@ -115,12 +128,12 @@ export class DataPlane implements RequestFilterOwner {
   }
 
   /** Applies reloaded tokens; the slugs that are not served here (a restart adds services). */
-  reload(services: readonly { slug: string; tokens: TokenConfig[] }[]): string[] {
+  reload(services: readonly TokensReload[]): string[] {
     const ignored: string[] = [];
     for (const next of services) {
       const service = this.filter.services.get(next.slug);
       if (service === undefined) ignored.push(next.slug);
-      else service.tokens = service.entries(next.tokens);
+      else service.tokens = service.entries(next.tokens, next.limits, next.cells);
     }
     return ignored;
   }

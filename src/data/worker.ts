@@ -46,6 +46,9 @@ const plane = new DataPlane({
   logger,
   replicas: views,
   authFailures: init.authFailures,
+  limits: init.limits,
+  limitCells: init.limitCells,
+  thread: init.thread,
   counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug)), init.store),
   ops:
     config.admin === undefined

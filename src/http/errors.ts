@@ -23,6 +23,7 @@ const ERROR_CODES = [
   'service_not_found',
   'method_not_allowed',
   'too_many_requests',
+  'rate_limited',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -45,6 +46,7 @@ const CODES: Record<ErrorCode, { status: number; message: string; source: ErrorS
   method_not_allowed: { status: 405, message: 'This method is not enabled for the service.', source: 'caller' },
   payload_too_large: { status: 413, message: 'The request body is larger than the service accepts.', source: 'caller' },
   too_many_requests: { status: 429, message: 'Too many failed authentication attempts; retry later.', source: 'caller' },
+  rate_limited: { status: 429, message: 'A limit of this token is reached; retry later.', source: 'caller' },
   // Not sent to anyone (the caller is gone); it names the outcome in logs and metrics.
   client_closed: { status: 499, message: 'The caller closed the connection.', source: 'caller' },
   upstream_unavailable: { status: 502, message: 'The service replica could not be reached.', source: 'replica' },
@@ -64,6 +66,8 @@ export interface RelayErrorOptions {
   headers?: Record<string, string>;
   /** True when the replica never received a byte, so the request may go to another replica. */
   retryable?: boolean;
+  /** `rate_limited`: the limit that refused the request, named in the body as `limit`. */
+  limit?: string;
 }
 
 export class RelayError extends Error {
@@ -72,6 +76,7 @@ export class RelayError extends Error {
   readonly source: ErrorSource;
   readonly headers: Record<string, string> | undefined;
   readonly retryable: boolean;
+  readonly limit: string | undefined;
 
   constructor(code: ErrorCode, options: RelayErrorOptions = {}) {
     const spec = CODES[code];
@@ -82,10 +87,12 @@ export class RelayError extends Error {
     this.source = spec.source;
     this.headers = options.headers;
     this.retryable = options.retryable ?? false;
+    this.limit = options.limit;
   }
 
-  /** The JSON body sent to the caller: `{"error":{"code":…,"message":…}}`. */
+  /** The JSON body sent to the caller: `{"error":{"code":…,"message":…}}` (and `limit` for `rate_limited`). */
   body(): string {
+    if (this.limit !== undefined) return JSON.stringify({ error: { code: this.code, message: this.message, limit: this.limit } });
     return JSON.stringify({ error: { code: this.code, message: this.message } });
   }
 }

@@ -101,6 +101,24 @@ export class Metrics implements ReplicaEvents {
     this.stores.push(store);
   }
 
+  /**
+   * sluice_rate_limited_total{service,token,limit}: read at each scrape from `rows` (the limit
+   * table's refusal counts of every limited token, limits/limit-cells.ts), so counting a refusal
+   * costs the request path one atomic add and no message.
+   */
+  rateLimited(rows: () => readonly { service: string; token: string; limit: string; value: number }[]): void {
+    new Counter({
+      name: 'sluice_rate_limited_total',
+      help: 'Requests refused with 429 rate_limited, by service, token name and limit (requestsPerMinute, concurrent, tokensPerMinute).',
+      labelNames: ['service', 'token', 'limit'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const row of rows()) this.labels(row.service, row.token, row.limit).inc(row.value);
+      },
+    });
+  }
+
   requestStarted(): void {
     this.counters.started();
   }

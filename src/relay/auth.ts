@@ -8,7 +8,10 @@
 // the life of the process, where today only digests do and a presented token lives only as long
 // as its request; and a Map keyed by presented strings compares them with an early exit (not
 // constant time) and, holding wrong tokens too, grows without bound.
-import type { TokenConfig } from '../config/types.js';
+import type { LimitsConfig, TokenConfig } from '../config/types.js';
+import { effectiveLimits } from '../limits/limit-cells.js';
+import type { LimitTable, TokenLimit } from '../limits/limit-table.js';
+import { ratelimitPolicy } from '../limits/rate-limit-headers.js';
 import { digestWords, sameDigest, sha256Ascii } from './sha256.js';
 
 export interface TokenEntry {
@@ -18,6 +21,8 @@ export interface TokenEntry {
   readonly digest: Int32Array;
   /** Its requests' priority in the queue. */
   readonly priority: number;
+  /** Its limits' cell set in the limit table, if it has limits (docs/api.md#limits-per-caller). */
+  readonly limit: TokenLimit | undefined;
   /** Where this thread counts its LLM token usage (metrics/token-usage.ts); -1: nowhere. */
   readonly usagePlace: number;
 }
@@ -25,9 +30,24 @@ export interface TokenEntry {
 /** Why a request was not authenticated: `missing` and `invalid` are 401, `malformed` is 400. */
 export type AuthFailure = 'missing' | 'malformed' | 'invalid';
 
-/** The entries of `tokens`; `placeOf` gives each its place for LLM token usage (at build time, not per request). */
-export function tokenEntries(tokens: readonly TokenConfig[], placeOf: (name: string) => number = () => -1): TokenEntry[] {
-  return tokens.map((t) => ({ name: t.name, digest: digestWords(Buffer.from(t.sha256, 'hex')), priority: t.priority, usagePlace: placeOf(t.name) }));
+/**
+ * The service's tokens as the hot path reads them. `cells`: each token's cell set in `table`, or -1
+ * (the control plane's assignment: limits/limit-cells.ts); `serviceLimits` apply to a token with none.
+ * `placeOf` gives each its place for LLM token usage (at build time, not per request).
+ */
+export function tokenEntries(
+  tokens: readonly TokenConfig[],
+  serviceLimits?: LimitsConfig,
+  cells?: readonly number[],
+  table?: LimitTable,
+  placeOf: (name: string) => number = () => -1,
+): TokenEntry[] {
+  return tokens.map((t, i) => {
+    const limits = effectiveLimits({ limits: serviceLimits }, t);
+    const cell = cells?.[i] ?? -1;
+    const limit = limits === undefined || cell < 0 || table === undefined ? undefined : { cell, gen: table.generation(cell), limits, policy: ratelimitPolicy(limits) };
+    return { name: t.name, digest: digestWords(Buffer.from(t.sha256, 'hex')), priority: t.priority, limit, usagePlace: placeOf(t.name) };
+  });
 }
 
 // RFC 6750 section 2.1: credentials = "Bearer" 1*SP b64token; b64token = 1*( ALPHA / DIGIT /

@@ -225,6 +225,11 @@ export class CallerBody {
     return { chunks: this.queue, final: this.complete || this.paused };
   }
 
+  /** The body's first bytes as far as they are here (during `onBodyStart`, at least its first piece). */
+  firstBytes(): Uint8Array | undefined {
+    return this.wholeView ?? this.whole ?? this.queue[0];
+  }
+
   /** The request waits for a replica: keep at most HOLD_HIGH_WATER bytes, then pause the caller. */
   hold(): void {
     this.highWater = HOLD_HIGH_WATER;

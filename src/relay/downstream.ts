@@ -42,6 +42,9 @@ export class Downstream {
   firstByteAt = 0;
   /** Sluice sent `200 text/event-stream` while the request waited for its replica. */
   keptAlive = false;
+  /** A limited token's `RateLimit-Policy` and `RateLimit` values ('': none). */
+  private ratelimitPolicy = '';
+  private ratelimitValue = '';
 
   private status = 200;
   private contentType: string | undefined = undefined;
@@ -145,6 +148,7 @@ export class Downstream {
       res.writeStatus('200 OK');
       res.writeHeader('content-type', 'text/event-stream');
       res.writeHeader('x-request-id', this.requestId);
+      this.writeRatelimit();
       if (this.closeAfter) res.writeHeader('connection', 'close');
     }
     this.bytesOut += WAITING_COMMENT.length; // ASCII: one byte a character
@@ -230,8 +234,21 @@ export class Downstream {
     return this.status;
   }
 
+  /** The answer of a limited token's request carries these (rate-limit-headers.ts). */
+  ratelimit(policy: string, value: string): void {
+    this.ratelimitPolicy = policy;
+    this.ratelimitValue = value;
+  }
+
+  private writeRatelimit(): void {
+    if (this.ratelimitPolicy === '') return;
+    this.res.writeHeader('ratelimit-policy', this.ratelimitPolicy);
+    this.res.writeHeader('ratelimit', this.ratelimitValue);
+  }
+
   private writeHead(): void {
     writeReturnedHead(this.res, this.status, this.contentType, this.total, this.bodyless, this.requestId, this.closeAfter);
+    this.writeRatelimit();
     this.headersSent = true;
     this.firstByteAt = performance.now();
   }

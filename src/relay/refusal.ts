@@ -34,6 +34,6 @@ export class Refusals {
   answer(res: HttpResponse, error: RelayError, after: AfterError, service: string | undefined, head: boolean): void {
     const id = this.ids.next();
     writeError(res, error, id, after, head);
-    this.logger.info({ reqId: id, service, status: error.status, outcome: error.code }, 'request refused');
+    this.logger.info({ reqId: id, service, status: error.status, outcome: error.code, limit: error.limit }, 'request refused');
   }
 }

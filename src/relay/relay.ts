@@ -34,6 +34,8 @@ import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, 
 import { isEventStream } from './sse-events.js';
 import { StreamFlag } from './stream-request.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
+import type { TokenLimit } from '../limits/limit-table.js';
+import { reserveTokens } from '../limits/max-tokens.js';
 
 /** Told once per request, when it is over. */
 export interface RelayObserver {
@@ -85,6 +87,11 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   private streamFlag: StreamFlag | undefined = undefined;
   /** After keep-alive comments, a replica's answer that cannot follow them: it becomes an error event. */
   private asError: AnswerAsError | undefined = undefined;
+
+  /** Its token's limits, when it has some (admitted by the request filter; ended once, by the data plane). */
+  limit: TokenLimit | undefined = undefined;
+  /** The tokens it reserved of tokensPerMinute (its body's max_tokens). */
+  reserved = 0;
 
   /** The connection carrying the exchange, once it is ready. */
   private connection: UpstreamExchange | undefined = undefined;
@@ -194,6 +201,8 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   /** The body's first bytes are here (or all of it). */
   onBodyStart(): void {
+    // Never after the end: a reservation then would never be settled.
+    if (this.limit !== undefined && this.phase !== 'done') this.reserved = reserveTokens(this.service.limitTable, this.limit, this.body.firstBytes());
     if (this.replica !== undefined && this.phase === 'waiting') this.dispatch();
   }
 

@@ -9,7 +9,7 @@
 // Every refusal is answered on the next turn of the event loop (refusal.ts), but a 413 from a
 // valid Content-Length, answered at once; then a RelayRequest (relay.ts) takes over.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import type { ServiceConfig, TokenConfig } from '../config/types.js';
+import type { LimitsConfig, ServiceConfig, TokenConfig } from '../config/types.js';
 import { drainingError, RelayError } from '../http/errors.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
 import type { TokenUsage } from '../metrics/token-usage.js';
@@ -25,6 +25,8 @@ import { type RelayObserver, RelayRequest } from './relay.js';
 import type { ServiceRuntime } from './service-runtime.js';
 import type { RequestIds } from './request-ids.js';
 import { HeldBodies } from './held-bodies.js';
+import type { LimitTable } from '../limits/limit-table.js';
+import { admitted, rateLimited } from './request-limits.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
 export class ServiceEntry implements ServiceRuntime {
@@ -42,10 +44,13 @@ export class ServiceEntry implements ServiceRuntime {
     /** The service's index in the config (metrics). */
     readonly index: number,
     readonly streams: StreamCounters,
+    readonly limitTable: LimitTable,
+    /** Each token's cell set in the limit table, or -1 (the control plane's assignment). */
+    cells: readonly number[],
     /** This thread's LLM token usage counts (every service's). */
     readonly usage: TokenUsage,
   ) {
-    this.tokens = this.entries(config.tokens);
+    this.tokens = this.entries(config.tokens, config.limits, cells);
     this.forward = new Set(config.forwardHeaders.filter((name) => name !== 'content-type' && name !== 'accept'));
     this.methods = new Set(config.methods);
     this.allow = config.methods.join(', ');
@@ -53,9 +58,9 @@ export class ServiceEntry implements ServiceRuntime {
     this.held = new HeldBodies(config);
   }
 
-  /** The token table of `tokens` (at start and on reload), each token with its usage place. */
-  entries(tokens: readonly TokenConfig[]): TokenEntry[] {
-    return tokenEntries(tokens, (name) => this.usage.place(this.index, name));
+  /** The token table of `tokens` (at start and on reload): each token with its limits' cells and its usage place. */
+  entries(tokens: readonly TokenConfig[], limits: LimitsConfig | undefined, cells: readonly number[]): TokenEntry[] {
+    return tokenEntries(tokens, limits, cells, this.limitTable, (name) => this.usage.place(this.index, name));
   }
 }
 
@@ -181,10 +186,17 @@ export class RequestFilter {
     }
     // An empty value names no session: the request is routed as one without the header.
     const affinity = headers.affinity === undefined || headers.affinity === '' ? NO_AFFINITY : hashKey(headers.affinity);
+    // Limits per caller: the last check, so that a request refused for anything else uses none of them.
+    const limit = auth.limit;
+    if (limit !== undefined && service.limitTable.admit(limit) !== undefined) {
+      this.refuse(res, rateLimited(service.limitTable, limit, auth.name), hasBody, service, head);
+      return;
+    }
     const target = query === undefined ? path : `${path}?${query}`;
     const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
+    if (limit !== undefined) admitted(request, limit, service.limitTable);
     this.owner.onRelayStarted();
     request.start();
   };

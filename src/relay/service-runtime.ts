@@ -1,6 +1,7 @@
 // What a relayed request (relay.ts) is given of its service: the service as this thread sees it,
 // rebuilt when tokens are reloaded.
 import type { ServiceConfig } from '../config/types.js';
+import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
 import type { ReplicaSet } from '../replicas/types.js';
 import type { HeldBodies } from './held-bodies.js';
@@ -13,4 +14,6 @@ export interface ServiceRuntime {
   readonly streams: StreamCounters;
   /** This thread's account of the service's waiting and held request bodies. */
   readonly held: HeldBodies;
+  /** The gateway's limit table, as this thread reads it (limits/limit-table.ts). */
+  readonly limitTable: LimitTable;
 }

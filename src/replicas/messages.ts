@@ -2,7 +2,7 @@
 // MessagePort per worker carries all of them, so they arrive in the order they were posted (an
 // announced replica is known before a grant on it). None is sent per request on the fast path.
 // The calls of link.ts's two interfaces travel on the same port as `LinkCall`s (port-link.ts).
-import type { Config, TokenConfig } from '../config/types.js';
+import type { Config, LimitsConfig, TokenConfig } from '../config/types.js';
 import type { LinkCall } from './port-link.js';
 import type { SlotTableInit } from './slots.js';
 
@@ -24,6 +24,10 @@ export interface WorkerInit {
   flags: SharedArrayBuffer;
   /** The gateway-wide authentication failure table (data/shared-auth-limiter.ts). */
   authFailures: SharedArrayBuffer;
+  /** The gateway-wide limit table (limits/limit-table.ts). */
+  limits: SharedArrayBuffer;
+  /** Per service, in config order: each token's cell set in `limits`, or -1 (limits/limit-cells.ts). */
+  limitCells: number[][];
   /** Test builds only: serve the route that makes a worker fail (GatewayOptions.testHooks). */
   testRoutes: boolean;
   /** The front end's build the main thread chose (http/uws-build.ts): every thread loads the same. */
@@ -32,10 +36,18 @@ export interface WorkerInit {
   poolCloseMs: number;
 }
 
+/** A service's reloaded tokens: the tokens, the service's limits, each token's cell set or -1. */
+export interface TokensReload {
+  slug: string;
+  tokens: TokenConfig[];
+  limits: LimitsConfig | undefined;
+  cells: number[];
+}
+
 /** Main → worker. A `LinkCall` is a call of a service's `ViewLink` (`s`: its index in the config). */
 export type ToWorker =
   | LinkCall
-  | { t: 'tokens'; services: { slug: string; tokens: TokenConfig[] }[] }
+  | { t: 'tokens'; services: TokensReload[] }
   | { t: 'drain'; timeoutMs: number }
   | { t: 'close' }
   | { t: 'metrics'; id: number; text: string; contentType: string; failed: boolean };

@@ -25,7 +25,7 @@ async function post(url: string, body = '{}'): Promise<{ status: number; text: s
   return { status: res.statusCode, text: await res.body.text() };
 }
 
-const KEYS = ['baseUrl', 'ejections', 'inflight', 'kind', 'lastMinute', 'loads', 'queued', 'replicas', 'requestsPerSecond', 'routing', 'slug', 'state', 'stream', 'ttfbMs'];
+const KEYS = ['baseUrl', 'ejections', 'inflight', 'kind', 'lastMinute', 'limits', 'loads', 'queued', 'replicas', 'requestsPerSecond', 'routing', 'slug', 'state', 'stream', 'ttfbMs'];
 
 test('/status: one entry per service with its fields, kinds and states, and a base URL that works', async () => {
   const f = await fixture();
@@ -173,7 +173,7 @@ test('/status, / and /status/events are never served on the relay listener', asy
   }
 });
 
-test('no token, digest or token name appears in /status or its event stream', async () => {
+test('no token or digest appears in /status or its event stream, nor the name of a token without limits', async () => {
   const f = await fixture();
   assert.equal((await post(f.tg.url('/ok', 'api'))).status, 200);
   await eventually(async () => (await f.service('api')).lastMinute.requests === 1, 10_000, 'the request counted');

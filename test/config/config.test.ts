@@ -48,6 +48,7 @@ test('a minimal config gets every default', () => {
     basePath: '/api/v1/services',
     drainTimeoutMs: 30000,
     log: { level: 'info' },
+    limits: { prefix: 'sluice:', onStoreDown: 'allow' },
     services: [
       {
         slug: 'demo',
@@ -86,10 +87,12 @@ test('a full config keeps every value it sets', (t) => {
     basePath: '/v2',
     drainTimeoutMs: 1000,
     log: { level: 'debug' },
+    limits: { prefix: 'gw:', onStoreDown: 'refuse' },
     services: [
       {
         slug: 'launched-1',
-        tokens: [{ name: 'a', sha256: DIGEST, priority: 10 }, { name: 'b', sha256: DIGEST2, priority: -3 }],
+        tokens: [{ name: 'a', sha256: DIGEST, priority: 10, limits: { requestsPerMinute: 60, concurrent: 2, tokensPerMinute: 100000 } }, { name: 'b', sha256: DIGEST2, priority: -3 }],
+        limits: { concurrent: 1 },
         methods: ['POST', 'PUT'],
         forwardHeaders: ['x-tenant'],
         maxRequestBytes: 1,

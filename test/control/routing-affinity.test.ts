@@ -1,5 +1,5 @@
 // Session affinity (`routing.affinityHeader`) through the real gateway: a session stays on its
-// replica, sessions spread evenly, a burst of one session overflows within the load bound, a
+// replica, sessions are placed as the ring built from the replicas' origins says, a burst of one session overflows within the load bound, a
 // replica leaving moves only its own sessions, the same session goes to the same replica through
 // every worker, and the header reaches the replica only when `forwardHeaders` lists it. Without
 // the feature, equal replicas take sequential requests in turn.
@@ -11,6 +11,7 @@ import { type LoadReplica, startLoadReplica } from '../helpers/load-replica.js';
 import { parseResponse, rawExchange } from '../helpers/raw-http.js';
 import { connectionsOnEveryWorker } from '../helpers/workers.js';
 import { eventually } from '../helpers/wait.js';
+import { AffinityRing, hashKey } from '../../src/replicas/affinity-ring.js';
 
 const open: { close(): Promise<void> }[] = [];
 after(async () => {
@@ -44,7 +45,7 @@ test('without a session, equal replicas take sequential requests in turn', async
   assert.deepEqual(names, ['a', 'b', 'c', 'a', 'b', 'c', 'a', 'b', 'c']);
 });
 
-test('a session stays on its replica; sessions spread evenly; the header is not forwarded', async () => {
+test('a session stays on its replica, the one the ring of replica origins names; the header is not forwarded', async () => {
   const list = await replicas(3);
   const tg = await gateway(list);
   const home = new Map<string, string>();
@@ -56,8 +57,13 @@ test('a session stays on its replica; sessions spread evenly; the header is not 
       else assert.equal(name, home.get(`conversation-${s}`), `conversation-${s}, turn ${turn}`);
     }
   }
-  const perReplica = [...home.values()].reduce<Record<string, number>>((c, n) => ((c[n] = (c[n] ?? 0) + 1), c), {});
-  for (const r of ['a', 'b', 'c']) assert.ok((perReplica[r] ?? 0) >= 20 && (perReplica[r] ?? 0) <= 47, `replica ${r}: ${perReplica[r] ?? 0} of 100 sessions`);
+  // Each session's home is its owner on the ring built from the replicas' origins, as every
+  // gateway in front of them builds it. (Even shares are the ring's unit test, with fixed origins:
+  // here the ports are random, so 100 sessions split 33 ± 15 by chance.)
+  const ring = new AffinityRing();
+  list.forEach((r, slot) => ring.set(slot, new URL(r.url).origin));
+  for (const [session, name] of home) assert.equal(name, list[ring.owners[ring.first(hashKey(session))]!]!.name, session);
+  assert.equal(new Set(home.values()).size, 3, 'every replica has sessions');
   for (const r of list) for (const seen of r.seen) assert.equal(seen.headers['x-session-id'], undefined, 'not forwarded');
   // Requests without the header are spread as usual.
   const plain = new Set<string>();

@@ -2,7 +2,7 @@
 // (GET status/events: the chart history once, then the status and a chart point every second),
 // and the Request dialog (its examples: snippets.js). Plain JavaScript modules, no build step, no
 // framework, nothing from elsewhere.
-import { ejectionsText, loadsText, routingText } from './routing-text.js';
+import { ejectionsText, limitsText, loadsText, routingText } from './routing-text.js';
 import { MODEL_NAME, NOTES, snippet } from './snippets.js';
 
 /** Chart points kept per service: five minutes at one a second. */
@@ -116,6 +116,8 @@ function render(item, status) {
   f.loads.hidden = f.loads.textContent === '';
   set(f.ejections, ejectionsText(status.ejections, Date.now()));
   f.ejections.hidden = f.ejections.textContent === '';
+  set(f.limits, limitsText(status.limits));
+  f.limits.hidden = f.limits.textContent === '';
   drawCharts(item);
 }
 

@@ -1,5 +1,6 @@
 // How the overview page words a service's replica choice, its replicas' load readings and their
-// ejections, from the `routing`, `loads` and `ejections` fields of /status. Pure functions: no DOM, so they are tested in
+// ejections, and its limited tokens' use, from the `routing`, `loads`, `ejections` and `limits`
+// fields of /status. Pure functions: no DOM, so they are tested in
 // Node as they are shipped.
 
 /** `fewest in flight`, `queue-aware`, and the affinity header when there is one. */
@@ -41,6 +42,26 @@ export function ejectionsText(ejections, now) {
       if (!e.ejected) return `${e.replica}: back in rotation · ejected ${times} (last: ${e.reason})`;
       const left = Math.max(0, Math.ceil((Date.parse(e.until) - now) / 1000));
       return `${e.replica}: ejected (${e.reason}), back in ${left} s · ejected ${times}`;
+    })
+    .join('\n');
+}
+
+/**
+ * One line per limited token: `chat: 12 of 60 requests/min · 3 of 4 in flight · 41200 of 100000
+ * tokens/min (6000 reserved)`. Empty without limited tokens.
+ */
+export function limitsText(limits) {
+  if (!Array.isArray(limits)) return '';
+  return limits
+    .map((t) => {
+      const parts = [];
+      if (t.requestsPerMinute) parts.push(`${t.requestsPerMinute.used} of ${t.requestsPerMinute.limit} requests/min`);
+      if (t.concurrent) parts.push(`${t.concurrent.used} of ${t.concurrent.limit} in flight`);
+      if (t.tokensPerMinute) {
+        const reserved = t.tokensPerMinute.reserved > 0 ? ` (${t.tokensPerMinute.reserved} reserved)` : '';
+        parts.push(`${t.tokensPerMinute.used} of ${t.tokensPerMinute.limit} tokens/min${reserved}`);
+      }
+      return `${t.token}: ${parts.join(' · ')}`;
     })
     .join('\n');
 }

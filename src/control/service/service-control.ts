@@ -134,7 +134,7 @@ export class ServiceControl implements ReplicaHost {
     return this.demand.size;
   }
 
-  /** What scaling serves (Kubernetes reports it): see Demand.wanted. */
+  /** What scaling serves (a kind that scales elsewhere reports it): see Demand.wanted. */
   get demanded(): number {
     return this.demand.wanted(this.readyCount);
   }

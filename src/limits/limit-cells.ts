@@ -1,0 +1,101 @@
+// Which cell set of the limit table (limit-table.ts) each limited token has: assigned by the control
+// plane at start and on each reload, and kept for a token that stays (same service, same name), so
+// a reload does not reset what the token has used. A token whose limits come from its service is
+// limited as much as one with its own. A cell set freed by a removed token is cleared (its
+// generation bumped) before another token gets it.
+import type { Config, LimitsConfig, ServiceConfig, TokenConfig } from '../config/types.js';
+import { LIMIT_NAMES, type LimitTable, type LimitUse } from './limit-table.js';
+
+/** The limits that apply to a token of `service`: its own, else the service's; undefined: none. */
+export function effectiveLimits(service: Pick<ServiceConfig, 'limits'>, token: TokenConfig): LimitsConfig | undefined {
+  const limits = token.limits ?? service.limits;
+  if (limits === undefined) return undefined;
+  return limits.requestsPerMinute === undefined && limits.concurrent === undefined && limits.tokensPerMinute === undefined ? undefined : limits;
+}
+
+/** The limited tokens of a config: how many cell sets a table needs (with room for reloads). */
+export function limitedTokens(config: Config): number {
+  let n = 0;
+  for (const service of config.services) for (const token of service.tokens) if (effectiveLimits(service, token) !== undefined) n++;
+  return n;
+}
+
+/** A limited token's cell set, as /status and /metrics read it. */
+export interface LimitedToken {
+  service: string;
+  token: string;
+  cell: number;
+  limits: LimitsConfig;
+}
+
+export class LimitCells {
+  private readonly byKey = new Map<string, LimitedToken>();
+  private readonly free: number[] = [];
+
+  constructor(private readonly table: LimitTable) {
+    for (let cell = table.cellSets - 1; cell >= 0; cell--) this.free.push(cell);
+  }
+
+  /**
+   * Assigns cell sets to the limited tokens of `config`; per service (config order), per token,
+   * its cell set or -1. Throws when the table has no room left (the reload is then refused).
+   */
+  assign(config: Config): number[][] {
+    const next = new Map<string, LimitedToken>();
+    const wanted: { key: string; entry: Omit<LimitedToken, 'cell'> }[] = [];
+    for (const service of config.services) {
+      for (const token of service.tokens) {
+        const limits = effectiveLimits(service, token);
+        if (limits === undefined) continue;
+        const key = `${service.slug}\u0000${token.name}`;
+        const kept = this.byKey.get(key);
+        if (kept !== undefined) next.set(key, { ...kept, limits });
+        else wanted.push({ key, entry: { service: service.slug, token: token.name, limits } });
+      }
+    }
+    const freed = [...this.byKey].filter(([key]) => !next.has(key)).map(([, t]) => t.cell);
+    if (wanted.length > this.free.length + freed.length) {
+      throw new Error(`the limit table has room for ${this.table.cellSets} limited tokens; restart to apply more`);
+    }
+    for (const cell of freed) this.free.push(cell);
+    for (const { key, entry } of wanted) {
+      const cell = this.free.pop()!;
+      this.table.clear(cell);
+      next.set(key, { ...entry, cell });
+    }
+    this.byKey.clear();
+    for (const [key, t] of next) this.byKey.set(key, t);
+    return config.services.map((service) => service.tokens.map((token) => this.byKey.get(`${service.slug}\u0000${token.name}`)?.cell ?? -1));
+  }
+
+  /** Every limited token now. */
+  tokens(): LimitedToken[] {
+    return [...this.byKey.values()];
+  }
+
+  /** The series of sluice_rate_limited_total: one per limited token and limit it has. */
+  refusals(): { service: string; token: string; limit: string; value: number }[] {
+    const out: { service: string; token: string; limit: string; value: number }[] = [];
+    for (const t of this.byKey.values()) {
+      LIMIT_NAMES.forEach((limit, i) => {
+        if (t.limits[limit] !== undefined) out.push({ service: t.service, token: t.token, limit, value: this.table.refusals(t.cell, i) });
+      });
+    }
+    return out;
+  }
+
+  /** A worker thread died: what its requests held of the limits is given back (LimitTable.reclaim). */
+  reclaim(thread: number): number {
+    return this.table.reclaim(thread);
+  }
+
+  /** Every limited token's use now (/status). */
+  usage(): { service: string; token: string; use: LimitUse }[] {
+    return [...this.byKey.values()].map((t) => ({ service: t.service, token: t.token, use: this.table.use(t.cell, t.limits) }));
+  }
+
+  /** Keeps idle cell sets' arrival times within the table's range (LimitTable.sweep). */
+  sweep(): void {
+    this.table.sweep([...this.byKey.values()].map((t) => t.cell));
+  }
+}

@@ -1,0 +1,70 @@
+// The limit table's cells (src/limits/limit-table.ts) without a gateway: GCRA's burst and when the
+// next request is due, concurrent places held per thread and given back when a thread dies, a cell
+// set given to another token, and the token window with its reservations.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createLimitBuffer, LimitTable, type TokenLimit } from '../../src/limits/limit-table.js';
+
+function token(table: LimitTable, cell: number, limits: TokenLimit['limits']): TokenLimit {
+  return { cell, gen: table.generation(cell), limits, policy: '' };
+}
+
+test('requestsPerMinute: a burst of the limit, then refused until 60/limit s after the first', () => {
+  const table = new LimitTable(createLimitBuffer(4, 1));
+  const t = token(table, 1, { requestsPerMinute: 5 });
+  for (let i = 0; i < 5; i++) assert.equal(table.admit(t), undefined, `request ${i + 1}`);
+  assert.equal(table.leftRequests, 0);
+  assert.equal(table.admit(t), 'requestsPerMinute');
+  assert.ok(table.retryAfter >= 1 && table.retryAfter <= 12, `retryAfter ${table.retryAfter}`);
+  assert.equal(table.refusals(1, 1), 1);
+  assert.deepEqual(table.use(1, t.limits), { requestsPerMinute: { limit: 5, used: 5 } });
+  // Another cell set is another token.
+  assert.equal(table.admit(token(table, 2, { requestsPerMinute: 5 })), undefined);
+});
+
+test('concurrent: places held per thread; a thread that dies gives its places and reservations back', () => {
+  const buffer = createLimitBuffer(2, 2);
+  const main = new LimitTable(buffer);
+  const w0 = new LimitTable(buffer, 0);
+  const w1 = new LimitTable(buffer, 1);
+  const t = token(main, 0, { concurrent: 2, tokensPerMinute: 1000 });
+  assert.equal(w0.admit(t), undefined);
+  assert.equal(w1.admit(t), undefined);
+  w1.reserve(t, 300);
+  assert.equal(w0.admit(t), 'concurrent');
+  assert.equal(w0.retryAfter, 1);
+  assert.deepEqual(main.use(0, t.limits), { concurrent: { limit: 2, used: 2 }, tokensPerMinute: { limit: 1000, used: 300, reserved: 300 } });
+  assert.equal(main.reclaim(1), 1);
+  assert.deepEqual(main.use(0, t.limits), { concurrent: { limit: 2, used: 1 }, tokensPerMinute: { limit: 1000, used: 0, reserved: 0 } });
+  w0.end(t, 0, 0);
+  assert.equal(main.use(0, t.limits).concurrent!.used, 0);
+});
+
+test('a cell set given to another token: requests of the old one end without touching it', () => {
+  const table = new LimitTable(createLimitBuffer(1, 1));
+  const old = token(table, 0, { concurrent: 1 });
+  assert.equal(table.admit(old), undefined);
+  table.clear(0);
+  const next = token(table, 0, { concurrent: 1 });
+  assert.equal(table.admit(next), undefined);
+  table.end(old, 0, 0);
+  assert.equal(table.admit(next), 'concurrent', "the old token's end left the new one's place taken");
+});
+
+test('tokensPerMinute: settled tokens and reservations count; admitted while below the limit', () => {
+  const table = new LimitTable(createLimitBuffer(1, 1));
+  const t = token(table, 0, { tokensPerMinute: 100 });
+  assert.equal(table.admit(t), undefined);
+  table.reserve(t, 70);
+  assert.equal(table.admit(t), undefined, '70 < 100');
+  table.reserve(t, 30);
+  assert.equal(table.admit(t), 'tokensPerMinute', 'reservations reach the limit');
+  assert.equal(table.retryAfter, 1, 'reservations alone: when they end is unknown');
+  table.end(t, 70, 90);
+  table.end(t, 30, 0);
+  assert.deepEqual(table.use(0, t.limits), { tokensPerMinute: { limit: 100, used: 90, reserved: 0 } });
+  assert.equal(table.admit(t), undefined, '90 < 100');
+  table.end(t, 0, 20);
+  assert.equal(table.admit(t), 'tokensPerMinute');
+  assert.ok(table.retryAfter >= 59 && table.retryAfter <= 60, `the settled tokens leave the window in a minute: ${table.retryAfter}`);
+});
