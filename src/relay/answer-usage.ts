@@ -6,8 +6,10 @@
 //   `stream_options.include_usage`; vLLM, SGLang and llama.cpp send one too). A stream without one
 //   counts one completion token per data event, `[DONE]` aside (finished-request.ts).
 //
-// Each read is searched once for the bytes `"usage"` (one native search; a key split over reads is
-// found too). Only after a match are bytes kept: at most USAGE_TAIL_BYTES of what follows, in a
+// Each read is searched once for the bytes `"usage"`, in JavaScript by Boyer-Moore-Horspool
+// (`find`): it looks at about one byte in six of JSON text, and a read of one token event costs no
+// call into native code (Buffer#indexOf's call costs more than the search, and its first-byte search
+// stops at every quote of the JSON). A key split over reads is found too. Only after a match are bytes kept: at most USAGE_TAIL_BYTES of what follows, in a
 // stream up to the end of the line (an event's JSON is one data line). They are read when the line
 // ends, when the tail is full, or when a JSON answer ends: `:`, then an object whose
 // `prompt_tokens` / `completion_tokens` at its top level are plain integers. `usage: null` (OpenAI's
@@ -26,6 +28,10 @@ const COMMA = 0x2c;
 const LF = 0x0a;
 const CR = 0x0d;
 const PROMPT = Buffer.from('prompt_tokens', 'latin1');
+const LAST = NEEDLE.length - 1;
+/** Horspool's shift per byte under the needle's last place: its distance from the last place, 7 for a byte not in it. */
+const SHIFT = new Uint8Array(256).fill(NEEDLE.length);
+for (let k = 0; k < LAST; k++) SHIFT[NEEDLE[k]!] = LAST - k;
 const COMPLETION = Buffer.from('completion_tokens', 'latin1');
 
 /** A Content-Type of JSON: `application/json` or `application/…+json`, with or without parameters. */
@@ -110,7 +116,7 @@ export class AnswerUsage {
         i = this.keep(buf, i);
         continue;
       }
-      const at = buf.indexOf(NEEDLE, i);
+      const at = find(buf, i);
       if (at < 0) {
         this.partial = startOfNeedleAtEnd(buf, i);
         return;
@@ -195,6 +201,18 @@ export class AnswerUsage {
     this.promptTokens = prompt < 0 ? 0 : prompt;
     this.completionTokens = completion < 0 ? 0 : completion;
   }
+}
+
+/** Where `"usage"` starts in `buf` at or after `from`, or -1. */
+function find(buf: Buffer, from: number): number {
+  const n = buf.length;
+  let i = from + LAST;
+  while (i < n) {
+    const b = buf[i]!;
+    if (b === QUOTE && buf[i - 6] === QUOTE && buf[i - 5] === 0x75 && buf[i - 4] === 0x73 && buf[i - 3] === 0x61 && buf[i - 2] === 0x67 && buf[i - 1] === 0x65) return i - LAST;
+    i += SHIFT[b]!;
+  }
+  return -1;
 }
 
 /** How many bytes at the end of `buf` (from `from` on) are the start of `"usage"`. */

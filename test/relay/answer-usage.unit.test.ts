@@ -82,3 +82,11 @@ test('a JSON answer past the bound counts nothing; which answers are looked at',
   for (const type of ['application/json', 'Application/JSON; charset=utf-8', 'application/problem+json']) assert.equal(isJson(type), true, type);
   for (const type of [undefined, 'text/json', 'application/jsonl', 'application/x-ndjson', 'text/event-stream']) assert.equal(isJson(type), false, String(type));
 });
+
+test('the search: near misses around the key, the key at the first and the last bytes of a read', () => {
+  const misses = '"usag":0,"usagee":1,"susage":2,"usage_":3,"u\\"usage\\"":4,';
+  assert.deepEqual(everyCut(true, `data: {${misses}"usage":{"prompt_tokens":2,"completion_tokens":3}}\n\n`), [2, 3]);
+  assert.deepEqual(everyCut(false, `{${misses}"usage":{"prompt_tokens":2,"completion_tokens":3}}`), [2, 3]);
+  assert.deepEqual(usageOf(false, ['"usage"', ':{"prompt_tokens":5}']), [5, 0]);
+  assert.deepEqual(usageOf(false, ['{"a":1,"usage"', ':{"completion_tokens":6}}']), [0, 6]);
+});
