@@ -34,7 +34,7 @@ export const STREAM_FLAG_MAX_SCAN = 1024 * 1024;
 
 // used by relay/answer-usage.ts
 /**
- * The most of an answer's bytes kept after a `"usage"` key, to read the token counts from: an
+ * The most of an answer's `"usage"` object kept (from its `{`), to read the token counts from: an
  * OpenAI-style usage object with its details (`prompt_tokens_details`, …) is under 300 bytes.
  */
 export const USAGE_TAIL_BYTES = 512;

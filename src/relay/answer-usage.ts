@@ -8,12 +8,13 @@
 //
 // Each read is searched once for the bytes `"usage"`, in JavaScript by Boyer-Moore-Horspool
 // (`find`): it looks at about one byte in six of JSON text, and a read of one token event costs no
-// call into native code (Buffer#indexOf's call costs more than the search, and its first-byte search
-// stops at every quote of the JSON). A key split over reads is found too. Only after a match are bytes kept: at most USAGE_TAIL_BYTES of what follows, in a
-// stream up to the end of the line (an event's JSON is one data line). They are read when the line
-// ends, when the tail is full, or when a JSON answer ends: `:`, then an object whose
-// `prompt_tokens` / `completion_tokens` at its top level are plain integers. `usage: null` (OpenAI's
-// chunks before the last) is no usage.
+// call into native code (Buffer#indexOf's call costs more than the search, and its first-byte
+// search stops at every quote of the JSON). A key split over reads is found too. After a match,
+// its `:` and the value's first byte are looked at where they are: a value that is not an object
+// (`"usage": null`, OpenAI's chunks before the last) ends it there. Only an object is kept: at
+// most USAGE_TAIL_BYTES from its `{`, in a stream up to the end of the line (an event's JSON is one
+// data line). It is read when the line ends, when the tail is full, or when a JSON answer ends:
+// its top-level `prompt_tokens` / `completion_tokens` that are plain integers.
 //
 // No false match from a string: inside a JSON string every quote is escaped, so the text `"usage"`
 // in a prompt, an answer or a tool's arguments is the bytes `\"usage\"`, which do not contain
@@ -64,8 +65,10 @@ export class AnswerUsage {
   completionTokens = -1;
   /** The bytes after the last `"usage"`, allocated at the first match. */
   private tail: Buffer | undefined = undefined;
-  /** Bytes kept in `tail`; -1 while not keeping. */
+  /** Bytes kept in `tail` (its usage object so far); -1 while not keeping. */
   private kept = -1;
+  /** While keeping: 0 before the `:`, 1 after it, 2 from the object's `{` on. */
+  private head = 0;
   /** How many bytes of `"usage"` the previous read ended with. */
   private partial = 0;
   /** A JSON answer: its bytes so far (past USAGE_JSON_MAX_BYTES nothing is counted). */
@@ -105,6 +108,7 @@ export class AnswerUsage {
       while (k < rest && k < n && buf[k] === NEEDLE[partial + k]) k++;
       if (k === rest) {
         this.kept = 0;
+        this.head = 0;
         i = rest;
       } else if (k === n) {
         this.partial = partial + n;
@@ -122,6 +126,7 @@ export class AnswerUsage {
         return;
       }
       this.kept = 0;
+      this.head = 0;
       i = at + NEEDLE.length;
     }
   }
@@ -132,12 +137,36 @@ export class AnswerUsage {
     this.kept = -1;
   }
 
-  /** Keeps bytes from `i` until the tail is full or (a stream) the line ends; returns where it stopped. */
+  /**
+   * After `"usage"`: its `:`, then keeps its object from the `{` until the tail is full or (a
+   * stream) the line ends; returns where it stopped. A value that is not an object (`"usage":
+   * null`, OpenAI's chunks before the last; a string `"usage"` that is no key) stops it at that
+   * byte, nothing kept or read: the search goes on from there.
+   */
   private keep(buf: Buffer, i: number): number {
-    const tail = (this.tail ??= Buffer.allocUnsafe(USAGE_TAIL_BYTES));
-    let kept = this.kept;
     const n = buf.length;
     const stream = this.stream;
+    let head = this.head;
+    while (head < 2) {
+      if (i >= n) {
+        this.head = head;
+        return i;
+      }
+      const b = buf[i]!;
+      if (b === 0x20 || b === 0x09 || (!stream && (b === LF || b === CR))) i++;
+      else if (head === 0 && b === COLON) {
+        head = 1;
+        i++;
+      } else if (head === 1 && b === 0x7b) head = 2;
+      else {
+        // Not an object, or (a stream) the line ended first.
+        this.kept = -1;
+        return i;
+      }
+    }
+    this.head = 2;
+    const tail = (this.tail ??= Buffer.allocUnsafe(USAGE_TAIL_BYTES));
+    let kept = this.kept;
     while (i < n) {
       const b = buf[i]!;
       if (stream && (b === LF || b === CR)) {
@@ -161,12 +190,10 @@ export class AnswerUsage {
   private read(): void {
     const n = this.kept;
     this.kept = -1;
+    if (n <= 0) return;
     const t = this.tail!;
-    let i = skipSpace(t, 0, n);
-    if (i >= n || t[i] !== COLON) return;
-    i = skipSpace(t, i + 1, n);
-    if (i >= n || t[i] !== 0x7b) return;
-    i++;
+    // The tail starts with the object's `{`.
+    let i = 1;
     let depth = 1;
     let key = true;
     let prompt = -1;

@@ -90,3 +90,11 @@ test('the search: near misses around the key, the key at the first and the last 
   assert.deepEqual(usageOf(false, ['"usage"', ':{"prompt_tokens":5}']), [5, 0]);
   assert.deepEqual(usageOf(false, ['{"a":1,"usage"', ':{"completion_tokens":6}}']), [0, 6]);
 });
+
+test('a value "usage" before the key, or "usage": null before it, does not hide the usage that follows', () => {
+  const usage = '"usage":{"prompt_tokens":3,"completion_tokens":4}';
+  assert.deepEqual(everyCut(false, `{"object":"usage",${usage}}`), [3, 4]);
+  assert.deepEqual(everyCut(true, `data: {"object":"usage",${usage}}\n\n`), [3, 4]);
+  assert.equal(everyCut(false, '{"usage": null, "n": 1}'), undefined);
+  assert.deepEqual(everyCut(true, `data: {"x":{"usage":null},${usage}}\n\n`), [3, 4]);
+});
