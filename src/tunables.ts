@@ -32,6 +32,17 @@ export const DRAIN_MAX_BYTES = 128 * 1024;
 /** The most of a body walked for its `stream` key. */
 export const STREAM_FLAG_MAX_SCAN = 1024 * 1024;
 
+// used by relay/answer-usage.ts
+/**
+ * The most of an answer's `"usage"` object kept (from its `{`), to read the token counts from: an
+ * OpenAI-style usage object with its details (`prompt_tokens_details`, …) is under 300 bytes.
+ */
+export const USAGE_TAIL_BYTES = 512;
+
+// used by relay/answer-usage.ts
+/** A JSON answer longer than this is not looked at for its usage (docs/operations.md#llm-token-usage). */
+export const USAGE_JSON_MAX_BYTES = 1024 * 1024;
+
 // used by relay/waiting-comments.ts
 /** The most of a replica's answer that goes into the error event's message. */
 export const ANSWER_MESSAGE_MAX = 4096;

@@ -7,7 +7,6 @@ import type { Config } from '../config/types.js';
 import { LimitTable } from '../limits/limit-table.js';
 import type { Logger } from '../log/logger.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
-import { tokenEntries } from '../relay/auth.js';
 import { accessLine, finishedRequest } from '../relay/finished-request.js';
 import { settledTokens } from '../relay/request-limits.js';
 import type { TokensReload } from '../replicas/messages.js';
@@ -66,7 +65,7 @@ export class DataPlane implements RequestFilterOwner {
     this.limitTable = new LimitTable(options.limits, options.thread);
     const services = new Map<string, ServiceEntry>();
     config.services.forEach((service, i) =>
-      services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i), this.limitTable, options.limitCells[i]!)),
+      services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i), this.limitTable, options.limitCells[i]!, this.counter.tokens)),
     );
     const ids = new RequestIds();
     const refusals = new Refusals(this.logger, ids);
@@ -98,6 +97,7 @@ export class DataPlane implements RequestFilterOwner {
     const f = finishedRequest(r, performance.now());
     if (r.limit !== undefined) this.limitTable.end(r.limit, r.reserved, settledTokens(r, f));
     this.counter.finished(f.slug, f.status, f.outcome, f.bytesIn, f.bytesOut, f.ttfbMs / 1000, f.ms / 1000);
+    if (f.promptTokens > 0 || f.completionTokens > 0) this.counter.tokens.add(r.token.usagePlace, f.promptTokens, f.completionTokens);
     if (this.accessLog.enabled(f.failed)) this.accessLog.write(accessLine(r, f), f.failed);
     if (this.inflight === 0 && this.idleWaiter !== undefined) this.idleWaiter();
   }
@@ -133,7 +133,7 @@ export class DataPlane implements RequestFilterOwner {
     for (const next of services) {
       const service = this.filter.services.get(next.slug);
       if (service === undefined) ignored.push(next.slug);
-      else service.tokens = tokenEntries(next.tokens, next.limits, next.cells, this.limitTable);
+      else service.tokens = service.entries(next.tokens, next.limits, next.cells);
     }
     return ignored;
   }

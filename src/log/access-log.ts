@@ -33,6 +33,9 @@ export interface AccessLine {
   events: number | undefined;
   firstEventMs: number | undefined;
   maxGapMs: number | undefined;
+  /** The LLM token usage the answer reported (docs/operations.md#llm-token-usage). */
+  promptTokens: number | undefined;
+  completionTokens: number | undefined;
   err: object | undefined;
 }
 
@@ -40,7 +43,7 @@ const INFO = 30;
 const WARN = 40;
 const MESSAGE = 'request';
 /** The keys the fast path writes (a line with `err` goes through pino and its `err` serializer). */
-const KEYS: readonly string[] = ['reqId', 'service', 'tokenName', 'method', 'path', 'status', 'outcome', 'bytesIn', 'bytesOut', 'heldBytes', 'ttfbMs', 'ms', 'queuedMs', 'retried', 'keptAlive', 'events', 'firstEventMs', 'maxGapMs', 'msg'];
+const KEYS: readonly string[] = ['reqId', 'service', 'tokenName', 'method', 'path', 'status', 'outcome', 'bytesIn', 'bytesOut', 'heldBytes', 'ttfbMs', 'ms', 'queuedMs', 'retried', 'keptAlive', 'events', 'firstEventMs', 'maxGapMs', 'promptTokens', 'completionTokens', 'msg'];
 
 /** pino's internals this reads: all exported as `pino.symbols`. */
 interface PinoInternals {
@@ -88,6 +91,8 @@ export class AccessLog {
     if (line.events !== undefined) s += `,"events":${num(line.events)}`;
     if (line.firstEventMs !== undefined) s += `,"firstEventMs":${millis(line.firstEventMs)}`;
     if (line.maxGapMs !== undefined) s += `,"maxGapMs":${millis(line.maxGapMs)}`;
+    if (line.promptTokens !== undefined) s += `,"promptTokens":${num(line.promptTokens)}`;
+    if (line.completionTokens !== undefined) s += `,"completionTokens":${num(line.completionTokens)}`;
     s += `,"msg":"${MESSAGE}"` + (p[S['endSym']!] as string);
     (p[S['streamSym']!] as pino.DestinationStream).write(s);
   }

@@ -137,6 +137,19 @@ export function registerRequestCollectors(registry: Registry, layout: CounterLay
       totals,
       (t) => t.services.flatMap((service) => INTERRUPTIONS.map((reason, i) => ({ labels: { service: service.slug, reason }, value: service.interruptions[i]! }))),
     ),
+    new Collector(
+      'sluice_llm_tokens_total',
+      "LLM tokens of the answers, by the caller's token: prompt and completion as the answer's usage reports them, else one completion token per event of a stream.",
+      'counter',
+      totals,
+      (t) =>
+        t.services.flatMap((service) =>
+          [...service.llmTokens].flatMap(([token, [prompt, completion]]) => [
+            { labels: { service: service.slug, token, kind: 'prompt' }, value: prompt },
+            { labels: { service: service.slug, token, kind: 'completion' }, value: completion },
+          ]),
+        ),
+    ),
   ];
   for (const collector of collectors) registry.registerMetric(collector as unknown as Metric);
 }

@@ -19,6 +19,7 @@
 // counted under status "other" for its outcome. So the label set is bounded: at most
 // PAIR_SLOTS + one "other" per outcome for each service.
 import { OUTCOMES as REQUEST_OUTCOMES } from '../http/errors.js';
+import { TokenUsage, tokenUsageBytes } from './token-usage.js';
 
 /** Bucket bounds (seconds) of the time-to-first-byte and duration histograms. */
 export const LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
@@ -83,6 +84,8 @@ export class CounterLayout {
   readonly byteLength: number;
   /** Float64 slots: every service's block, then the in-flight gauge. */
   readonly f64Length: number;
+  /** Where the LLM token usage region starts (token-usage.ts), after the pair keys. */
+  readonly tokenUsageAt: number;
   private readonly index: Map<string, number>;
 
   constructor(slugs: readonly string[]) {
@@ -90,8 +93,10 @@ export class CounterLayout {
     this.index = new Map(this.slugs.map((slug, i) => [slug, i]));
     if (this.index.size !== this.slugs.length) throw new Error('duplicate service slug in the counter layout');
     this.f64Length = this.slugs.length * SERVICE_F64 + 1;
-    // Then the pair keys: one int32 per slot.
-    this.byteLength = this.f64Length * 8 + this.slugs.length * PAIR_SLOTS * 4;
+    // Then the pair keys: one int32 per slot (PAIR_SLOTS is even: what follows is 8-aligned);
+    // then the LLM token usage.
+    this.tokenUsageAt = this.f64Length * 8 + this.slugs.length * PAIR_SLOTS * 4;
+    this.byteLength = this.tokenUsageAt + tokenUsageBytes(this.slugs.length);
   }
 
   /** The service's position in every store, or -1 for a slug the layout does not have. */
@@ -115,6 +120,8 @@ export class RequestCounters {
   /** Per service, PAIR_SLOTS keys: `status * 32 + outcome + 1`, 0 for a free slot. */
   private readonly keys: Int32Array;
   private readonly inflightAt: number;
+  /** LLM token usage by service and token. */
+  readonly tokens: TokenUsage;
 
   constructor(
     readonly layout: CounterLayout,
@@ -127,6 +134,7 @@ export class RequestCounters {
     this.f64 = new Float64Array(this.buffer, 0, layout.f64Length);
     this.keys = new Int32Array(this.buffer, layout.f64Length * 8, layout.slugs.length * PAIR_SLOTS);
     this.inflightAt = layout.f64Length - 1;
+    this.tokens = new TokenUsage(this.buffer, layout.tokenUsageAt, layout.slugs.length);
   }
 
   // ── the hot path ───────────────────────────────────────────────────────────────────────────
@@ -300,6 +308,8 @@ export interface ServiceTotals {
   interruptions: number[];
   firstEvent: Float64Array;
   betweenEvents: Float64Array;
+  /** LLM tokens by token name: [prompt, completion]. */
+  llmTokens: Map<string, [number, number]>;
 }
 
 export interface CounterTotals {
@@ -326,6 +336,7 @@ export function sumCounters(layout: CounterLayout, stores: readonly RequestCount
     interruptions: INTERRUPTIONS.map(() => 0),
     firstEvent: histogramSlots('firstEvent'),
     betweenEvents: histogramSlots('betweenEvents'),
+    llmTokens: new Map(),
   }));
   let inflight = 0;
   for (const store of stores) {
@@ -346,6 +357,14 @@ export function sumCounters(layout: CounterLayout, stores: readonly RequestCount
       for (let reason = 0; reason < INTERRUPTIONS.length; reason++) totals.interruptions[reason]! += store.interruptions(service, reason);
       store.addHistogram(service, 'firstEvent', totals.firstEvent);
       store.addHistogram(service, 'betweenEvents', totals.betweenEvents);
+      store.tokens.forEach(service, (token, prompt, completion) => {
+        const sum = totals.llmTokens.get(token);
+        if (sum === undefined) totals.llmTokens.set(token, [prompt, completion]);
+        else {
+          sum[0] += prompt;
+          sum[1] += completion;
+        }
+      });
     });
   }
   return { services, inflight };

@@ -23,6 +23,8 @@ export interface TokenEntry {
   readonly priority: number;
   /** Its limits' cell set in the limit table, if it has limits (docs/api.md#limits-per-caller). */
   readonly limit: TokenLimit | undefined;
+  /** Where this thread counts its LLM token usage (metrics/token-usage.ts); -1: nowhere. */
+  readonly usagePlace: number;
 }
 
 /** Why a request was not authenticated: `missing` and `invalid` are 401, `malformed` is 400. */
@@ -31,13 +33,20 @@ export type AuthFailure = 'missing' | 'malformed' | 'invalid';
 /**
  * The service's tokens as the hot path reads them. `cells`: each token's cell set in `table`, or -1
  * (the control plane's assignment: limits/limit-cells.ts); `serviceLimits` apply to a token with none.
+ * `placeOf` gives each its place for LLM token usage (at build time, not per request).
  */
-export function tokenEntries(tokens: readonly TokenConfig[], serviceLimits?: LimitsConfig, cells?: readonly number[], table?: LimitTable): TokenEntry[] {
+export function tokenEntries(
+  tokens: readonly TokenConfig[],
+  serviceLimits?: LimitsConfig,
+  cells?: readonly number[],
+  table?: LimitTable,
+  placeOf: (name: string) => number = () => -1,
+): TokenEntry[] {
   return tokens.map((t, i) => {
     const limits = effectiveLimits({ limits: serviceLimits }, t);
     const cell = cells?.[i] ?? -1;
     const limit = limits === undefined || cell < 0 || table === undefined ? undefined : { cell, gen: table.generation(cell), limits, policy: ratelimitPolicy(limits) };
-    return { name: t.name, digest: digestWords(Buffer.from(t.sha256, 'hex')), priority: t.priority, limit };
+    return { name: t.name, digest: digestWords(Buffer.from(t.sha256, 'hex')), priority: t.priority, limit, usagePlace: placeOf(t.name) };
   });
 }
 

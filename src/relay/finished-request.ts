@@ -19,12 +19,18 @@ export interface FinishedRequest {
   ttfbMs: number;
   /** From the arrival to the end, ms. */
   ms: number;
+  /** LLM tokens counted (docs/operations.md#llm-token-usage): reported by the answer, or a stream's data events; 0 without. */
+  promptTokens: number;
+  completionTokens: number;
+  /** The answer reported its usage (the counts above are its own). */
+  usageReported: boolean;
 }
 
 /** The record of `r`, finished at `now` (`performance.now()`). */
 export function finishedRequest(r: RelayRequest, now: number): FinishedRequest {
   const d = r.downstream;
   const outcome = r.outcome;
+  const usage = r.usage;
   return {
     slug: r.slug,
     status: outcome === 'client_closed' ? 499 : d.answered ? d.statusCode : (r.error?.status ?? 500),
@@ -34,6 +40,9 @@ export function finishedRequest(r: RelayRequest, now: number): FinishedRequest {
     bytesOut: d.bytesOut,
     ttfbMs: d.firstByteAt > 0 ? d.firstByteAt - r.startedAt : -1,
     ms: now - r.startedAt,
+    promptTokens: usage !== undefined && usage.reported ? usage.promptTokens : 0,
+    completionTokens: usage !== undefined && usage.reported ? usage.completionTokens : r.stream === undefined ? 0 : r.stream.completionEvents,
+    usageReported: usage !== undefined && usage.reported,
   };
 }
 
@@ -43,7 +52,7 @@ export function accessLine(r: RelayRequest, f: FinishedRequest): AccessLine {
   return {
     reqId: r.requestId,
     service: f.slug,
-    tokenName: r.tokenName,
+    tokenName: r.token.name,
     method: r.method,
     path: r.path,
     status: f.status,
@@ -59,6 +68,8 @@ export function accessLine(r: RelayRequest, f: FinishedRequest): AccessLine {
     events: stream?.events,
     firstEventMs: stream === undefined || stream.events === 0 ? undefined : round(stream.firstEventMs),
     maxGapMs: stream === undefined || stream.events < 2 ? undefined : round(stream.maxGapMs),
+    promptTokens: f.usageReported ? f.promptTokens : undefined,
+    completionTokens: f.usageReported ? f.completionTokens : undefined,
     err: r.error?.cause === undefined ? undefined : describeUpstreamError(r.error.cause),
   };
 }

@@ -8,7 +8,8 @@
 //                      handler; once it is ready, write the request head and body to it
 //   upstreamResponse — status and what the caller gets of the head (response-headers.ts) →
 //                      downstream, then each chunk, with backpressure both ways; the events
-//                      of an event stream are timed as they pass (stream-timing.ts)
+//                      of an event stream are timed as they pass (stream-timing.ts), and the
+//                      LLM token usage of a stream or a JSON answer found (answer-usage.ts)
 //   finish           — release the replica, count, log
 // Meanwhile, for a service with `queue.keepAliveMs`, a request for a stream that is still waiting
 // for the replica's answer gets `200` and comments (waiting-comments.ts).
@@ -20,6 +21,8 @@ import { type Outcome, RelayError } from '../http/errors.js';
 import type { Interruption } from '../metrics/request-counters.js';
 import type { ReleaseOutcome, Replica, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamExchange, UpstreamHandler } from '../upstream/handler.js';
+import type { TokenEntry } from './auth.js';
+import { type AnswerUsage, answerUsage } from './answer-usage.js';
 import { faultBeforeHead } from '../upstream/errors.js';
 import { requestHead } from './replica-request-head.js';
 import { bodylessAnswer, returnField, type ReturnedFields } from './response-headers.js';
@@ -70,6 +73,8 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   answerContentType: string | undefined = undefined;
   /** The events of an answer with Content-Type text/event-stream, as they are relayed. */
   stream: StreamTiming | undefined = undefined;
+  /** The LLM token usage of an event stream or a JSON answer, as it is relayed. */
+  usage: AnswerUsage | undefined = undefined;
   /** Why that answer was cut after its status line, if it was. */
   private interruption: Interruption | undefined = undefined;
   /** Kept alive while waiting (`queue.keepAliveMs`): when the next tick sends `200` or a comment. */
@@ -113,8 +118,8 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     /** From the framing: bytes, or -1 for a chunked body. */
     bodyLength: number,
     readonly requestId: string,
-    /** The name of the token that authenticated the request. */
-    readonly tokenName: string,
+    /** The token that authenticated the request. */
+    readonly token: TokenEntry,
     /** Its place in the queue (the token's priority, or lower as the caller asked). */
     readonly priority: number,
     /** Its own wait for a replica (`X-Sluice-Max-Wait-Ms`), or -1: the service's. */
@@ -247,7 +252,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     }
     this.downstream.begin(status, contentType, contentLength, bodyless, this.body.closesAfterAnswer);
     // The one look at the answer's type: only a stream of events pays for finding them.
-    if (!bodyless && isEventStream(contentType)) this.stream = new StreamTiming(this.service.streams, this.startedAt);
+    const eventStream = !bodyless && isEventStream(contentType);
+    if (eventStream) this.stream = new StreamTiming(this.service.streams, this.startedAt);
+    this.usage = answerUsage(eventStream, contentType, contentLength, bodyless);
   }
 
   onUpstreamHeadRead(): void {
@@ -260,7 +267,10 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
       if (this.asError.add(chunk)) this.endAsError();
       return true;
     }
-    if (this.stream !== undefined && !this.downstream.closed) this.stream.written(chunk);
+    if (!this.downstream.closed) {
+      if (this.stream !== undefined) this.stream.written(chunk);
+      if (this.usage !== undefined) this.usage.scan(chunk);
+    }
     return this.downstream.write(chunk);
   }
 
@@ -405,6 +415,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.outcome = outcome;
     this.error = error;
     this.stream?.closed(this.interruption);
+    this.usage?.end();
     const replica = this.replica;
     if (replica !== undefined) {
       this.replica = undefined;

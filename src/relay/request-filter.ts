@@ -9,9 +9,10 @@
 // Every refusal is answered on the next turn of the event loop (refusal.ts), but a 413 from a
 // valid Content-Length, answered at once; then a RelayRequest (relay.ts) takes over.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import type { ServiceConfig } from '../config/types.js';
+import type { LimitsConfig, ServiceConfig, TokenConfig } from '../config/types.js';
 import { drainingError, RelayError } from '../http/errors.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
+import type { TokenUsage } from '../metrics/token-usage.js';
 import { MIN_PRIORITY } from '../config/rules.js';
 import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
 import type { ReplicaSet } from '../replicas/types.js';
@@ -46,13 +47,20 @@ export class ServiceEntry implements ServiceRuntime {
     readonly limitTable: LimitTable,
     /** Each token's cell set in the limit table, or -1 (the control plane's assignment). */
     cells: readonly number[],
+    /** This thread's LLM token usage counts (every service's). */
+    readonly usage: TokenUsage,
   ) {
-    this.tokens = tokenEntries(config.tokens, config.limits, cells, limitTable);
+    this.tokens = this.entries(config.tokens, config.limits, cells);
     this.forward = new Set(config.forwardHeaders.filter((name) => name !== 'content-type' && name !== 'accept'));
     this.methods = new Set(config.methods);
     this.allow = config.methods.join(', ');
     this.affinity = config.routing.affinityHeader ?? '';
     this.held = new HeldBodies(config);
+  }
+
+  /** The token table of `tokens` (at start and on reload): each token with its limits' cells and its usage place. */
+  entries(tokens: readonly TokenConfig[], limits: LimitsConfig | undefined, cells: readonly number[]): TokenEntry[] {
+    return tokenEntries(tokens, limits, cells, this.limitTable, (name) => this.usage.place(this.index, name));
   }
 }
 
@@ -185,7 +193,7 @@ export class RequestFilter {
       return;
     }
     const target = query === undefined ? path : `${path}?${query}`;
-    const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth.name, priority, maxWaitMs, affinity);
+    const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
     if (limit !== undefined) admitted(request, limit, service.limitTable);

@@ -27,10 +27,13 @@ export function admitted(request: RelayRequest, limit: TokenLimit, table: LimitT
 }
 
 /**
- * The tokens a finished request of a limited token settles with: what its answer reported.
- * SEAM (usage accounting): until the finished request carries the answer's usage (prompt plus
- * completion tokens), it settles with its reservation.
+ * The tokens a finished request of a limited token settles with: what its answer reported (prompt
+ * plus completion tokens: a JSON answer's `usage`, a stream's last `usage`), or a stream's data
+ * events when it reported none (finished-request.ts). A complete answer with neither settles with
+ * its reservation; a request whose caller left or whose replica failed before any of it was
+ * counted gives its reservation back (docs/api.md#limits-per-caller).
  */
-export function settledTokens(r: RelayRequest, _f: FinishedRequest): number {
-  return r.reserved;
+export function settledTokens(r: RelayRequest, f: FinishedRequest): number {
+  if (f.usageReported || f.completionTokens > 0) return f.promptTokens + f.completionTokens;
+  return f.outcome === 'ok' ? r.reserved : 0;
 }

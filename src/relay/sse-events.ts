@@ -13,13 +13,17 @@
 //   count as tokens.
 // - A UTF-8 byte order mark at the stream's start is skipped; bytes left after the last blank
 //   line (an event cut short by the end of the stream) are not an event.
+// - An event with a data line that is exactly `[DONE]` (`data: [DONE]`, OpenAI's end marker) is
+//   an event, counted apart as well (`done`): it carries no token (answer-usage.ts).
 // Byte by byte is enough: every byte the rules look at is ASCII, and in UTF-8 no byte of a
 // multi-byte character is below 0x80, so a CR, LF, ':' or "data" in the bytes is one in the text.
 
 const LF = 0x0a;
 const CR = 0x0d;
 const COLON = 0x3a;
+const SPACE = 0x20;
 const DATA = [0x64, 0x61, 0x74, 0x61]; // "data"
+const DONE = [0x5b, 0x44, 0x4f, 0x4e, 0x45, 0x5d]; // "[DONE]"
 const BOM = [0xef, 0xbb, 0xbf];
 
 // Where the scanner is in the current line:
@@ -31,6 +35,11 @@ const START = 0;
 const REST = 5;
 /** 6 to 8: at the stream's start, that many bytes of a byte order mark seen (minus 6). */
 const IN_BOM = 6;
+/** A data line's value starts: `data:` seen, then (10) its one optional space. */
+const VALUE = 9;
+/** 11 to 16: that many bytes of `[DONE]` seen at the start of a data line's value (minus 10). */
+const IN_DONE = 10;
+const DONE_SEEN = IN_DONE + DONE.length;
 
 /** An `Content-Type` of `text/event-stream`, with or without parameters (any letter case). */
 export function isEventStream(contentType: string | undefined): boolean {
@@ -48,8 +57,12 @@ export class EventScanner {
   private state = IN_BOM;
   /** The event being read has a data field. */
   private hasData = false;
+  /** The event being read has a data line that is exactly `[DONE]`. */
+  private isDone = false;
   /** The last read ended with a CR: an LF starting the next read belongs to it. */
   private afterCR = false;
+  /** Events counted so far whose data was `[DONE]` (included in what `scan` returned). */
+  done = 0;
 
   /** Scans the next bytes of the stream; returns how many events they complete. */
   scan(buf: Buffer): number {
@@ -61,6 +74,7 @@ export class EventScanner {
     }
     let state = this.state;
     let hasData = this.hasData;
+    let isDone = this.isDone;
     let events = 0;
     // The next LF and the next CR at or after `i` (-1: none in this read), each found once and
     // again only when passed: a stream with one kind of line ending pays one search for the other
@@ -73,22 +87,24 @@ export class EventScanner {
       if (state !== REST) {
         b = buf[i]!;
         if (b !== LF && b !== CR) {
-          if (state >= IN_BOM) {
+          if (state < 4) state = b === DATA[state] ? state + 1 : REST;
+          else if (state === 4) {
+            if (b === COLON) {
+              hasData = true;
+              state = VALUE;
+            } else state = REST;
+          } else if (state < VALUE) {
             if (b === BOM[state - IN_BOM]) {
               state = state === IN_BOM + 2 ? START : state + 1;
-              i++;
             } else {
               // Not a byte order mark: this byte starts the first line (or, after part of one,
               // the line is not a data line). Looked at again in the new state.
               state = state === IN_BOM ? START : REST;
+              continue;
             }
-            continue;
-          }
-          if (state < 4) state = b === DATA[state] ? state + 1 : REST;
-          else {
-            if (b === COLON) hasData = true;
-            state = REST;
-          }
+          } else if (state === VALUE && b === SPACE) state = IN_DONE;
+          else if (state < DONE_SEEN && b === DONE[state === VALUE ? 0 : state - IN_DONE]) state = state === VALUE ? IN_DONE + 1 : state + 1;
+          else state = REST;
           i++;
           continue;
         }
@@ -105,9 +121,15 @@ export class EventScanner {
         if (hasData) {
           events++;
           hasData = false;
+          if (isDone) {
+            this.done++;
+            isDone = false;
+          }
         }
       } else if (state === 4) {
         hasData = true; // a line that is exactly "data"
+      } else if (state === DONE_SEEN) {
+        isDone = true;
       }
       state = START;
       i++;
@@ -121,6 +143,7 @@ export class EventScanner {
     }
     this.state = state;
     this.hasData = hasData;
+    this.isDone = isDone;
     return events;
   }
 }

@@ -53,6 +53,11 @@ export class StreamTiming {
     this.counters.closed(interruption);
   }
 
+  /** Events that count as a completion token each when the answer reports no usage: every one but `[DONE]`. */
+  get completionEvents(): number {
+    return this.events - this.scanner.done;
+  }
+
   /** From the request's arrival to the first event, in ms; -1 without an event. */
   get firstEventMs(): number {
     return this.events === 0 ? -1 : this.firstEventAt - this.startedAt;

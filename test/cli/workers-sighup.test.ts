@@ -1,5 +1,6 @@
 // workers: 2 — SIGHUP reloads tokens in every worker: on fresh connections to each worker, the
-// new token opens the service and the removed one is refused.
+// new token opens the service and the removed one is refused; the new token's name has its
+// `sluice_llm_tokens_total` series, and the old name keeps its own.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, test } from 'node:test';
@@ -21,8 +22,8 @@ after(async () => {
   await replica?.close();
 });
 
-function config(token: string): Record<string, unknown> {
-  return { workers: 2, services: [{ slug: 'svc', tokens: [{ name: 'caller', sha256: sha256Hex(token) }], replicas: { urls: [replica!.url] } }] };
+function config(token: string, name: string): Record<string, unknown> {
+  return { workers: 2, services: [{ slug: 'svc', tokens: [{ name, sha256: sha256Hex(token) }], replicas: { urls: [replica!.url] } }] };
 }
 
 async function statusWith(c: WorkerConnection, token: string): Promise<number> {
@@ -36,7 +37,7 @@ test('workers: 2 — a token added by SIGHUP works and a removed one is refused,
     await readBody(req);
     res.end('ok');
   });
-  gw = await startCliGateway(config(OLD));
+  gw = await startCliGateway(config(OLD, 'caller'));
   const before = await connectionsOnEveryWorker(gw, gw.origin, 2, 1);
   open.push(...before.flat());
   for (const c of before.flat()) {
@@ -45,7 +46,7 @@ test('workers: 2 — a token added by SIGHUP works and a removed one is refused,
   }
 
   const { port } = gw;
-  writeFileSync(gw.configFile, JSON.stringify({ listen: { host: '127.0.0.1', port }, ...config(NEW) }));
+  writeFileSync(gw.configFile, JSON.stringify({ listen: { host: '127.0.0.1', port }, ...config(NEW, 'caller-2') }));
   gw.child.kill('SIGHUP');
   await eventually(
     () => [0, 1].every((w) => gw!.logs.some((l) => l.msg === 'tokens reloaded' && l.worker === w)),
@@ -60,4 +61,9 @@ test('workers: 2 — a token added by SIGHUP works and a removed one is refused,
     assert.equal(await statusWith(c, OLD), 401, `old token after the reload, worker ${c.worker}`);
   }
   assert.ok(gw.logs.some((l) => l.msg === 'config reloaded'));
+  const res = await fresh[0]![0]!.client.request({ path: '/metrics', method: 'GET' });
+  const metrics = await res.body.text();
+  for (const name of ['caller', 'caller-2']) {
+    for (const kind of ['prompt', 'completion']) assert.match(metrics, new RegExp(`^sluice_llm_tokens_total\\{service="svc",token="${name}",kind="${kind}"\\} 0$`, 'm'));
+  }
 });

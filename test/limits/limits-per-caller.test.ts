@@ -186,8 +186,9 @@ test("/status shows each limited token's use against its limits", async () => {
   const tg = await startTestGateway(rawService({ urls: [replica.url] }, { limits: { requestsPerMinute: 5, concurrent: 3, tokensPerMinute: 1000 } }), { admin: { host: '127.0.0.1', port: 0 } });
   gateways.push(tg);
   for (let i = 0; i < 2; i++) assert.equal((await post(tg, '/x', JSON.stringify({ max_tokens: 100 }))).status, 200);
+  // Each answer reported 10 + 50 tokens: what it settled with, not its max_tokens.
   const expected = JSON.stringify([
-    { token: 'test', requestsPerMinute: { limit: 5, used: 2 }, concurrent: { limit: 3, used: 0 }, tokensPerMinute: { limit: 1000, used: 200, reserved: 0 } },
+    { token: 'test', requestsPerMinute: { limit: 5, used: 2 }, concurrent: { limit: 3, used: 0 }, tokensPerMinute: { limit: 1000, used: 120, reserved: 0 } },
   ]);
   const limits = async (): Promise<string> => {
     const status = (await (await fetch(`http://127.0.0.1:${tg.gateway.adminPort!}/status`)).json()) as { services: { limits: unknown[] }[] };

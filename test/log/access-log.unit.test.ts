@@ -37,6 +37,8 @@ function line(over: Partial<AccessLine> = {}): AccessLine {
     events: undefined,
     firstEventMs: undefined,
     maxGapMs: undefined,
+    promptTokens: undefined,
+    completionTokens: undefined,
     err: undefined,
     ...over,
   };
@@ -60,7 +62,7 @@ const CASES: [string, Partial<AccessLine>][] = [
   ['a control character', { path: '/v1/a\tb', tokenName: 'tab\u0001' }],
   ['non-ASCII', { path: '/v1/caf\u00e9/\u2603', tokenName: 'n\u00e4me' }],
   ['a long path with a quote', { path: `/v1/${'x'.repeat(150)}"` }],
-  ['every optional field', { heldBytes: 39, ttfbMs: 12.25, queuedMs: 300.125, retried: true, keptAlive: true, events: 42, firstEventMs: 812.5, maxGapMs: 61.003 }],
+  ['every optional field', { heldBytes: 39, ttfbMs: 12.25, queuedMs: 300.125, retried: true, keptAlive: true, events: 42, firstEventMs: 812.5, maxGapMs: 61.003, promptTokens: 1234, completionTokens: 56 }],
   ['a streamed answer without events', { events: 0 }],
   ['no first byte', { ttfbMs: undefined, status: 499, outcome: 'client_closed', bytesOut: 0 }],
   ['non-finite numbers', { ms: Number.NaN, ttfbMs: Number.POSITIVE_INFINITY }],

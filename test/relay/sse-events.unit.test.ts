@@ -2,7 +2,8 @@
 // WHATWG rules over whole strings: for every stream, every way of cutting it into two or three
 // reads, byte by byte, and random cuts, the events counted after each read are the events the
 // reference finds in the bytes so far. Streams mix LF, CRLF and lone CR, comments, multi-line
-// data, fields that only look like `data`, byte order marks and non-ASCII bytes.
+// data, fields that only look like `data`, byte order marks and non-ASCII bytes. `[DONE]` events
+// are counted apart as well, however they are cut.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { EventScanner, isEventStream } from '../../src/relay/sse-events.js';
@@ -169,4 +170,27 @@ test('the work of a scan is linear whatever the line endings: lone CR costs no m
     assert.ok(searched() <= 2 * buf.length, `${name}: ${searched()} bytes searched in a read of ${buf.length}`);
   }
   assert.ok(counts['CR']! <= 3 * counts['LF']!, `CR ${counts['CR']} vs LF ${counts['LF']} bytes searched`);
+});
+
+test('[DONE] events are events, counted apart as well, whole and cut at every byte', () => {
+  const cases: [string, number, number][] = [
+    ['data: {"a":1}\n\ndata: [DONE]\n\n', 2, 1],
+    ['data:[DONE]\r\n\r\n', 1, 1],
+    ['data: [DONE] \n\n', 1, 0],
+    ['data:  [DONE]\n\n', 1, 0],
+    ['data: [DONE]x\n\n', 1, 0],
+    ['data: [DON\n\n', 1, 0],
+    ['event: end\ndata: [DONE]\r\r', 1, 1],
+    [': [DONE]\n\ndata: x\n\n', 1, 0],
+    ['data: [DONE]\n', 0, 0],
+  ];
+  for (const [text, events, done] of cases) {
+    const bytes = Buffer.from(text);
+    for (let cut = 0; cut <= bytes.length; cut++) {
+      const scanner = new EventScanner();
+      const total = scanner.scan(bytes.subarray(0, cut)) + scanner.scan(bytes.subarray(cut));
+      assert.equal(total, events, `${JSON.stringify(text)} cut at ${cut}`);
+      assert.equal(scanner.done, done, `${JSON.stringify(text)} cut at ${cut}: done`);
+    }
+  }
 });
