@@ -179,6 +179,15 @@ export const RULE = {
   storeNotBuilt: 'the redis store is not available in this build: remove limits.store (the counters then live in the gateway, exact across its worker threads)',
   limitsPrefix: 'must be 1 to 64 visible ASCII characters',
   onStoreDown: 'must be allow or refuse',
+  models: 'must be a non-empty list of model names (what a request to a router names in its body\'s "model")',
+  model: 'must be a string of 1 to 256 characters',
+  modelUnique: 'must be unique: a model is served by one service',
+  routers: 'must be a list of { slug, tokens } with optional services and limits',
+  routerServices: 'must be a non-empty list of service slugs',
+  routerService: "must be a service's slug",
+  routerServiceUnknown: 'must name a service of this config',
+  routerServiceNoModels: 'must name a service with models (services[].models): a router finds the service by the model a request names',
+  routerNoModels: 'needs a service with models (services[].models), or services naming some: without models a router can route nothing',
   cacheUsageHighAlone: 'applies only with a cache usage metric (replicas.load.cacheUsage, or a preset that has one); set it or remove this key',
 } as const;
 

@@ -9,6 +9,7 @@ import type { Config } from './types.js';
 import { replicas } from './replicas-schema.js';
 import { routing } from './routing-schema.js';
 import { limits, limitStore } from './limits-schema.js';
+import { checkRouters, models, routerList } from './routers-schema.js';
 import {
   ALWAYS,
   ALWAYS_FORWARDED,
@@ -163,6 +164,7 @@ const service = strict({
   routing: routing.prefault({}),
   replicas,
   limits,
+  models,
 }).superRefine((s, ctx) => {
   // Launched and Kubernetes replicas start on a queued request: a service that can neither queue
   // nor keep a replica warm would refuse every request, forever.
@@ -200,9 +202,11 @@ export const configSchema = strict(
     log: strict({ level: logLevel.prefault(DEFAULTS.logLevel) }).prefault({}),
     limits: limitStore.prefault({}),
     services,
+    routers: routerList(tokens).optional(),
   },
   RULE.root,
 ).superRefine((c, ctx) => {
+  if (isRecord(c)) checkRouters(c, ctx);
   if (!isRecord(c) || !isRecord(c.listen) || !isRecord(c.admin)) return;
   const a = c.admin;
   const l = c.listen;

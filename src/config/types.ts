@@ -108,6 +108,18 @@ export interface ServiceConfig {
   replicas: ReplicasConfig;
   /** Limits of each of its tokens that has none of its own. */
   limits?: LimitsConfig | undefined;
+  /** The models it serves: a router's request naming one goes to it (unique across services). */
+  models?: string[] | undefined;
+}
+
+/** `routers[]`: one endpoint for the models of several services, chosen by the body's `"model"`. */
+export interface RouterConfig {
+  slug: string;
+  tokens: TokenConfig[];
+  /** Limits of each of its tokens that has none of its own. */
+  limits?: LimitsConfig | undefined;
+  /** The services it routes to; not set: every service with `models`. */
+  services?: string[] | undefined;
 }
 
 interface ListenConfig {
@@ -127,4 +139,5 @@ export interface Config {
   log: { level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent' };
   limits: LimitStoreConfig;
   services: ServiceConfig[];
+  routers?: RouterConfig[] | undefined;
 }

@@ -27,7 +27,7 @@ import type { Logger } from '../log/logger.js';
 import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../replicas/link.js';
 import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
 import { sharedClock } from '../replicas/clock.js';
-import type { SlotTable } from '../replicas/slots.js';
+import type { Readiness, SlotTable } from '../replicas/slots.js';
 import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { hostAndPort } from '../http/syntax.js';
 import { type OverdueSink, type PoolOptions, UpstreamPool } from '../upstream/pool.js';
@@ -98,6 +98,10 @@ export class ReplicaView implements ReplicaSet, ViewLink {
   }
 
   // ── ReplicaSet: the relay's side ───────────────────────────────────────────────────────────
+
+  readiness(): Readiness {
+    return this.slots.readiness();
+  }
 
   acquire(waiter: ReplicaWaiter, exclude?: Replica): void {
     const slots = this.slots;

@@ -43,6 +43,7 @@ export function accessLine(r: RelayRequest, f: FinishedRequest): AccessLine {
   return {
     reqId: r.requestId,
     service: f.slug,
+    router: r.routedBy,
     tokenName: r.tokenName,
     method: r.method,
     path: r.path,

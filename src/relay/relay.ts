@@ -33,6 +33,7 @@ import { StreamFlag } from './stream-request.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
 import type { TokenLimit } from '../limits/limit-table.js';
 import { reserveTokens } from '../limits/max-tokens.js';
+import { type ModelRouter, routedTerms } from './model-router.js';
 
 /** Told once per request, when it is over. */
 export interface RelayObserver {
@@ -87,6 +88,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   limit: TokenLimit | undefined = undefined;
   /** The tokens it reserved of tokensPerMinute (its body's max_tokens). */
   reserved = 0;
+  /** Sent to a router: the router until the body names the model, then undefined (`routedBy` names it). */
+  router: ModelRouter | undefined = undefined;
+  routedBy: string | undefined = undefined;
 
   /** The connection carrying the exchange, once it is ready. */
   private connection: UpstreamExchange | undefined = undefined;
@@ -101,7 +105,8 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   readonly dataHandler = (data: ArrayBuffer, isLast: boolean): void => this.body.onData(data, isLast);
 
   constructor(
-    private readonly service: ServiceRuntime,
+    /** Its service; a router's request has its router here until it is routed (`routeByModel`). */
+    private service: ServiceRuntime,
     private readonly observer: RelayObserver,
     res: HttpResponse,
     readonly method: string,
@@ -118,9 +123,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     /** Its place in the queue (the token's priority, or lower as the caller asked). */
     readonly priority: number,
     /** Its own wait for a replica (`X-Sluice-Max-Wait-Ms`), or -1: the service's. */
-    readonly maxWaitMs: number,
+    public maxWaitMs: number,
     /** The hash of its affinity header's value, or -1. */
-    readonly affinity: number,
+    public affinity: number,
   ) {
     this.downstream = new Downstream(res, requestId, this);
     this.body = new CallerBody(res, service.config.maxRequestBytes, bodyLength, this, service.held);
@@ -132,8 +137,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   // ── acquire ────────────────────────────────────────────────────────────────────────────────
 
-  /** Runs inside the uWS handler, after `onAborted` and `onData` were attached. */
+  /** Runs inside the uWS handler, after `onAborted` and `onData` were attached (a router's request: once routed). */
   start(): void {
+    if (this.router !== undefined) return;
     const keepAliveMs = this.service.config.queue.keepAliveMs;
     if (keepAliveMs > 0 && this.method !== 'HEAD') {
       this.keepAliveAt = this.startedAt + keepAliveMs;
@@ -196,9 +202,29 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   /** The body's first bytes are here (or all of it). */
   onBodyStart(): void {
+    if (this.router !== undefined && !this.routeByModel(this.router)) return;
     // Never after the end: a reservation then would never be settled.
     if (this.limit !== undefined && this.phase !== 'done') this.reserved = reserveTokens(this.service.limitTable, this.limit, this.body.firstBytes());
     if (this.replica !== undefined && this.phase === 'waiting') this.dispatch();
+  }
+
+  /** The body names its model (model-router.ts): from now on the request is its service's. False if it ended. */
+  private routeByModel(router: ModelRouter): boolean {
+    this.router = undefined;
+    this.routedBy = router.config.slug;
+    const to = router.route(this.body.pieces(), this.body.complete);
+    if (to instanceof RelayError) {
+      this.fail(to);
+      return false;
+    }
+    this.service = to;
+    ({ maxWaitMs: this.maxWaitMs, affinity: this.affinity } = routedTerms(to, this.headers));
+    if (!this.body.limitTo(to.config.maxRequestBytes)) {
+      this.onBodyTooLarge();
+      return false;
+    }
+    this.start();
+    return this.phase !== 'done';
   }
 
   private dispatch(): void {

@@ -3,6 +3,7 @@
 // ready at once, came later from the queue, or was started for this request is the set's business.
 import type { UpstreamPool } from '../upstream/pool.js';
 import type { RelayError } from '../http/errors.js';
+import type { Readiness } from './slots.js';
 
 /** One replica the relay may send requests to. */
 export interface Replica {
@@ -73,6 +74,8 @@ export interface ReplicaSet {
   release(replica: Replica, outcome: ReleaseOutcome): void;
   /** Stops taking requests: queued waiters get `503 draining`; in-flight requests go on. */
   drain(): void;
+  /** Whether a replica is ready, starting, or none (a router's model list), read where this thread is. */
+  readiness(): Readiness;
   /** Stops probes and replica processes and closes the connection pools. */
   close(): Promise<void>;
 }
