@@ -11,6 +11,9 @@ import { AUTH, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } f
 import { startReplica, type TestReplica } from '../helpers/replica.js';
 import { RECORDING_REPLICA } from '../helpers/launched.js';
 import { eventually } from '../helpers/wait.js';
+import { writeFileSync } from 'node:fs';
+import { recordFile } from '../helpers/launched.js';
+import { GATE_REPLICA } from '../helpers/workers.js';
 
 const ROUTER_TOKEN = secret('slc_router_token_for_the_router_tests_0123456789');
 const ROUTER_AUTH = { authorization: `Bearer ${ROUTER_TOKEN}` };
@@ -214,5 +217,56 @@ describe('a router in front of two static services and a launched one', () => {
     assert.equal((JSON.parse(a.text) as Record<string, unknown>)['replica'], 'coder');
     const list = (await (await fetch(routerUrl('/v1/models'), { headers: ROUTER_AUTH })).json()) as { data: { id: string }[] };
     assert.ok(list.data.some((m) => m.id === 'coder-34b'));
+  });
+});
+
+describe('a router in front of a cold launched service', () => {
+  let tg: TestGateway;
+  const gate = recordFile(); // the replica reports ready once this file exists
+
+  before(async () => {
+    tg = await startTestGateway(
+      [
+        {
+          slug: 'cold',
+          tokens: [{ name: 'svc', sha256: TEST_TOKEN_SHA256 }],
+          models: ['cold-model'],
+          queue: { keepAliveMs: 100 },
+          replicas: { command: [process.execPath, GATE_REPLICA], env: { HEALTH_GATE_FILE: gate }, readyPath: '/health', max: 1 },
+        },
+      ],
+      { routers: [{ slug: 'models', tokens: [{ name: 'router-caller', sha256: sha256Hex(ROUTER_TOKEN) }] }] },
+    );
+  });
+
+  after(async () => {
+    await tg?.close();
+  });
+
+  async function stateOf(model: string): Promise<unknown> {
+    const list = (await (await fetch(tg.url('/v1/models', 'models'), { headers: ROUTER_AUTH })).json()) as { data: Record<string, unknown>[] };
+    return list.data.find((m) => m['id'] === model)?.['state'];
+  }
+
+  test('a routed request starts the service and is kept alive as its own; the list says cold, starting, ready', async () => {
+    assert.equal(await stateOf('cold-model'), 'cold');
+    const res = await fetch(tg.url('/echo', 'models'), {
+      method: 'POST',
+      headers: { ...ROUTER_AUTH, 'content-type': 'application/json', accept: 'text/event-stream' },
+      body: JSON.stringify({ model: 'cold-model', stream: true }),
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    assert.match(first, /^: waiting for a replica/);
+    assert.equal(await stateOf('cold-model'), 'starting');
+    writeFileSync(gate, '');
+    while (!(await reader.read()).done);
+    await eventually(async () => (await stateOf('cold-model')) === 'ready', 10_000, 'the model to be ready');
+    await eventually(() => tg.logs.some((l) => l['msg'] === 'request' && l['router'] === 'models'), 10_000, 'the access line');
+    const line = tg.logs.find((l) => l['msg'] === 'request' && l['router'] === 'models')!;
+    assert.equal(line['service'], 'cold');
+    assert.equal(line['keptAlive'], true);
+    assert.ok(Number(line['queuedMs']) > 0, 'it waited in the service\'s queue');
   });
 });
