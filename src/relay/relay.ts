@@ -2,6 +2,7 @@
 // record (finished-request.ts).
 //
 // Phases, in order (each one line):
+//   route            — a router's request only: once the body names its model, its service (model-router.ts)
 //   acquire          — ask the service's replica set for a replica; maybe wait in its queue
 //   upstreamRequest  — build the replica's request: path, allowed headers, framing, body
 //   dispatch         — ask the replica's connection pool for a connection, with this object as

@@ -4,8 +4,9 @@
 // It runs synchronously inside the handler, cheapest check first, and nothing costly happens
 // before authentication:
 //   request head (framing, header syntax, method token, raw target: caller-head-checks.ts,
-//   whatever the route) → route → service (or router: model-router.ts) → method → draining → auth rate limit → token → path →
-//   size → the queue terms (`X-Sluice-Priority`, `X-Sluice-Max-Wait-Ms`) and the affinity hash
+//   whatever the route) → route → service (or router: model-router.ts) → method → draining →
+//   auth rate limit → token → path → size → the queue terms (`X-Sluice-Priority`,
+//   `X-Sluice-Max-Wait-Ms`) and the affinity hash
 // Every refusal is answered on the next turn of the event loop (refusal.ts), but a 413 from a
 // valid Content-Length, answered at once; then a RelayRequest (relay.ts) takes over.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
