@@ -89,8 +89,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   limit: TokenLimit | undefined = undefined;
   /** The tokens it reserved of tokensPerMinute (its body's max_tokens). */
   reserved = 0;
-  /** Sent to a router: the router until the body names the model, then undefined (`routedBy` names it). */
+  /** Sent to a router: the router until the body names the model, then undefined. */
   router: ModelRouter | undefined = undefined;
+  /** Sent to a router: its slug (the access line's `router`). */
   routedBy: string | undefined = undefined;
 
   /** The connection carrying the exchange, once it is ready. */
@@ -212,7 +213,6 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   /** The body names its model (model-router.ts): from now on the request is its service's. False if it ended. */
   private routeByModel(router: ModelRouter): boolean {
     this.router = undefined;
-    this.routedBy = router.config.slug;
     const to = router.route(this.body.pieces(), this.body.complete);
     if (to instanceof RelayError) {
       this.fail(to);

@@ -198,7 +198,10 @@ export class RequestFilter {
     const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth.name, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
-    if (service instanceof ModelRouter) request.router = service;
+    if (service instanceof ModelRouter) {
+      request.router = service;
+      request.routedBy = service.config.slug;
+    }
     if (limit !== undefined) admitted(request, limit, service.limitTable);
     this.owner.onRelayStarted();
     request.start();

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/cli/token.js';
 import { parseConfig } from '../../src/config/load.js';
@@ -76,6 +77,7 @@ describe('a router in front of two static services and a launched one', () => {
       services: [
         { slug: 'chat', tokens: [{ name: 'chat-caller', sha256: TEST_TOKEN_SHA256 }], models: ['llama-3.1-8b', 'qwen-7b'], forwardHeaders: ['x-tag'], replicas: { urls: [chat.url] } },
         { slug: 'coder', tokens: [{ name: 'coder-caller', sha256: TEST_TOKEN_SHA256 }], models: ['coder-7b'], replicas: { urls: [coder.url] } },
+        { slug: 'tiny', tokens: [{ name: 'tiny-caller', sha256: TEST_TOKEN_SHA256 }], models: ['tiny-model'], maxRequestBytes: 100, replicas: { urls: [coder.url] } },
         {
           slug: 'sleepy',
           tokens: [{ name: 'sleepy-caller', sha256: TEST_TOKEN_SHA256 }],
@@ -83,7 +85,10 @@ describe('a router in front of two static services and a launched one', () => {
           replicas: { command: [process.execPath, RECORDING_REPLICA], readyPath: '/health' },
         },
       ],
-      routers: [{ slug: 'models', tokens: [{ name: 'router-caller', sha256: sha256Hex(ROUTER_TOKEN) }] }],
+      routers: [
+        { slug: 'models', tokens: [{ name: 'router-caller', sha256: sha256Hex(ROUTER_TOKEN) }] },
+        { slug: 'coding', tokens: [{ name: 'router-caller', sha256: sha256Hex(ROUTER_TOKEN) }], services: ['coder'] },
+      ],
     };
     tg = await startTestGateway(raw.services as never, { routers: raw.routers });
     routerUrl = (path) => tg.url(path, 'models');
@@ -194,6 +199,7 @@ describe('a router in front of two static services and a launched one', () => {
         ['llama-3.1-8b', 'model', 'sluice', 'chat'],
         ['qwen-7b', 'model', 'sluice', 'chat'],
         ['coder-7b', 'model', 'sluice', 'coder'],
+        ['tiny-model', 'model', 'sluice', 'tiny'],
         ['sleepy-1b', 'model', 'sluice', 'sleepy'],
       ],
     );
@@ -204,6 +210,37 @@ describe('a router in front of two static services and a launched one', () => {
     const other = await fetch(routerUrl('/v1/other'), { headers: ROUTER_AUTH });
     assert.equal(other.status, 405);
     await other.text();
+  });
+
+  test('the chosen service\'s maxRequestBytes applies: 413 once the model is known; a router limited to some services knows only their models', async () => {
+    const before = coder.seen.length;
+    const a = await post(routerUrl('/v1/completions'), JSON.stringify({ model: 'tiny-model', prompt: 'p'.repeat(200) }));
+    assert.equal(a.status, 413, a.text);
+    assert.equal(a.headers.get('x-sluice-error'), 'payload_too_large');
+    const fits = await post(routerUrl('/v1/completions'), JSON.stringify({ model: 'tiny-model' }));
+    assert.equal(fits.status, 200, fits.text);
+    assert.equal(coder.seen.length, before + 1, 'only the one that fits reached the replica');
+    const coding = (path: string): string => tg.url(path, 'coding');
+    assert.equal((await post(coding('/v1/completions'), JSON.stringify({ model: 'coder-7b' }))).status, 200);
+    assert.equal((await post(coding('/v1/completions'), JSON.stringify({ model: 'qwen-7b' }))).status, 404);
+    const list = (await (await fetch(coding('/v1/models'), { headers: ROUTER_AUTH })).json()) as { data: { id: string }[] };
+    assert.deepEqual(list.data.map((m) => m.id), ['coder-7b']);
+  });
+
+  test('a body broken off while the router holds it reaches no replica: client_closed', async () => {
+    const before = chat.seen.length + coder.seen.length;
+    const path = new URL(routerUrl('/v1/broken')).pathname;
+    const socket = connect({ port: tg.port, host: '127.0.0.1' });
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ROUTER_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{"model":"qwen-7b","prompt":"`);
+    // A request behind it on another connection: by its answer the gateway has read the first piece.
+    assert.equal((await post(routerUrl('/v1/completions'), JSON.stringify({ model: 'coder-7b' }))).status, 200);
+    socket.destroy();
+    await eventually(() => tg.logs.some((l) => l['msg'] === 'request' && l['path'] === '/v1/broken'), 10_000, 'the access line of the broken request');
+    const line = tg.logs.find((l) => l['msg'] === 'request' && l['path'] === '/v1/broken')!;
+    assert.equal(line['outcome'], 'client_closed');
+    assert.equal(line['router'], 'models');
+    assert.equal(chat.seen.length + coder.seen.length, before + 1, 'only the other request reached a replica');
   });
 
   test('a reload adds a model to a running service: the router routes it and lists it', async () => {
