@@ -294,7 +294,8 @@ describe('a router in front of a cold launched service', () => {
     });
     assert.equal(res.status, 200);
     const reader = res.body!.getReader();
-    const first = new TextDecoder().decode((await reader.read()).value);
+    let first = '';
+    while (!first.includes('\n\n')) first += new TextDecoder().decode((await reader.read()).value);
     assert.match(first, /^: waiting for a replica/);
     assert.equal(await stateOf('cold-model'), 'starting');
     writeFileSync(gate, '');
