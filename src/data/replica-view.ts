@@ -27,8 +27,8 @@ import type { Logger } from '../log/logger.js';
 import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../replicas/link.js';
 import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
 import { sharedClock } from '../replicas/clock.js';
-import type { Readiness, SlotTable } from '../replicas/slots.js';
-import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import { BUSY, EJECTED, READY, type SlotTable } from '../replicas/slots.js';
+import type { Readiness, ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { hostAndPort } from '../http/syntax.js';
 import { type OverdueSink, type PoolOptions, UpstreamPool } from '../upstream/pool.js';
 import { settlesWithin } from '../time/bounded-wait.js';
@@ -99,8 +99,20 @@ export class ReplicaView implements ReplicaSet, ViewLink {
 
   // ── ReplicaSet: the relay's side ───────────────────────────────────────────────────────────
 
+  /**
+   * `ready` while a replica is in rotation (or ejected for a backoff), `starting` while one is
+   * being started or stopped or requests wait for one, else `cold`: a read of the slot table, no
+   * message, no clock (a router's model list, docs/api.md#routers).
+   */
   readiness(): Readiness {
-    return this.slots.readiness();
+    const slots = this.slots;
+    let busy = false;
+    for (let s = 0; s < slots.slots; s++) {
+      const state = slots.state(s);
+      if (state === READY || state === EJECTED) return 'ready';
+      if (state === BUSY) busy = true;
+    }
+    return busy || slots.queued > 0 ? 'starting' : 'cold';
   }
 
   acquire(waiter: ReplicaWaiter, exclude?: Replica): void {

@@ -12,7 +12,7 @@ import { RelayError } from '../http/errors.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
 import { hashKey, NO_AFFINITY } from '../replicas/affinity-ring.js';
-import type { Readiness } from '../replicas/slots.js';
+import type { Readiness } from '../replicas/types.js';
 import type { ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { MAX_DURATION_MS } from '../config/rules.js';
 import { ROUTER_MODEL_BYTES } from '../tunables.js';

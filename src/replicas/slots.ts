@@ -28,9 +28,6 @@ import { ACCEPTING, BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, IN
 
 export { BUSY, EJECTED, EMPTY, OUT, READY };
 
-/** A service as a model list shows it (SlotTable.readiness). */
-export type Readiness = 'ready' | 'starting' | 'cold';
-
 /** What a thread needs to rebuild the table over the same memory. */
 export interface SlotTableInit {
   ints: SharedArrayBuffer;
@@ -259,21 +256,6 @@ export class SlotTable {
   hasReady(): boolean {
     for (let s = 0, base = HEADER; s < this.slots; s++, base += STRIDE) if (Atomics.load(this.i32, base) === READY) return true;
     return false;
-  }
-
-  /**
-   * What a model list says of the service (docs/api.md#routers): `ready` while a replica is in
-   * rotation (or ejected for a backoff), `starting` while one is being started or stopped, or
-   * requests wait for one, else `cold`. A read of the table: no message, no clock.
-   */
-  readiness(): Readiness {
-    let busy = false;
-    for (let s = 0, base = HEADER; s < this.slots; s++, base += STRIDE) {
-      const state = Atomics.load(this.i32, base);
-      if (state === READY || state === EJECTED) return 'ready';
-      if (state === BUSY) busy = true;
-    }
-    return busy || this.queued > 0 ? 'starting' : 'cold';
   }
 
   gen(slot: number): number {

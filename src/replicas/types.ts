@@ -3,7 +3,9 @@
 // ready at once, came later from the queue, or was started for this request is the set's business.
 import type { UpstreamPool } from '../upstream/pool.js';
 import type { RelayError } from '../http/errors.js';
-import type { Readiness } from './slots.js';
+
+/** A service as a router's model list shows it (ReplicaSet.readiness). */
+export type Readiness = 'ready' | 'starting' | 'cold';
 
 /** One replica the relay may send requests to. */
 export interface Replica {
