@@ -10,10 +10,9 @@ import { kindOf } from './kinds/kinds.js';
 import { ServiceControl } from './service/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from './service/tuning.js';
 import { ReplicaView } from '../data/replica-view.js';
-import type { Readiness } from '../replicas/types.js';
 import type { Logger } from '../log/logger.js';
 import type { ViewLink } from '../replicas/link.js';
-import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { Readiness, ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 
 
 export interface ReplicaSetDeps {

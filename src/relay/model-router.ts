@@ -7,12 +7,11 @@
 // `GET …/request/v1/models` lists the models with what this thread's view of each service's
 // replicas says (the slot table: no message to the control plane).
 import type { HttpResponse } from 'uWebSockets.js';
-import type { LimitsConfig, RouterConfig, TokenConfig } from '../config/types.js';
+import type { RouterConfig } from '../config/types.js';
 import { RelayError } from '../http/errors.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
 import { hashKey, NO_AFFINITY } from '../replicas/affinity-ring.js';
-import type { Readiness } from '../replicas/types.js';
 import type { ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { MAX_DURATION_MS } from '../config/rules.js';
 import { ROUTER_MODEL_BYTES } from '../tunables.js';
@@ -44,7 +43,8 @@ const UNROUTED: ReplicaSet = {
 };
 
 export class ModelRouter implements ServiceRuntime {
-  tokens: TokenEntry[];
+  /** A reload builds the router anew (data-plane.ts). */
+  readonly tokens: TokenEntry[];
   readonly config: ServiceRuntime['config'];
   readonly replicas = UNROUTED;
   readonly streams: StreamCounters;
@@ -54,8 +54,6 @@ export class ModelRouter implements ServiceRuntime {
   readonly methods = ROUTER_METHODS;
   readonly allow = 'POST, GET';
   readonly affinity = '';
-  /** The router's own limits, for tokens without their own (kept for a reload of its tokens). */
-  readonly limits: LimitsConfig | undefined;
   private readonly byModel = new Map<string, RoutedService>();
 
   constructor(
@@ -66,7 +64,6 @@ export class ModelRouter implements ServiceRuntime {
     cells: readonly number[],
   ) {
     this.config = { slug: router.slug, maxRequestBytes: Number.MAX_SAFE_INTEGER, queue: { maxRequests: 0, maxWaitMs: MAX_DURATION_MS, keepAliveMs: 0 } };
-    this.limits = router.limits;
     this.tokens = tokenEntries(router.tokens, router.limits, cells, limitTable);
     const forward = new Set<string>();
     let queued = 0;
@@ -83,11 +80,6 @@ export class ModelRouter implements ServiceRuntime {
     this.streams = models[0]![1].streams;
   }
 
-  /** New tokens (SIGHUP). */
-  reloadTokens(tokens: readonly TokenConfig[], limits: LimitsConfig | undefined, cells: readonly number[]): void {
-    this.tokens = tokenEntries(tokens, limits, cells, this.limitTable);
-  }
-
   /** The service serving the model `pieces` name (the body from its first byte), or the error to answer with. */
   route(pieces: readonly Uint8Array[], complete: boolean): RoutedService | RelayError {
     const model = bodyModel(pieces, complete);
@@ -100,7 +92,7 @@ export class ModelRouter implements ServiceRuntime {
 
   /** `GET …/v1/models`: every model, cold ones included, as OpenAI's model list. */
   modelList(): string {
-    const data = this.models.map(([id, service]) => ({ id, object: 'model', owned_by: 'sluice', service: service.config.slug, state: service.replicas.readiness() satisfies Readiness }));
+    const data = this.models.map(([id, service]) => ({ id, object: 'model', owned_by: 'sluice', service: service.config.slug, state: service.replicas.readiness() }));
     return JSON.stringify({ object: 'list', data });
   }
 }
