@@ -149,6 +149,8 @@ describe('a router in front of two static services and a launched one', () => {
     const seen = JSON.parse(a.text) as Record<string, unknown>;
     assert.equal(seen['replica'], 'chat');
     assert.equal(seen['sha256'], sha256(body));
+    assert.equal(seen['length'], String(body.length), 'held whole: sent with Content-Length');
+    assert.equal(seen['chunked'], null);
   });
 
   test('a body over 1 MiB that names its model early is relayed whole; one without a model in its first MiB is 400', async () => {
@@ -162,6 +164,7 @@ describe('a router in front of two static services and a launched one', () => {
     const chunked = await postChunked(routerUrl('/v1/completions'), [big.subarray(0, 100), big.subarray(100, 2_000_000), big.subarray(2_000_000)]);
     assert.equal(chunked.status, 200, chunked.text);
     assert.equal((JSON.parse(chunked.text) as Record<string, unknown>)['sha256'], sha256(big));
+    assert.equal((JSON.parse(chunked.text) as Record<string, unknown>)['chunked'], 'chunked', 'past the first MiB it streams on chunked');
     const late = Buffer.from(JSON.stringify({ prompt: 'z'.repeat(2 * 1024 * 1024), model: 'coder-7b' }));
     const b = await post(routerUrl('/v1/completions'), late);
     assert.equal(b.status, 400, b.text);
