@@ -299,3 +299,15 @@ export const KUBERNETES_TIMINGS = {
   scaleCacheMs: 2_000,
   callTimeoutMs: 10_000,
 } as const;
+
+// used by relay/body-model.ts and relay/model-router.ts
+/**
+ * How much of a router's request body is read, at most, to find its `"model"` before the request
+ * goes on (docs/api.md#routers): a chat body is far smaller; a longer body must name its model in
+ * these bytes. Held like a chunked upload (counted in the router's account of held bodies).
+ */
+export const ROUTER_MODEL_BYTES = 1024 * 1024;
+
+// used by relay/body-model.ts
+/** The longest model name read from a body (a longer value is no model any service serves). */
+export const MODEL_NAME_MAX_BYTES = 1024;

@@ -26,7 +26,7 @@ Environment:
                          instead of the newest that loads
 
 Signals (serve): SIGTERM/SIGINT drain then exit 0 (a second one exits at once with 1);
-SIGHUP reloads the config's tokens (a renewed TLS certificate needs a restart).
+SIGHUP reloads the config's tokens, models and routers (a renewed TLS certificate needs a restart).
 
 Exit codes: 0 ok, 1 invalid config or failed start, 2 usage error.
 `;

@@ -1,6 +1,7 @@
-// `SIGHUP`: read the config again and apply its tokens without dropping a connection. Anything
-// else that changed is logged and applied at the next start; a renewed TLS certificate too (uWS
-// cannot swap the certificate of a listening app).
+// `SIGHUP`: read the config again and apply its tokens, the services' models and the routers
+// without dropping a connection (a router's models on services that start only with a restart
+// wait for it). Anything else that changed is logged and applied at the next start; a renewed TLS
+// certificate too (uWS cannot swap the certificate of a listening app).
 import { ConfigError, formatProblem } from '../config/load.js';
 import { tlsFingerprint } from '../config/tls.js';
 import type { Config } from '../config/types.js';
@@ -39,16 +40,16 @@ export function reloadTokens(gateway: Gateway, current: Config, load: () => Conf
   return next;
 }
 
-/** Keys whose values differ between two configs, ignoring tokens and services' limits (what a reload applies). */
+/** Keys whose values differ between two configs, ignoring tokens, services' limits and models, and routers (what a reload applies). */
 function changesBeyondTokens(before: Config, after: Config): string[] {
   const changed: string[] = [];
   const keys = new Set([...Object.keys(before), ...Object.keys(after)] as (keyof Config)[]);
   for (const key of keys) {
-    if (key === 'services') continue;
+    if (key === 'services' || key === 'routers') continue;
     if (JSON.stringify(before[key]) !== JSON.stringify(after[key])) changed.push(key);
   }
   const withoutTokens = (c: Config): Map<string, string> =>
-    new Map(c.services.map((s) => [s.slug, JSON.stringify({ ...s, tokens: undefined, limits: undefined })]));
+    new Map(c.services.map((s) => [s.slug, JSON.stringify({ ...s, tokens: undefined, limits: undefined, models: undefined })]));
   const a = withoutTokens(before);
   const b = withoutTokens(after);
   for (const slug of new Set([...a.keys(), ...b.keys()])) {

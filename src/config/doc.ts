@@ -86,6 +86,22 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'services[].replicas.load.cacheUsageHigh': 'a replica at or above this cache usage is chosen only when every other is too',
   'services[].replicas.pool': 'launched replicas start only on free units of this pool; `{units}` in `command` or `env` becomes the indices they hold (see "Pools")',
   'services[].replicas.units': 'units of `replicas.pool` each replica holds, from before its process is spawned until it has exited',
+  'services[].models': 'model names this service serves: a router’s request whose body names one goes here (see "Many models behind one endpoint"); SIGHUP reloads them',
+  routers: 'endpoints of their own that choose the service by the JSON body’s `"model"` (see "Many models behind one endpoint")',
+  'routers[].slug': 'the router’s name in URLs: `{basePath}/{slug}/request{path}`',
+  'routers[].tokens': 'bearer tokens that may call the router (keys as `services[].tokens`; a service’s tokens do not open the router, nor the router’s a service); SIGHUP reloads them',
+  'routers[].tokens[].name': 'shown in logs instead of the token',
+  'routers[].tokens[].sha256': 'SHA-256 digest of the token',
+  'routers[].tokens[].priority': 'place of its requests in the chosen service’s queue, as a service token’s',
+  'routers[].tokens[].limits': 'this token’s limits, replacing the router’s (keys as `services[].tokens[].limits`)',
+  'routers[].tokens[].limits.requestsPerMinute': 'as `services[].tokens[].limits.requestsPerMinute`, over every service of the router',
+  'routers[].tokens[].limits.concurrent': 'as `services[].tokens[].limits.concurrent`, over every service of the router',
+  'routers[].tokens[].limits.tokensPerMinute': 'as `services[].tokens[].limits.tokensPerMinute`, over every service of the router',
+  'routers[].limits': 'limits of each token of the router that has none of its own',
+  'routers[].limits.requestsPerMinute': 'as `tokens[].limits.requestsPerMinute`, for each token without its own limits',
+  'routers[].limits.concurrent': 'as `tokens[].limits.concurrent`, for each token without its own limits',
+  'routers[].limits.tokensPerMinute': 'as `tokens[].limits.tokensPerMinute`, for each token without its own limits',
+  'routers[].services': 'the services whose models it routes to (not set: every service with `models`)',
 };
 
 /** Where the table lives: the markers in that file enclose it. */

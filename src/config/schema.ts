@@ -10,6 +10,7 @@ import { replicas } from './replicas-schema.js';
 import { routing } from './routing-schema.js';
 import { limits, limitStore } from './limits-schema.js';
 import { checkPools, pools } from './pools-schema.js';
+import { checkRouters, models, routerList } from './routers-schema.js';
 import {
   ALWAYS,
   ALWAYS_FORWARDED,
@@ -164,6 +165,7 @@ const service = strict({
   routing: routing.prefault({}),
   replicas,
   limits,
+  models,
 }).superRefine((s, ctx) => {
   // Launched and Kubernetes replicas start on a queued request: a service that can neither queue
   // nor keep a replica warm would refuse every request, forever.
@@ -202,10 +204,12 @@ export const configSchema = strict(
     limits: limitStore.prefault({}),
     pools: pools.prefault([]),
     services,
+    routers: routerList(tokens).optional(),
   },
   RULE.root,
 ).superRefine((c, ctx) => {
   if (isRecord(c)) checkPools(c, ctx);
+  if (isRecord(c)) checkRouters(c, ctx);
   if (!isRecord(c) || !isRecord(c.listen) || !isRecord(c.admin)) return;
   const a = c.admin;
   const l = c.listen;

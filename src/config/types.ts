@@ -118,6 +118,18 @@ export interface ServiceConfig {
   replicas: ReplicasConfig;
   /** Limits of each of its tokens that has none of its own. */
   limits?: LimitsConfig | undefined;
+  /** The models it serves: a router's request naming one goes to it (unique across services). */
+  models?: string[] | undefined;
+}
+
+/** `routers[]`: one endpoint for the models of several services, chosen by the body's `"model"`. */
+export interface RouterConfig {
+  slug: string;
+  tokens: TokenConfig[];
+  /** Limits of each of its tokens that has none of its own. */
+  limits?: LimitsConfig | undefined;
+  /** The services it routes to; not set: every service with `models`. */
+  services?: string[] | undefined;
 }
 
 interface ListenConfig {
@@ -139,4 +151,5 @@ export interface Config {
   /** Sets of units launched replicas take from (docs/configuration.md#pools). */
   pools: PoolConfig[];
   services: ServiceConfig[];
+  routers?: RouterConfig[] | undefined;
 }

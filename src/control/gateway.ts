@@ -22,7 +22,7 @@ import { loadUwsBuild, uws, uwsBuild } from '../http/uws-build.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { LimitCells, limitedTokens } from '../limits/limit-cells.js';
 import { createLimitBuffer, LimitTable } from '../limits/limit-table.js';
-import type { TokensReload } from '../replicas/messages.js';
+import type { RoutersReload, TokensReload } from '../replicas/messages.js';
 import { LIMIT_SWEEP_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
 import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
 import { Refusals } from '../relay/refusal.js';
@@ -84,6 +84,8 @@ class ControlPlane implements Gateway, OpsSource {
   private readonly limitSweep: NodeJS.Timeout;
   /** The tokens as last applied (start or reload): what a replacement worker starts with. */
   private tokens: TokensReload[];
+  /** The routers as last applied (tokensOf), likewise. */
+  private routers: RoutersReload = { routers: [], models: [], cells: [] };
   private readonly services: ServiceControl[] = [];
   /** The pools of units launched replicas take from (docs/configuration.md#pools). */
   private readonly pools: Pools;
@@ -293,28 +295,32 @@ class ControlPlane implements Gateway, OpsSource {
     this.logger.info({}, 'gateway closed');
   }
 
-  /** Each service's tokens and limits in `config`, with the cell sets of its limited tokens (assigned now). */
+  /** Each service's tokens and limits in `config`, with the cell sets of its limited tokens (assigned now); its routers kept in `routers`. */
   private tokensOf(config: Config): TokensReload[] {
     const cells = this.limitCells.assign(config);
+    const n = config.services.length;
+    this.routers = { routers: config.routers ?? [], models: config.services.map((s) => ({ slug: s.slug, models: s.models })), cells: cells.slice(n) };
     return config.services.map((s, i) => ({ slug: s.slug, tokens: s.tokens, limits: s.limits, cells: cells[i]! }));
   }
 
   /** The start config with the tokens as last applied, for a worker started now (the rest of a reload waits for a restart). */
   private withTokens(config: Config): Config {
     const bySlug = new Map(this.tokens.map((t) => [t.slug, t]));
+    const models = new Map(this.routers.models.map((m) => [m.slug, m.models]));
     return {
       ...config,
       services: config.services.map((s) => {
         const now = bySlug.get(s.slug);
-        return now === undefined ? s : { ...s, tokens: now.tokens, limits: now.limits };
+        return now === undefined ? s : { ...s, tokens: now.tokens, limits: now.limits, models: models.get(s.slug) };
       }),
+      routers: this.routers.routers,
     };
   }
 
   /** Per service of the start config, each token's cell set as last applied (withTokens's tokens). */
   private cellsFor(config: Config): number[][] {
     const bySlug = new Map(this.tokens.map((t) => [t.slug, t.cells]));
-    return config.services.map((s) => bySlug.get(s.slug) ?? s.tokens.map(() => -1));
+    return [...config.services.map((s) => bySlug.get(s.slug) ?? s.tokens.map(() => -1)), ...this.routers.cells];
   }
 
   reload(config: Config): void {
@@ -324,11 +330,11 @@ class ControlPlane implements Gateway, OpsSource {
     // The queue's depth series follow the tokens' priorities (a restart adds services).
     for (const { slug, tokens } of services) this.services.find((service) => service.slug === slug)?.tokensReloaded(tokens);
     if (this.local !== undefined) {
-      const ignored = this.local.plane.reload(services);
+      const ignored = this.local.plane.reload(services, this.routers);
       this.logger.info({ services: services.map((s) => s.slug).filter((slug) => !ignored.includes(slug)), ignored }, 'tokens reloaded');
     } else {
       // Each worker applies them and logs `tokens reloaded` with its index.
-      this.pool!.broadcast({ t: 'tokens', services });
+      this.pool!.broadcast({ t: 'tokens', services, routers: this.routers });
     }
   }
 }

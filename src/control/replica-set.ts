@@ -12,7 +12,7 @@ import { DEFAULT_TUNING, type ReplicaSetTuning } from './service/tuning.js';
 import { ReplicaView } from '../data/replica-view.js';
 import type { Logger } from '../log/logger.js';
 import type { ViewLink } from '../replicas/link.js';
-import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { Readiness, ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 
 
 export interface ReplicaSetDeps {
@@ -66,6 +66,10 @@ export class LocalReplicaSet implements ManagedReplicaSet {
 
   drain(): void {
     this.control.drain();
+  }
+
+  readiness(): Readiness {
+    return this.view.readiness();
   }
 
   async close(): Promise<void> {

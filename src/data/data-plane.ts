@@ -3,13 +3,14 @@
 // (src/data/worker.ts), or on the main thread with `workers: 1`.
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { AccessLog } from '../log/access-log.js';
-import type { Config } from '../config/types.js';
+import type { Config, RouterConfig } from '../config/types.js';
 import { LimitTable } from '../limits/limit-table.js';
 import type { Logger } from '../log/logger.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
 import { accessLine, finishedRequest } from '../relay/finished-request.js';
 import { settledTokens } from '../relay/request-limits.js';
-import type { TokensReload } from '../replicas/messages.js';
+import type { RoutersReload, TokensReload } from '../replicas/messages.js';
+import { ModelRouter, routedModels } from '../relay/model-router.js';
 import { Refusals } from '../relay/refusal.js';
 import type { RelayRequest } from '../relay/relay.js';
 import { RequestFilter, type RequestFilterOwner, ServiceEntry } from '../relay/request-filter.js';
@@ -69,7 +70,8 @@ export class DataPlane implements RequestFilterOwner {
     );
     const ids = new RequestIds();
     const refusals = new Refusals(this.logger, ids);
-    this.filter = new RequestFilter(config.basePath, services, this, new SharedAuthLimiter(options.authFailures), ids, refusals);
+    const routers = this.routersOf(config.routers ?? [], config.services, services, options.limitCells.slice(config.services.length));
+    this.filter = new RequestFilter(config.basePath, services, routers, this, new SharedAuthLimiter(options.authFailures), ids, refusals);
     this.app = createApp(config.listen.tls);
     if (options.ops !== undefined) addOpsRoutes(this.app, options.ops, this.logger, refusals);
     options.testRoutes?.(this.app);
@@ -128,14 +130,33 @@ export class DataPlane implements RequestFilterOwner {
   }
 
   /** Applies reloaded tokens; the slugs that are not served here (a restart adds services). */
-  reload(services: readonly TokensReload[]): string[] {
+  reload(services: readonly TokensReload[], routers?: RoutersReload): string[] {
     const ignored: string[] = [];
     for (const next of services) {
       const service = this.filter.services.get(next.slug);
       if (service === undefined) ignored.push(next.slug);
       else service.tokens = service.entries(next.tokens, next.limits, next.cells);
     }
+    if (routers !== undefined) {
+      // Routers are rebuilt whole over the services served here: a model added to a running service routes at once.
+      const running = this.options.config.services.filter((s) => this.filter.services.has(s.slug));
+      const models = new Map(routers.models.map((m) => [m.slug, m.models]));
+      const now = running.map((s) => ({ slug: s.slug, models: models.get(s.slug) }));
+      this.filter.routers = this.routersOf(routers.routers, now, this.filter.services, routers.cells);
+    }
     return ignored;
+  }
+
+  /** This thread's routers over `services` (each service's models as `list` says). */
+  private routersOf(routers: readonly RouterConfig[], list: readonly { slug: string; models?: string[] | undefined }[], services: ReadonlyMap<string, ServiceEntry>, cells: readonly (readonly number[])[]): Map<string, ModelRouter> {
+    const byIndex = list.map((s) => services.get(s.slug)!);
+    const out = new Map<string, ModelRouter>();
+    routers.forEach((router, i) => {
+      const models = routedModels(router, list, byIndex);
+      // A router whose services are not served here (a restart adds services) waits for the restart.
+      if (models.length > 0) out.set(router.slug, new ModelRouter(router, models, this.limitTable, cells[i] ?? router.tokens.map(() => -1)));
+    });
+    return out;
   }
 
   get config(): Config {

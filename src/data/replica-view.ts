@@ -34,8 +34,8 @@ import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type 
 import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
 import { sharedClock } from '../replicas/clock.js';
 import { wholeSeconds } from '../replicas/expected-start.js';
-import type { SlotTable } from '../replicas/slots.js';
-import type { ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import { BUSY, EJECTED, READY, type SlotTable } from '../replicas/slots.js';
+import type { Readiness, ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { hostAndPort } from '../http/syntax.js';
 import { type OverdueSink, type PoolOptions, UpstreamPool } from '../upstream/pool.js';
 import { settlesWithin } from '../time/bounded-wait.js';
@@ -105,6 +105,22 @@ export class ReplicaView implements ReplicaSet, ViewLink {
   }
 
   // ── ReplicaSet: the relay's side ───────────────────────────────────────────────────────────
+
+  /**
+   * `ready` while a replica is in rotation (or ejected for a backoff), `starting` while one is
+   * being started or stopped or requests wait for one, else `cold`: a read of the slot table, no
+   * message, no clock (a router's model list, docs/api.md#routers).
+   */
+  readiness(): Readiness {
+    const slots = this.slots;
+    let busy = false;
+    for (let s = 0; s < slots.slots; s++) {
+      const state = slots.state(s);
+      if (state === READY || state === EJECTED) return 'ready';
+      if (state === BUSY) busy = true;
+    }
+    return busy || slots.queued > 0 ? 'starting' : 'cold';
+  }
 
   acquire(waiter: ReplicaWaiter, exclude?: Replica): void {
     const slots = this.slots;

@@ -108,7 +108,7 @@ port.on('message', (message: ToWorker) => {
     case 'call': // served by serveLink
       break;
     case 'tokens': {
-      const ignored = plane.reload(message.services);
+      const ignored = plane.reload(message.services, message.routers);
       logger.info({ services: message.services.map((s) => s.slug).filter((slug) => !ignored.includes(slug)), ignored }, 'tokens reloaded');
       break;
     }

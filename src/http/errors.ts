@@ -24,6 +24,7 @@ const ERROR_CODES = [
   'method_not_allowed',
   'too_many_requests',
   'rate_limited',
+  'model_not_found',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -46,6 +47,7 @@ const CODES: Record<ErrorCode, { status: number; message: string; source: ErrorS
   method_not_allowed: { status: 405, message: 'This method is not enabled for the service.', source: 'caller' },
   payload_too_large: { status: 413, message: 'The request body is larger than the service accepts.', source: 'caller' },
   too_many_requests: { status: 429, message: 'Too many failed authentication attempts; retry later.', source: 'caller' },
+  model_not_found: { status: 404, message: 'No service of this router serves the model.', source: 'caller' },
   rate_limited: { status: 429, message: 'A limit of this token is reached; retry later.', source: 'caller' },
   // Not sent to anyone (the caller is gone); it names the outcome in logs and metrics.
   client_closed: { status: 499, message: 'The caller closed the connection.', source: 'caller' },
@@ -90,8 +92,12 @@ export class RelayError extends Error {
     this.limit = options.limit;
   }
 
-  /** The JSON body sent to the caller: `{"error":{"code":…,"message":…}}` (and `limit` for `rate_limited`). */
+  /**
+   * The JSON body sent to the caller: `{"error":{"code":…,"message":…}}` (and `limit` for
+   * `rate_limited`); `model_not_found` in OpenAI's shape, which its SDKs read (docs/api.md#routers).
+   */
   body(): string {
+    if (this.code === 'model_not_found') return JSON.stringify({ error: { message: this.message, type: 'invalid_request_error', code: this.code } });
     if (this.limit !== undefined) return JSON.stringify({ error: { code: this.code, message: this.message, limit: this.limit } });
     return JSON.stringify({ error: { code: this.code, message: this.message } });
   }

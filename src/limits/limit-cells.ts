@@ -13,10 +13,15 @@ export function effectiveLimits(service: Pick<ServiceConfig, 'limits'>, token: T
   return limits.requestsPerMinute === undefined && limits.concurrent === undefined && limits.tokensPerMinute === undefined ? undefined : limits;
 }
 
+/** What has tokens, in the order of the cell sets `assign` returns: the services, then the routers. */
+function tokenHolders(config: Config): readonly Pick<ServiceConfig, 'slug' | 'tokens' | 'limits'>[] {
+  return config.routers === undefined ? config.services : [...config.services, ...config.routers];
+}
+
 /** The limited tokens of a config: how many cell sets a table needs (with room for reloads). */
 export function limitedTokens(config: Config): number {
   let n = 0;
-  for (const service of config.services) for (const token of service.tokens) if (effectiveLimits(service, token) !== undefined) n++;
+  for (const service of tokenHolders(config)) for (const token of service.tokens) if (effectiveLimits(service, token) !== undefined) n++;
   return n;
 }
 
@@ -37,13 +42,15 @@ export class LimitCells {
   }
 
   /**
-   * Assigns cell sets to the limited tokens of `config`; per service (config order), per token,
-   * its cell set or -1. Throws when the table has no room left (the reload is then refused).
+   * Assigns cell sets to the limited tokens of `config`; per service (config order), then per
+   * router (a router's tokens are limited as a service's), per token, its cell set or -1. Throws
+   * when the table has no room left (the reload is then refused).
    */
   assign(config: Config): number[][] {
     const next = new Map<string, LimitedToken>();
     const wanted: { key: string; entry: Omit<LimitedToken, 'cell'> }[] = [];
-    for (const service of config.services) {
+    const holders = tokenHolders(config);
+    for (const service of holders) {
       for (const token of service.tokens) {
         const limits = effectiveLimits(service, token);
         if (limits === undefined) continue;
@@ -65,7 +72,7 @@ export class LimitCells {
     }
     this.byKey.clear();
     for (const [key, t] of next) this.byKey.set(key, t);
-    return config.services.map((service) => service.tokens.map((token) => this.byKey.get(`${service.slug}\u0000${token.name}`)?.cell ?? -1));
+    return holders.map((service) => service.tokens.map((token) => this.byKey.get(`${service.slug}\u0000${token.name}`)?.cell ?? -1));
   }
 
   /** Every limited token now. */

@@ -14,6 +14,8 @@ import { pino, type Logger } from 'pino';
 export interface AccessLine {
   reqId: string;
   service: string;
+  /** Sent to a router (docs/api.md#routers): its slug; `service` is where the model took it (the router's while not routed). */
+  router?: string | undefined;
   tokenName: string;
   method: string;
   path: string;
@@ -43,7 +45,7 @@ const INFO = 30;
 const WARN = 40;
 const MESSAGE = 'request';
 /** The keys the fast path writes (a line with `err` goes through pino and its `err` serializer). */
-const KEYS: readonly string[] = ['reqId', 'service', 'tokenName', 'method', 'path', 'status', 'outcome', 'bytesIn', 'bytesOut', 'heldBytes', 'ttfbMs', 'ms', 'queuedMs', 'retried', 'keptAlive', 'events', 'firstEventMs', 'maxGapMs', 'promptTokens', 'completionTokens', 'msg'];
+const KEYS: readonly string[] = ['reqId', 'service', 'router', 'tokenName', 'method', 'path', 'status', 'outcome', 'bytesIn', 'bytesOut', 'heldBytes', 'ttfbMs', 'ms', 'queuedMs', 'retried', 'keptAlive', 'events', 'firstEventMs', 'maxGapMs', 'promptTokens', 'completionTokens', 'msg'];
 
 /** pino's internals this reads: all exported as `pino.symbols`. */
 interface PinoInternals {
@@ -79,7 +81,9 @@ export class AccessLog {
     const p = this.internals;
     const time = (p[S['timeSym']!] as () => string)();
     let s = (p[S['lsCacheSym']!] as Record<number, string>)[level]! + time + (p[S['chindingsSym']!] as string);
-    s += `,"reqId":${str(line.reqId)},"service":${str(line.service)},"tokenName":${str(line.tokenName)},"method":${str(line.method)},"path":${str(line.path)}`;
+    s += `,"reqId":${str(line.reqId)},"service":${str(line.service)}`;
+    if (line.router !== undefined) s += `,"router":${str(line.router)}`;
+    s += `,"tokenName":${str(line.tokenName)},"method":${str(line.method)},"path":${str(line.path)}`;
     s += `,"status":${num(line.status)},"outcome":${str(line.outcome)},"bytesIn":${num(line.bytesIn)},"bytesOut":${num(line.bytesOut)}`;
     if (line.heldBytes !== undefined) s += `,"heldBytes":${num(line.heldBytes)}`;
     // The durations as `round` left them (3 decimals): `millis` writes them without String(double).

@@ -58,13 +58,29 @@ export class CallerBody {
 
   constructor(
     private readonly res: HttpResponse,
-    private readonly limit: number,
+    private limit: number,
     /** The caller's Content-Length, or -1 for a chunked body. */
     private readonly declared: number,
     private readonly listener: CallerBodyListener,
     private readonly account: HeldBodies,
   ) {
-    this.holding = declared < 0 && account.bufferBytes > 0;
+    this.holding = (declared < 0 || account.holdsEvery) && account.bufferBytes > 0;
+  }
+
+  /**
+   * A routed request's service is known (model-router.ts): its `maxRequestBytes` applies from now
+   * on. False when the body is already, or declares to be, larger.
+   */
+  limitTo(limit: number): boolean {
+    this.limit = limit;
+    return this.received <= limit && this.declared <= limit;
+  }
+
+  /** The body's pieces as they are held now, from its first byte (during `onBodyStart`: all that arrived). */
+  pieces(): readonly Uint8Array[] {
+    if (this.wholeView !== undefined) return [this.wholeView];
+    if (this.whole !== undefined) return [this.whole];
+    return this.queue;
   }
 
   /** The uWS onData callback's work. `data` is only valid during the call (fact 3). */

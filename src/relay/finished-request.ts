@@ -52,6 +52,7 @@ export function accessLine(r: RelayRequest, f: FinishedRequest): AccessLine {
   return {
     reqId: r.requestId,
     service: f.slug,
+    router: r.routedBy,
     tokenName: r.token.name,
     method: r.method,
     path: r.path,

@@ -19,7 +19,11 @@ export class HeldBodies {
    */
   readonly maxBytes: number;
 
-  constructor(config: ServiceConfig) {
+  constructor(
+    config: { uploads: Pick<ServiceConfig['uploads'], 'bufferBytes'>; queue: Pick<ServiceConfig['queue'], 'maxRequests'> },
+    /** Every body is held, whatever its framing: a router's, until it finds the `"model"` (model-router.ts). */
+    readonly holdsEvery = false,
+  ) {
     this.bufferBytes = config.uploads.bufferBytes;
     this.maxBytes = Math.max(config.queue.maxRequests * HOLD_HIGH_WATER, this.bufferBytes);
   }

@@ -2,6 +2,7 @@
 // record (finished-request.ts).
 //
 // Phases, in order (each one line):
+//   route            — a router's request only: once the body names its model, its service (model-router.ts)
 //   acquire          — ask the service's replica set for a replica; maybe wait in its queue
 //   upstreamRequest  — build the replica's request: path, allowed headers, framing, body
 //   dispatch         — ask the replica's connection pool for a connection, with this object as
@@ -36,6 +37,7 @@ import { StreamFlag } from './stream-request.js';
 import { interruptionOf, StreamTiming } from './stream-timing.js';
 import type { TokenLimit } from '../limits/limit-table.js';
 import { reserveTokens } from '../limits/max-tokens.js';
+import { type ModelRouter, routedTerms } from './model-router.js';
 
 /** Told once per request, when it is over. */
 export interface RelayObserver {
@@ -92,6 +94,10 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   limit: TokenLimit | undefined = undefined;
   /** The tokens it reserved of tokensPerMinute (its body's max_tokens). */
   reserved = 0;
+  /** Sent to a router: the router until the body names the model, then undefined. */
+  router: ModelRouter | undefined = undefined;
+  /** Sent to a router: its slug (the access line's `router`). */
+  routedBy: string | undefined = undefined;
 
   /** The connection carrying the exchange, once it is ready. */
   private connection: UpstreamExchange | undefined = undefined;
@@ -106,7 +112,8 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   readonly dataHandler = (data: ArrayBuffer, isLast: boolean): void => this.body.onData(data, isLast);
 
   constructor(
-    private readonly service: ServiceRuntime,
+    /** Its service; a router's request has its router here until it is routed (`routeByModel`). */
+    private service: ServiceRuntime,
     private readonly observer: RelayObserver,
     res: HttpResponse,
     readonly method: string,
@@ -123,9 +130,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     /** Its place in the queue (the token's priority, or lower as the caller asked). */
     readonly priority: number,
     /** Its own wait for a replica (`X-Sluice-Max-Wait-Ms`), or -1: the service's. */
-    readonly maxWaitMs: number,
+    public maxWaitMs: number,
     /** The hash of its affinity header's value, or -1. */
-    readonly affinity: number,
+    public affinity: number,
   ) {
     this.downstream = new Downstream(res, requestId, this);
     this.body = new CallerBody(res, service.config.maxRequestBytes, bodyLength, this, service.held);
@@ -137,8 +144,9 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   // ── acquire ────────────────────────────────────────────────────────────────────────────────
 
-  /** Runs inside the uWS handler, after `onAborted` and `onData` were attached. */
+  /** Runs inside the uWS handler, after `onAborted` and `onData` were attached (a router's request: once routed). */
   start(): void {
+    if (this.router !== undefined) return;
     const keepAliveMs = this.service.config.queue.keepAliveMs;
     if (keepAliveMs > 0 && this.method !== 'HEAD') {
       this.keepAliveAt = this.startedAt + keepAliveMs;
@@ -201,9 +209,28 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
 
   /** The body's first bytes are here (or all of it). */
   onBodyStart(): void {
+    if (this.router !== undefined && !this.routeByModel(this.router)) return;
     // Never after the end: a reservation then would never be settled.
     if (this.limit !== undefined && this.phase !== 'done') this.reserved = reserveTokens(this.service.limitTable, this.limit, this.body.firstBytes());
     if (this.replica !== undefined && this.phase === 'waiting') this.dispatch();
+  }
+
+  /** The body names its model (model-router.ts): from now on the request is its service's. False if it ended. */
+  private routeByModel(router: ModelRouter): boolean {
+    this.router = undefined;
+    const to = router.route(this.body.pieces(), this.body.complete);
+    if (to instanceof RelayError) {
+      this.fail(to);
+      return false;
+    }
+    this.service = to;
+    ({ maxWaitMs: this.maxWaitMs, affinity: this.affinity } = routedTerms(to, this.headers));
+    if (!this.body.limitTo(to.config.maxRequestBytes)) {
+      this.onBodyTooLarge();
+      return false;
+    }
+    this.start();
+    return this.phase !== 'done';
   }
 
   private dispatch(): void {

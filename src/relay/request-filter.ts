@@ -4,8 +4,9 @@
 // It runs synchronously inside the handler, cheapest check first, and nothing costly happens
 // before authentication:
 //   request head (framing, header syntax, method token, raw target: caller-head-checks.ts,
-//   whatever the route) → route → service → method → draining → auth rate limit → token → path →
-//   size → the queue terms (`X-Sluice-Priority`, `X-Sluice-Max-Wait-Ms`) and the affinity hash
+//   whatever the route) → route → service (or router: model-router.ts) → method → draining →
+//   auth rate limit → token → path → size → the queue terms (`X-Sluice-Priority`,
+//   `X-Sluice-Max-Wait-Ms`) and the affinity hash
 // Every refusal is answered on the next turn of the event loop (refusal.ts), but a 413 from a
 // valid Content-Length, answered at once; then a RelayRequest (relay.ts) takes over.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -22,14 +23,14 @@ import { readCallerHeaders, requestMaxWait, requestPriority } from './headers.js
 import { pathProblem } from './path.js';
 import type { Refusals } from './refusal.js';
 import { type RelayObserver, RelayRequest } from './relay.js';
-import type { ServiceRuntime } from './service-runtime.js';
 import type { RequestIds } from './request-ids.js';
 import { HeldBodies } from './held-bodies.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import { admitted, rateLimited } from './request-limits.js';
+import { answerModelList, MODEL_LIST_PATH, ModelRouter, type RoutedService } from './model-router.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
-export class ServiceEntry implements ServiceRuntime {
+export class ServiceEntry implements RoutedService {
   tokens: TokenEntry[];
   readonly forward: ReadonlySet<string>;
   readonly methods: ReadonlySet<string>;
@@ -92,6 +93,8 @@ export class RequestFilter {
   constructor(
     basePath: string,
     readonly services: ReadonlyMap<string, ServiceEntry>,
+    /** The routers by slug (replaced whole on a reload). */
+    public routers: ReadonlyMap<string, ModelRouter>,
     private readonly owner: RequestFilterOwner,
     private readonly limiter: AuthLimiter,
     private readonly ids: RequestIds,
@@ -110,7 +113,9 @@ export class RequestFilter {
     const prefix = this.prefix;
     const slash = url.startsWith(prefix) ? url.indexOf('/', prefix.length) : -1;
     const routed = slash >= 0 && url.startsWith(REQUEST_SEGMENT, slash);
-    const service = routed ? this.services.get(url.slice(prefix.length, slash)) : undefined;
+    const name = routed ? url.slice(prefix.length, slash) : '';
+    // A router (model-router.ts) is looked for only when no service has the slug.
+    const service = routed ? (this.services.get(name) ?? this.routers.get(name)) : undefined;
     // Framing and header syntax come first, whatever the route: an answer that leaves the
     // connection open must know where this request ends, or the bytes after it run as a request.
     const headers = readCallerHeaders(req, service?.forward ?? NO_FORWARD, service?.affinity ?? '');
@@ -177,6 +182,11 @@ export class RequestFilter {
       this.refusals.answer(res, error, 'closeLater', service.config.slug, head);
       return;
     }
+    if (method === 'GET' && service instanceof ModelRouter) {
+      if (path === MODEL_LIST_PATH) answerModelList(res, service, this.ids.next(), hasBody);
+      else this.refuse(res, new RelayError('method_not_allowed', { message: `A router answers GET only at ${MODEL_LIST_PATH}.`, headers: { allow: 'POST' } }), hasBody, service, head);
+      return;
+    }
     const priority = requestPriority(headers, auth.priority, MIN_PRIORITY);
     const maxWaitMs = requestMaxWait(headers, service.config.queue.maxWaitMs);
     if (typeof priority === 'string' || typeof maxWaitMs === 'string') {
@@ -196,12 +206,16 @@ export class RequestFilter {
     const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
+    if (service instanceof ModelRouter) {
+      request.router = service;
+      request.routedBy = service.config.slug;
+    }
     if (limit !== undefined) admitted(request, limit, service.limitTable);
     this.owner.onRelayStarted();
     request.start();
   };
 
-  private refuse(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | undefined, head: boolean): void {
+  private refuse(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | ModelRouter | undefined, head: boolean): void {
     this.refusals.refuse(res, error, closeConnection, service?.config.slug, head);
   }
 }

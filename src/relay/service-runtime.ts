@@ -6,9 +6,12 @@ import type { StreamCounters } from '../metrics/request-counters.js';
 import type { ReplicaSet } from '../replicas/types.js';
 import type { HeldBodies } from './held-bodies.js';
 
-/** What a relayed request needs to know about its service (rebuilt on token reload). */
+/**
+ * What a relayed request needs to know about its service (rebuilt on token reload). A router's
+ * request has its router here until the body names the model (model-router.ts), its service after.
+ */
 export interface ServiceRuntime {
-  readonly config: ServiceConfig;
+  readonly config: Pick<ServiceConfig, 'slug' | 'maxRequestBytes' | 'queue'>;
   readonly replicas: ReplicaSet;
   /** This thread's counters of the service's streamed answers. */
   readonly streams: StreamCounters;

@@ -2,7 +2,7 @@
 // MessagePort per worker carries all of them, so they arrive in the order they were posted (an
 // announced replica is known before a grant on it). None is sent per request on the fast path.
 // The calls of link.ts's two interfaces travel on the same port as `LinkCall`s (port-link.ts).
-import type { Config, LimitsConfig, TokenConfig } from '../config/types.js';
+import type { Config, LimitsConfig, RouterConfig, TokenConfig } from '../config/types.js';
 import type { LinkCall } from './port-link.js';
 import type { SlotTableInit } from './slots.js';
 
@@ -26,7 +26,7 @@ export interface WorkerInit {
   authFailures: SharedArrayBuffer;
   /** The gateway-wide limit table (limits/limit-table.ts). */
   limits: SharedArrayBuffer;
-  /** Per service, in config order: each token's cell set in `limits`, or -1 (limits/limit-cells.ts). */
+  /** Per service, then per router, in config order: each token's cell set in `limits`, or -1 (limits/limit-cells.ts). */
   limitCells: number[][];
   /** Test builds only: serve the route that makes a worker fail (GatewayOptions.testHooks). */
   testRoutes: boolean;
@@ -44,10 +44,18 @@ export interface TokensReload {
   cells: number[];
 }
 
+/** The routers of a reloaded config (SIGHUP): each router, each service's models, the routers' tokens' cell sets. */
+export interface RoutersReload {
+  routers: RouterConfig[];
+  models: { slug: string; models: string[] | undefined }[];
+  /** Per router, in order: each token's cell set in `limits`, or -1. */
+  cells: number[][];
+}
+
 /** Main → worker. A `LinkCall` is a call of a service's `ViewLink` (`s`: its index in the config). */
 export type ToWorker =
   | LinkCall
-  | { t: 'tokens'; services: TokensReload[] }
+  | { t: 'tokens'; services: TokensReload[]; routers?: RoutersReload }
   | { t: 'drain'; timeoutMs: number }
   | { t: 'close' }
   | { t: 'metrics'; id: number; text: string; contentType: string; failed: boolean };

@@ -4,6 +4,9 @@
 import type { UpstreamPool } from '../upstream/pool.js';
 import type { RelayError } from '../http/errors.js';
 
+/** A service as a router's model list shows it (ReplicaSet.readiness). */
+export type Readiness = 'ready' | 'starting' | 'cold';
+
 /** One replica the relay may send requests to. */
 export interface Replica {
   /** Unique within the process, e.g. `demo-1`; used in logs and metrics. */
@@ -78,6 +81,8 @@ export interface ReplicaSet {
   release(replica: Replica, outcome: ReleaseOutcome): void;
   /** Stops taking requests: queued waiters get `503 draining`; in-flight requests go on. */
   drain(): void;
+  /** Whether a replica is ready, starting, or none (a router's model list), read where this thread is. */
+  readiness(): Readiness;
   /** Stops probes and replica processes and closes the connection pools. */
   close(): Promise<void>;
 }

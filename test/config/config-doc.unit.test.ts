@@ -39,7 +39,9 @@ test('each default in the table is the value the loader fills in', () => {
   const config = parseConfig({
     admin: { port: 9091 },
     // `replicas.load` is an optional section: set (by its preset alone) so its defaults are filled in.
-    services: [{ slug: 's', tokens: [{ name: 't', sha256: digest }], replicas: { command: ['node', 'x.js'], load: { preset: 'vllm' } } }],
+    services: [{ slug: 's', tokens: [{ name: 't', sha256: digest }], replicas: { command: ['node', 'x.js'], load: { preset: 'vllm' } }, models: ['m'] }],
+    // `routers` is optional: one is set so its tokens' defaults are filled in.
+    routers: [{ slug: 'r', tokens: [{ name: 't', sha256: digest }] }],
   }) as unknown as Record<string, unknown>;
   let checked = 0;
   for (const doc of configKeys()) {
@@ -69,5 +71,9 @@ test('each default in the table is the value the loader fills in', () => {
     'services[].replicas.kubernetes.deployment',
     'services[].replicas.kubernetes.service',
     'services[].replicas.kubernetes.port',
+    'routers[].slug',
+    'routers[].tokens',
+    'routers[].tokens[].name',
+    'routers[].tokens[].sha256',
   ]);
 });
