@@ -1,4 +1,5 @@
-// The layout of a service's shared replica table (slots.ts): what each cell of its memory holds.
+// The layout of a service's shared replica table (slots.ts, slot-control.ts): what each cell of its
+// memory holds.
 //
 // One Int32Array over a SharedArrayBuffer, written with `Atomics` where two threads may race:
 //

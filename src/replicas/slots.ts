@@ -1,8 +1,9 @@
 // The shared replica table of one service: what every thread reads to choose a replica, with no
 // message between threads (fact 14).
 //
-// The table's memory, cell by cell: slot-layout.ts. An EJECTED replica (ejections.ts) is not
-// READY: no choice below sees it.
+// The table's memory, cell by cell: slot-layout.ts. What the control plane writes into it (a slot's
+// life, load readings, failure counts): slot-control.ts, which this class extends. An EJECTED
+// replica (ejections.ts) is not READY: no choice below sees it.
 //
 // Choosing (`take`): among the ready replicas this thread knows, with room under `concurrency`,
 // the one with the lowest key: requests in flight; or, when the service reads loads
@@ -24,36 +25,13 @@
 // ceil(affinityMaxLoad × (total load + 1) / ready replicas): consistent hashing with bounded
 // loads. When none is (every one full, or at `concurrency`), the plain choice above.
 import type { AffinityRing } from './affinity-ring.js';
-import { ExpectedStart } from './expected-start.js';
+import { newSlotMemory, SlotControl, type SlotTableInit } from './slot-control.js';
 import { ACCEPTING, BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, IDLE_WATCHED, INFLIGHT, KEY_MAX, KEY_SCALE, OUT, OVERDUE, QUEUED, READY, STRIDE, TAKEN, TAKEN_AT, WAITING } from './slot-layout.js';
 
 export { BUSY, EJECTED, EMPTY, OUT, READY };
 
-/** What a thread needs to rebuild the table over the same memory. */
-export interface SlotTableInit {
-  ints: SharedArrayBuffer;
-  idle: SharedArrayBuffer;
-  /** When a cold start is expected to end (expected-start.ts). */
-  start: SharedArrayBuffer;
-  slots: number;
-  threads: number;
-  /** Requests per replica; 0 = unlimited. */
-  concurrency: number;
-  /** The service reads its replicas' loads (`replicas.load`): choices use the scores. */
-  scored: boolean;
-}
-
-export class SlotTable {
-  readonly slots: number;
-  readonly threads: number;
-  readonly concurrency: number;
-  readonly scored: boolean;
-  /** When a cold start is expected to end: written by the control plane, read by every thread. */
-  readonly start: ExpectedStart;
-  private readonly i32: Int32Array;
-  private readonly idleAt: Float64Array;
-  private readonly holdsBase: number;
-  private readonly overdueBase: number;
+/** The slot table as every thread uses it: the data planes' side here, the control plane's inherited. */
+export class SlotTable extends SlotControl {
   /** This thread's next scan start: equal candidates are taken in turn. */
   private cursor = 0;
   /** The slots a ring walk has looked at (`seen[s] === stamp`), so each is weighed once. */
@@ -61,25 +39,11 @@ export class SlotTable {
   private stamp = 0;
 
   static create(slots: number, threads: number, concurrency: number, scored = false): SlotTable {
-    const ints = new SharedArrayBuffer(4 * (HEADER + STRIDE * slots + 2 * threads * slots));
-    const idle = new SharedArrayBuffer(8 * slots);
-    const table = new SlotTable({ ints, idle, start: ExpectedStart.create().buffer, slots, threads, concurrency, scored });
-    table.i32[ACCEPTING] = 1;
-    table.i32[FALLBACK] = -1;
-    for (let s = 0; s < slots; s++) table.i32[HEADER + STRIDE * s + WAITING] = -1;
-    return table;
+    return new SlotTable(newSlotMemory(slots, threads, concurrency, scored));
   }
 
-  constructor(readonly init: SlotTableInit) {
-    this.slots = init.slots;
-    this.threads = init.threads;
-    this.concurrency = init.concurrency;
-    this.scored = init.scored;
-    this.i32 = new Int32Array(init.ints);
-    this.idleAt = new Float64Array(init.idle);
-    this.start = new ExpectedStart(init.start);
-    this.holdsBase = HEADER + STRIDE * init.slots;
-    this.overdueBase = this.holdsBase + init.threads * init.slots;
+  constructor(init: SlotTableInit) {
+    super(init);
     this.seen = new Int32Array(init.slots);
   }
 
@@ -275,136 +239,11 @@ export class SlotTable {
     return left < 0 || this.hasReady() ? -1 : left;
   }
 
-  gen(slot: number): number {
-    return this.i32[HEADER + STRIDE * slot + GEN]!;
-  }
-
   inflight(slot: number): number {
     return Atomics.load(this.i32, HEADER + STRIDE * slot + INFLIGHT);
   }
 
   state(slot: number): number {
     return Atomics.load(this.i32, HEADER + STRIDE * slot);
-  }
-
-  /** `Date.now()` when the slot's inflight last dropped to 0 (or it was set ready). */
-  idleSince(slot: number): number {
-    return this.idleAt[slot]!;
-  }
-
-  // ── the control plane's side (main thread) ─────────────────────────────────────────────────
-
-  setAccepting(on: boolean): void {
-    Atomics.store(this.i32, ACCEPTING, on ? 1 : 0);
-  }
-
-  /** Whether releases that leave a replica idle are reported (the pool's waiting start: see IDLE_WATCHED). */
-  watchIdle(on: boolean): void {
-    Atomics.store(this.i32, IDLE_WATCHED, on ? 1 : 0);
-  }
-
-  setFallback(slot: number): void {
-    Atomics.store(this.i32, FALLBACK, slot);
-  }
-
-  /**
-   * A free slot for a new replica (EMPTY, and nothing in flight on its last replica), its
-   * generation bumped and its load reading cleared; -1 when every slot is taken.
-   */
-  claim(): number {
-    const a = this.i32;
-    for (let s = 0; s < this.slots; s++) {
-      const base = HEADER + STRIDE * s;
-      if (a[base] !== EMPTY || Atomics.load(a, base + INFLIGHT) !== 0) continue;
-      Atomics.store(a, base, BUSY);
-      Atomics.add(a, base + GEN, 1);
-      Atomics.store(a, base + FAILS, 0);
-      this.clearReading(s);
-      this.idleAt[s] = Date.now();
-      return s;
-    }
-    return -1;
-  }
-
-  setState(slot: number, state: number): void {
-    if (state === READY) this.idleAt[slot] = Date.now();
-    Atomics.store(this.i32, HEADER + STRIDE * slot, state);
-  }
-
-  /**
-   * Takes a READY replica out of rotation only if nothing is in flight on it (the idle stop):
-   * true when it is out; false (and still READY) when a request got there first.
-   */
-  retireIfIdle(slot: number): boolean {
-    const base = HEADER + STRIDE * slot;
-    // An ejected replica takes no request: it may be retired as well.
-    let was = Atomics.compareExchange(this.i32, base, READY, BUSY);
-    if (was === EJECTED) was = Atomics.compareExchange(this.i32, base, EJECTED, BUSY);
-    if (was !== READY && was !== EJECTED) return false;
-    if (Atomics.load(this.i32, base + INFLIGHT) === 0) return true;
-    Atomics.store(this.i32, base, was);
-    return false;
-  }
-
-  /** Every request thread `thread` held, given back (it died): the number given back. */
-  reclaim(thread: number): number {
-    let total = 0;
-    for (let s = 0; s < this.slots; s++) {
-      const at = this.holdsBase + thread * this.slots + s;
-      const held = Atomics.exchange(this.i32, at, 0);
-      if (held === 0) continue;
-      total += held;
-      if (Atomics.sub(this.i32, HEADER + STRIDE * s + INFLIGHT, held) === held) this.idleAt[s] = Date.now();
-    }
-    for (let s = 0; s < this.slots; s++) {
-      const overdue = Atomics.exchange(this.i32, this.overdueBase + thread * this.slots + s, 0);
-      if (overdue !== 0) Atomics.sub(this.i32, HEADER + STRIDE * s + OVERDUE, overdue);
-    }
-    return total;
-  }
-
-  // ── load readings (the control plane's load reader) ───────────────────────────────────────
-
-  /** Requests handed out on `slot` so far (wrapping): a reading notes it when it begins. */
-  taken(slot: number): number {
-    return Atomics.load(this.i32, HEADER + STRIDE * slot + TAKEN);
-  }
-
-  /**
-   * A valid reading of the replica in `slot`: its queue, whether its cache is full, and `taken`
-   * when the reading began (requests sent after that count on top of `waiting`).
-   */
-  publishReading(slot: number, waiting: number, full: boolean, takenAtStart: number): void {
-    const base = HEADER + STRIDE * slot;
-    Atomics.store(this.i32, base + TAKEN_AT, takenAtStart);
-    Atomics.store(this.i32, base + FULL, full ? 1 : 0);
-    Atomics.store(this.i32, base + WAITING, Math.max(0, Math.min(KEY_MAX, Math.round(waiting))));
-  }
-
-  /** No valid reading (stale, failed, or none yet): the replica is weighed by in flight. */
-  clearReading(slot: number): void {
-    const base = HEADER + STRIDE * slot;
-    Atomics.store(this.i32, base + WAITING, -1);
-    Atomics.store(this.i32, base + FULL, 0);
-  }
-
-  /** Requests overdue for their status line on `slot`, by every thread. */
-  overdue(slot: number): number {
-    return Atomics.load(this.i32, HEADER + STRIDE * slot + OVERDUE);
-  }
-
-  /** The replica's consecutive failures before a status line. */
-  failures(slot: number): number {
-    return Atomics.load(this.i32, HEADER + STRIDE * slot + FAILS);
-  }
-
-  /** Sets them: 0 when it is ejected, one short of ejection when it returns on probation. */
-  setFailures(slot: number, n: number): void {
-    Atomics.store(this.i32, HEADER + STRIDE * slot + FAILS, n);
-  }
-
-  /** The `waiting` published for `slot`, or -1. */
-  waiting(slot: number): number {
-    return Atomics.load(this.i32, HEADER + STRIDE * slot + WAITING);
   }
 }

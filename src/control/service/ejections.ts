@@ -24,7 +24,8 @@
 //   resets or timeouts waits out its backoff: those pass probes while failing requests.
 import type { Logger } from '../../log/logger.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
-import { EJECTED, READY, type SlotTable } from '../../replicas/slots.js';
+import type { SlotControl } from '../../replicas/slot-control.js';
+import { EJECTED, READY } from '../../replicas/slots.js';
 import type { FailureReason } from '../../replicas/types.js';
 import { EJECT_AFTER_FAILURES } from '../../tunables.js';
 import { backoffMs } from '../../time/backoff.js';
@@ -57,7 +58,7 @@ export interface EjectionOwner {
 export class Ejections {
   constructor(
     private readonly slug: string,
-    private readonly slots: SlotTable,
+    private readonly slots: SlotControl,
     private readonly tuning: ReplicaSetTuning,
     private readonly log: Logger,
     private readonly events: ReplicaEvents | undefined,

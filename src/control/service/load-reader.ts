@@ -2,7 +2,7 @@
 // every `intervalMs`, a GET of each ready replica's Prometheus endpoint (at most one per replica at
 // a time, load-fetch.ts: at most 1 MiB), the configured metrics read out of its body as it arrives
 // (metric-scanner.ts: one pass for every name, lines over 4 KiB skipped), and the result published
-// to every thread through the shared slot table (slots.ts `publishReading`): no message per
+// to every thread through the shared slot table (slot-control.ts `publishReading`): no message per
 // reading or per request.
 //
 // - The score a thread weighs is the replica's waiting requests (summed over the metric's
@@ -22,7 +22,7 @@
 import { Agent } from 'node:http';
 import type { LoadConfig, ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
-import type { SlotTable } from '../../replicas/slots.js';
+import type { SlotControl } from '../../replicas/slot-control.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import { readExposition } from './load-fetch.js';
 import { type MetricSamples, MetricScanner } from './metric-scanner.js';
@@ -84,7 +84,7 @@ export class LoadReader {
   constructor(
     private readonly service: ServiceConfig,
     private readonly load: LoadConfig,
-    private readonly slots: SlotTable,
+    private readonly slots: SlotControl,
     /** The service's replicas: the ready ones are read. */
     private readonly replicas: () => Iterable<ManagedReplica>,
     private readonly log: Logger,

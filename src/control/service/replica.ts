@@ -19,6 +19,11 @@ export function canTransition(from: ReplicaStateName, to: ReplicaStateName): boo
   return TRANSITIONS[from].includes(to);
 }
 
+/** `starting`, `ready` or `unreachable`: the states counted against `min`. */
+export function isLive(state: ReplicaStateName): boolean {
+  return state === 'starting' || state === 'ready' || state === 'unreachable';
+}
+
 /**
  * The control plane's record of one replica, the same for every kind: where it is, its state and
  * its probes. What only one kind needs (a launched replica's process and timers, a pod's name) is

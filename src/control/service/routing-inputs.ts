@@ -10,7 +10,7 @@
 import type { ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
 import { AffinityRing } from '../../replicas/affinity-ring.js';
-import type { SlotTable } from '../../replicas/slots.js';
+import type { SlotControl } from '../../replicas/slot-control.js';
 import type { RoutingSnapshot } from './control-types.js';
 import type { GrantAffinity } from './demand.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
@@ -23,7 +23,7 @@ export class RoutingInputs {
   readonly affinity: GrantAffinity | undefined;
   private readonly loads: LoadReader | undefined;
 
-  constructor(service: ServiceConfig, slots: SlotTable, replicas: () => Iterable<ManagedReplica>, log: Logger, events: ReplicaEvents | undefined) {
+  constructor(service: ServiceConfig, slots: SlotControl, replicas: () => Iterable<ManagedReplica>, log: Logger, events: ReplicaEvents | undefined) {
     const { load } = service.replicas;
     const { affinityHeader, affinityMaxLoad } = service.routing;
     this.routing = { policy: load === undefined ? 'fewest-in-flight' : 'queue-aware', affinityHeader: affinityHeader ?? null };

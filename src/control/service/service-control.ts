@@ -23,12 +23,15 @@
 //   for every kind (ejections.ts); its state stays, its shared slot says EJECTED.
 // - With the kind's panic fallback, when every replica is out of rotation the one
 //   taken out longest ago is written into the slot table to be handed out anyway.
+//
+// Who holds a place, the counts and what the data planes were told are the roster's books
+// (replica-roster.ts), kept by the transition function here.
 import type { ServiceConfig, TokenConfig } from '../../config/types.js';
 import { drainingError, RelayError } from '../../http/errors.js';
 import type { Logger } from '../../log/logger.js';
 import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
-import { BUSY, EMPTY, OUT, READY, SlotTable } from '../../replicas/slots.js';
+import { BUSY, OUT, READY, SlotTable } from '../../replicas/slots.js';
 import type { Endpoint } from '../sources/source.js';
 import { RoutingInputs } from './routing-inputs.js';
 import { Demand } from './demand.js';
@@ -38,15 +41,12 @@ import { Health } from './health.js';
 import type { KindOptions, ReplicaHost, ReplicaKindPolicy } from './kind-policy.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { FailureReason } from '../../replicas/types.js';
-import { ManagedReplica, canTransition } from './replica.js';
+import { type ManagedReplica, canTransition, isLive } from './replica.js';
+import { ReplicaRoster } from './replica-roster.js';
 import { DEFAULT_TUNING, StartBackoff, type ReplicaSetTuning } from './tuning.js';
 import { earliestStarting, StartEstimate } from './start-estimate.js';
 
 const SHARED_STATE: Record<ReplicaStateName, number> = { starting: BUSY, ready: READY, unreachable: OUT, draining: BUSY, stopped: BUSY, failed: BUSY };
-
-function isLive(state: ReplicaStateName): boolean {
-  return state === 'starting' || state === 'ready' || state === 'unreachable';
-}
 
 export class ServiceControl implements ReplicaHost {
   readonly slug: string;
@@ -62,16 +62,8 @@ export class ServiceControl implements ReplicaHost {
   private readonly views: ViewRouter;
   private readonly demand: Demand;
   private readonly ejections: Ejections;
-  /** Generation per slot of the replica the control plane has announced (-1: none). */
-  private readonly known: Int32Array;
-
-  /** Every replica holding a place: not terminal, or terminal with its process still exiting. */
-  private readonly all = new Set<ManagedReplica>();
-  private readyCount = 0;
-  private starting = 0;
-  /** Replicas in `starting`, `ready` or `unreachable` (counted against `min`). */
-  private live = 0;
-  private lastId = 0;
+  /** The replicas holding a place, their counts, and what the data planes were told. */
+  private readonly roster: ReplicaRoster;
   private acceptingRequests = true;
   private closingPromise: Promise<void> | undefined = undefined;
   private readonly drainingError = drainingError();
@@ -96,17 +88,18 @@ export class ServiceControl implements ReplicaHost {
     this.kind = kind.name;
     const { concurrency, load } = service.replicas;
     this.slots = SlotTable.create(kind.slotCapacity(service), deps.threads, concurrency, load !== undefined);
-    this.known = new Int32Array(this.slots.slots).fill(-1);
-    this.routingInputs = new RoutingInputs(service, this.slots, () => this.all, this.log, this.events);
+    this.roster = new ReplicaRoster(this.slug, this.slots, this.views);
+    const all = this.roster.all;
+    this.routingInputs = new RoutingInputs(service, this.slots, () => all, this.log, this.events);
     this.health = new Health(service, this.tuning, this.log, this);
     this.ejections = new Ejections(this.slug, this.slots, this.tuning, this.log, this.events, {
-      replicas: () => this.all,
+      replicas: () => all,
       returned: () => this.demand.dispatch(),
     });
     this.backoff = new StartBackoff(this.tuning);
     this.starts = new StartEstimate(this.slots.start);
     this.policy = kind.policy(service, this);
-    this.demand = new Demand(service, this.slots, this.known, this.policy.panicFallback, (t) => this.views.get(t), this.log, this.events, this.routingInputs.affinity);
+    this.demand = new Demand(service, this.slots, this.roster.known, this.policy.panicFallback, (t) => this.views.get(t), this.log, this.events, this.routingInputs.affinity);
     this.policy.start();
     this.scale();
   }
@@ -140,16 +133,16 @@ export class ServiceControl implements ReplicaHost {
 
   /** What scaling serves (a kind that scales elsewhere reports it): see Demand.wanted. */
   get demanded(): number {
-    return this.demand.wanted(this.readyCount);
+    return this.demand.wanted(this.roster.ready);
   }
 
   get readyReplicas(): number {
-    return this.readyCount;
+    return this.roster.ready;
   }
 
   /** An idle replica may be stopped: more than `min` are live and nobody is queued. */
   get canStopIdle(): boolean {
-    return this.live > this.service.replicas.min && this.demand.size === 0;
+    return this.roster.live > this.service.replicas.min && this.demand.size === 0;
   }
 
   // ── from the data planes (DemandLink) ──────────────────────────────────────────────────────
@@ -164,7 +157,7 @@ export class ServiceControl implements ReplicaHost {
   }
 
   wake(): void {
-    if (!this.acceptingRequests || !this.policy.queuesForColdStart || this.readyCount > 0) return;
+    if (!this.acceptingRequests || !this.policy.queuesForColdStart || this.roster.ready > 0) return;
     this.demand.wake();
     this.scale();
   }
@@ -185,17 +178,15 @@ export class ServiceControl implements ReplicaHost {
   }
 
   unreachable(slot: number, gen: number): void {
-    for (const r of this.all) {
-      if (r.slot !== slot || r.gen !== gen) continue;
-      if (r.state !== 'ready' && r.state !== 'unreachable') return;
-      r.failedAt = performance.now();
-      if (r.state === 'ready') this.transition(r, 'unreachable', 'connection refused');
-      return;
-    }
+    const r = this.roster.find(slot, gen);
+    if (r === undefined || (r.state !== 'ready' && r.state !== 'unreachable')) return;
+    r.failedAt = performance.now();
+    if (r.state === 'ready') this.transition(r, 'unreachable', 'connection refused');
   }
 
   failing(slot: number, gen: number, reason: FailureReason): void {
-    for (const r of this.all) if (r.slot === slot && r.gen === gen) this.ejections.failing(r, reason);
+    const r = this.roster.find(slot, gen);
+    if (r !== undefined) this.ejections.failing(r, reason);
   }
 
   /** A data plane thread died: the requests it held and queued are given back. */
@@ -208,9 +199,7 @@ export class ServiceControl implements ReplicaHost {
 
   /** What a new data plane must be told about: every replica with an address. */
   replicas(): ReplicaInfo[] {
-    const list: ReplicaInfo[] = [];
-    for (const r of this.all) if (r.origin !== '') list.push(this.info(r));
-    return list;
+    return this.roster.infos();
   }
 
   // ── drain and close ────────────────────────────────────────────────────────────────────────
@@ -233,7 +222,7 @@ export class ServiceControl implements ReplicaHost {
   }
 
   private async shutdown(): Promise<void> {
-    for (const r of [...this.all]) {
+    for (const r of [...this.roster.all]) {
       if (isLive(r.state)) this.transition(r, 'draining', 'close');
       r.clearTimers();
     }
@@ -245,7 +234,7 @@ export class ServiceControl implements ReplicaHost {
 
   snapshot(): ServiceSnapshot {
     const replicas: ReplicaSnapshot[] = [];
-    for (const r of this.all) {
+    for (const r of this.roster.all) {
       const load = this.routingInputs.load(r);
       const ejection = this.ejections.snapshot(r);
       replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: this.policy.pid(r), ...(load === undefined ? {} : { load }), ...(ejection === undefined ? {} : { ejection }) });
@@ -258,13 +247,8 @@ export class ServiceControl implements ReplicaHost {
 
   /** A new replica in `starting` with a slot of its own; undefined when no slot is free. */
   create(): ManagedReplica | undefined {
-    const slot = this.slots.claim();
-    if (slot < 0) return undefined;
-    const now = performance.now();
-    const r = new ManagedReplica(`${this.slug}-${++this.lastId}`, slot, this.slots.gen(slot), now);
-    this.all.add(r);
-    this.starting++;
-    this.live++;
+    const r = this.roster.enlist();
+    if (r === undefined) return undefined;
     this.log.info({ service: this.slug, replica: r.id, from: null, to: 'starting', ms: 0, reason: 'created' }, 'replica state');
     this.events?.replicaState(this.slug, r.id, null, 'starting', 0);
     this.publishStart();
@@ -273,18 +257,8 @@ export class ServiceControl implements ReplicaHost {
 
   /** The replica has an address: every data plane learns it (before it can be ready). */
   place(r: ManagedReplica, endpoint: Endpoint): void {
-    r.origin = endpoint.origin;
-    r.host = endpoint.host;
-    r.probeHost = endpoint.probeHost;
-    r.probePort = endpoint.probePort;
-    this.known[r.slot] = r.gen;
+    this.roster.place(r, endpoint);
     this.routingInputs.placed(r);
-    const info = this.info(r);
-    for (const view of this.views.all()) view.announce(info);
-  }
-
-  private info(r: ManagedReplica): ReplicaInfo {
-    return { slot: r.slot, gen: r.gen, id: r.id, origin: r.origin, host: r.host };
   }
 
   /**
@@ -303,17 +277,11 @@ export class ServiceControl implements ReplicaHost {
     r.state = to;
     r.since = now;
     r.clearTimers();
-    if (from === 'starting') this.starting--;
-    if (from === 'ready') {
-      this.readyCount--;
-      this.routingInputs.leftRotation(r);
-    }
-    if (to === 'ready') this.readyCount++;
-    if (isLive(from)) this.live--;
-    if (isLive(to)) this.live++;
+    this.roster.moved(from, to);
+    if (from === 'ready') this.routingInputs.leftRotation(r);
     this.slots.setState(r.slot, to === 'ready' ? this.ejections.readyState(r, from) : SHARED_STATE[to]);
     if (!isLive(to)) this.ejections.forget(r);
-    if (this.policy.panicFallback && (from === 'unreachable' || to === 'unreachable')) this.updateFallback();
+    if (this.policy.panicFallback && (from === 'unreachable' || to === 'unreachable')) this.roster.updateFallback();
     const line = { service: this.slug, replica: r.id, from, to, ms, reason, pid: this.policy.pid(r), ...detail };
     if (to === 'failed') this.log.warn(line, 'replica state');
     else this.log.info(line, 'replica state');
@@ -345,7 +313,7 @@ export class ServiceControl implements ReplicaHost {
   /** A replica failed: a failed start backs off the next, and may fail every waiter now. */
   private failed(from: ReplicaStateName, now: number): void {
     const backoffMs = this.backoff.failed(now);
-    if (from === 'starting' && this.readyCount === 0 && this.starting === 0) {
+    if (from === 'starting' && this.roster.ready === 0 && this.roster.starting === 0) {
       // Nothing else can serve the queue: every waiter learns it now, not at maxWaitMs.
       this.demand.cancelWake(); // the next request tries again
       const retryAfter = String(Math.max(1, Math.ceil(backoffMs / 1000)));
@@ -355,19 +323,9 @@ export class ServiceControl implements ReplicaHost {
 
   /** Lets go of a terminal replica whose process is gone: frees its place and its slot. */
   forget(r: ManagedReplica): void {
-    if (!this.all.delete(r)) return;
-    this.known[r.slot] = -1;
+    if (!this.roster.remove(r)) return;
     this.routingInputs.forgotten(r);
-    this.slots.setState(r.slot, EMPTY);
-    if (r.origin !== '') for (const view of this.views.all()) view.gone(r.slot, r.gen);
     this.scale();
-  }
-
-  /** The panic fallback: the replica out of rotation longest, tried when nothing is in rotation. */
-  private updateFallback(): void {
-    let best: ManagedReplica | undefined;
-    for (const r of this.all) if (r.state === 'unreachable' && (best === undefined || r.failedAt < best.failedAt)) best = r;
-    this.slots.setFallback(best === undefined ? -1 : best.slot);
   }
 
   // ── scaling ─────────────────────────────────────────────────────────────────────────────────
@@ -386,13 +344,14 @@ export class ServiceControl implements ReplicaHost {
   /** When a cold start is expected to end, for every thread (start-estimate.ts). */
   private publishStart(): void {
     if (this.starts.estimateMs < 0) return;
-    const cold = this.readyCount === 0;
-    this.starts.publish(cold, cold ? (this.policy.startAskedAt?.() ?? earliestStarting(this.all)) : -1, this.live === 0);
+    const cold = this.roster.ready === 0;
+    this.starts.publish(cold, cold ? (this.policy.startAskedAt?.() ?? earliestStarting(this.roster.all)) : -1, this.roster.live === 0);
   }
 
   /** For the kind's policy (ReplicaHost). */
   counts(): { places: number; starting: number; live: number; queued: number } {
-    return { places: this.all.size, starting: this.starting, live: this.live, queued: this.demand.wanted(this.readyCount) };
+    const roster = this.roster;
+    return { places: roster.all.size, starting: roster.starting, live: roster.live, queued: this.demand.wanted(roster.ready) };
   }
 
   backoffWaitMs(): number {
