@@ -87,7 +87,7 @@ export function poolText(pool) {
 }
 
 /**
- * A router, one line each: `models · 1 of 3 models ready · http://…/models`, then per model
+ * A router, one line each: `models · 1 of 3 models ready · {baseUrl}`, then per model
  * `llama-3.1-8b: chat · ready`, then its limited tokens as limitsText words them. Empty for
  * anything else.
  */
