@@ -61,6 +61,8 @@ export interface AdminPageOptions {
   limits?: StatusBoardOptions['limits'];
   /** Every pool's units and holders now, for /status. */
   pools?: StatusBoardOptions['pools'];
+  /** The routers as last applied (start or SIGHUP), for /status. */
+  routers?: StatusBoardOptions['routers'];
 }
 
 export class AdminPage {
@@ -78,6 +80,7 @@ export class AdminPage {
       onSample: () => this.broadcast(),
       ...(options.limits === undefined ? {} : { limits: options.limits }),
       ...(options.pools === undefined ? {} : { pools: options.pools }),
+      ...(options.routers === undefined ? {} : { routers: options.routers }),
     });
     for (const { route, file, type } of ASSETS) {
       const asset = loadAsset(file, type, this.logger);

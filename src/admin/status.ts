@@ -9,11 +9,10 @@ import type { Config } from '../config/types.js';
 import type { Logger } from '../log/logger.js';
 import type { LimitUse } from '../limits/limit-table.js';
 import type { PoolStatus } from './pool-status.js';
+import { type RoutersNow, type RouterStatus, routerStatuses } from './router-status.js';
+import { type ServiceState, serviceState } from './service-state.js';
 import type { LiveService, ReplicaEjectionStatus, ReplicaLoadStatus, RoutingStatus, ServiceCounters, StatusSource } from './status-source.js';
 import { SAMPLE_INTERVAL_MS, STATUS_HISTORY_SAMPLES, STATUS_MINUTE_SAMPLES, STATUS_POINT_SAMPLES, STATUS_RATE_SAMPLES } from '../tunables.js';
-
-/** The one state of a service that the page and `/status` show. */
-type ServiceState = 'cold' | 'starting' | 'ready' | 'draining';
 
 export interface ServiceStatus {
   slug: string;
@@ -78,13 +77,6 @@ export interface ChartPoint {
 
 /** The rows always present in `replicas`, even at zero, so a reader sees stable keys. */
 const LIVE_STATES = ['starting', 'ready', 'unreachable', 'draining'];
-
-function serviceState(live: LiveService): ServiceState {
-  if (!live.accepting) return 'draining';
-  if ((live.replicas['ready'] ?? 0) > 0) return 'ready';
-  if ((live.replicas['starting'] ?? 0) > 0) return 'starting';
-  return 'cold';
-}
 
 /** Samples of one service: cumulative counters at each tick, oldest overwritten first. */
 class Ring {
@@ -189,6 +181,8 @@ export interface StatusBoardOptions {
   limits?: () => readonly { service: string; token: string; use: LimitUse }[];
   /** Every pool's units, holders and waiting services now (control/pools/). */
   pools?: () => PoolStatus[];
+  /** The routers and the services' models as last applied (start or SIGHUP); default: the config's. */
+  routers?: () => RoutersNow;
 }
 
 export class StatusBoard {
@@ -237,12 +231,13 @@ export class StatusBoard {
    * The `/status` document. `host` is the Host header the admin listener was reached by: when
    * the relay listens on every address, a base URL with that host name is one the reader can use.
    */
-  status(host: string | undefined): { generatedAt: string; services: ServiceStatus[]; pools: PoolStatus[] } {
+  status(host: string | undefined): { generatedAt: string; services: ServiceStatus[]; routers: RouterStatus[]; pools: PoolStatus[] } {
     const origin = this.relayOrigin(host);
     const basePath = this.options.config.basePath;
     const services: ServiceStatus[] = [];
     const limited = this.options.limits?.() ?? [];
-    for (const live of this.options.source.now()) {
+    const now = this.options.source.now();
+    for (const live of now) {
       const replicas: Record<string, number> = {};
       for (const state of LIVE_STATES) replicas[state] = 0;
       Object.assign(replicas, live.replicas);
@@ -262,7 +257,9 @@ export class StatusBoard {
         limits: limited.filter((t) => t.service === live.slug).map((t) => ({ token: t.token, ...t.use })),
       });
     }
-    return { generatedAt: new Date().toISOString(), services, pools: this.options.pools?.() ?? [] };
+    const config = this.options.config;
+    const routers = this.options.routers?.() ?? { routers: config.routers ?? [], models: config.services };
+    return { generatedAt: new Date().toISOString(), services, routers: routerStatuses(routers, now, limited, `${origin}${basePath}`), pools: this.options.pools?.() ?? [] };
   }
 
   /** Rolling figures of one service from its samples. */

@@ -2,7 +2,7 @@
 // (GET status/events: the chart history once, then the status and a chart point every second),
 // and the Request dialog (its examples: snippets.js). Plain JavaScript modules, no build step, no
 // framework, nothing from elsewhere.
-import { ejectionsText, limitsText, loadsText, poolText, routingText } from './routing-text.js';
+import { ejectionsText, limitsText, loadsText, poolText, routerText, routingText } from './routing-text.js';
 import { MODEL_NAME, NOTES, snippet } from './snippets.js';
 
 /** Chart points kept per service: five minutes at one a second. */
@@ -17,6 +17,8 @@ const announcer = document.getElementById('announcer');
 const emptyNote = document.getElementById('empty');
 const poolSection = document.getElementById('pools');
 const poolList = document.getElementById('pool-list');
+const routerSection = document.getElementById('routers');
+const routerList = document.getElementById('router-list');
 
 /** slug → { status, points, view } */
 const services = new Map();
@@ -54,7 +56,24 @@ function connect() {
       }
     }
     emptyNote.hidden = data.services.length > 0;
+    renderRouters(data.routers ?? []);
     renderPools(data.pools ?? []);
+  });
+}
+
+/** One item per router, its text from routerText (its models and the state of each). */
+function renderRouters(routers) {
+  routerSection.hidden = routers.length === 0;
+  while (routerList.children.length > routers.length) routerList.lastElementChild.remove();
+  routers.forEach((router, i) => {
+    let item = routerList.children[i];
+    if (item === undefined) {
+      item = document.createElement('li');
+      item.className = 'loads router';
+      routerList.append(item);
+    }
+    item.dataset.router = router.slug;
+    set(item, routerText(router));
   });
 }
 

@@ -1,7 +1,8 @@
 // How the overview page words a service's replica choice, its replicas' load readings and their
 // ejections, and its limited tokens' use, from the `routing`, `loads`, `ejections` and `limits`
-// fields of /status, and each pool: who holds which unit, who waits (`pools`). Pure functions: no DOM, so they are tested in
-// Node as they are shipped.
+// fields of /status, each pool: who holds which unit, who waits (`pools`), and each router: its
+// models and their state (`routers`). Pure functions: no DOM, so they are tested in Node as they
+// are shipped.
 
 /** `fewest in flight`, `queue-aware`, and the affinity header when there is one. */
 export function routingText(routing) {
@@ -82,5 +83,21 @@ export function poolText(pool) {
     const seconds = w.waitingMs < 1000 ? `${w.waitingMs} ms` : `${(w.waitingMs / 1000).toFixed(1)} s`;
     lines.push(`waiting: ${w.service} · ${w.units} ${w.units === 1 ? 'unit' : 'units'} · priority ${w.priority} · ${seconds}`);
   }
+  return lines.join('\n');
+}
+
+/**
+ * A router, one line each: `models · 1 of 3 models ready · {baseUrl}`, then per model
+ * `llama-3.1-8b: chat · ready`, then its limited tokens as limitsText words them. Empty for
+ * anything else.
+ */
+export function routerText(router) {
+  if (router === null || typeof router !== 'object' || !Array.isArray(router.models)) return '';
+  const n = router.models.length;
+  const ready = router.models.filter((m) => m.state === 'ready').length;
+  const lines = [`${router.slug} · ${ready} of ${n} ${n === 1 ? 'model' : 'models'} ready · ${router.baseUrl}`];
+  for (const m of router.models) lines.push(`${m.id}: ${m.service} · ${m.state}`);
+  const limits = limitsText(router.limits);
+  if (limits !== '') lines.push(limits);
   return lines.join('\n');
 }
