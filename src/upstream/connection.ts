@@ -4,8 +4,9 @@
 // to the request's handler (the relay, which decides what the caller gets), then decides whether
 // it may carry another exchange (docs/architecture.md#fact-13): never after `Connection: close`,
 // an HTTP/1.0 answer without keep-alive, bytes left over after a complete answer, a request body
-// the replica did not wait for, a FIN, or a failed exchange. Deadlines count ticks of the one
-// process-wide interval (ticker.ts).
+// the replica did not wait for, a FIN, or a failed exchange. Deadlines are ticks of the one
+// process-wide interval (ticker.ts): arming one is an integer store, and the connection is visited
+// only at the tick its earliest deadline names.
 //
 // Reads go through one shared buffer per thread (`onread`, fact 12): a body piece handed to the
 // handler is a view of it, valid only during the call.
@@ -13,7 +14,7 @@ import { connect, type Socket } from 'node:net';
 import type { RelayError } from '../http/errors.js';
 import { bodyTimedOut, connectFailed, connectionLost, connectTimedOut, headersTimedOut, malformedResponse, poolClosed } from './errors.js';
 import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink } from './response-parser.js';
-import { type Ticking, ticksFor, unwatch, watch } from './ticker.js';
+import { cancel, type Deadline, schedule, tickNow, ticksFor } from './ticker.js';
 import type { UpstreamExchange, UpstreamHandler } from './handler.js';
 import { chunkPrefix, chunkSuffix, joined } from './request-framing.js';
 import { JOIN_LIMIT, UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS, TICK_MS } from '../tunables.js';
@@ -51,7 +52,7 @@ export interface ConnectionOwner {
   closed(connection: UpstreamConnection): void;
 }
 
-export class UpstreamConnection implements UpstreamExchange, ResponseSink, Ticking {
+export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadline {
   handler: UpstreamHandler | undefined;
   private state: State = CONNECTING;
   private readonly socket: Socket;
@@ -64,16 +65,20 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Ticki
   private paused = false;
   /** The replica sent FIN. */
   private ended = false;
-  /** Ticks since the current deadline was armed, and its limit (0: none). */
-  private ticks = 0;
+  /** The current deadline's length in ticks (0: none), and the tick at which it passes. */
   private limit = 0;
+  private deadline = 0;
   private keepAliveTicks = 0;
-  /** Ticks the written request has waited for its status line (-1: not waiting, or not counted). */
-  private headWait = -1;
+  /** The tick at which the written request, still without its status line, is overdue (0: not waiting, or not counted). */
+  private overdueAt = 0;
   /** The request is counted as overdue by the owner. */
   private overdueCounted = false;
   /** The head was handed to the handler during the current read (`onUpstreamHeadRead`). */
   private headRead = false;
+  /** The ticker's (Deadline). */
+  dueTick = -1;
+  duePrev: Deadline | undefined = undefined;
+  dueNext: Deadline | undefined = undefined;
 
   constructor(
     private readonly owner: ConnectionOwner,
@@ -89,7 +94,6 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Ticki
     this.socket.on('close', this.onClose);
     this.socket.on('drain', this.onDrain);
     this.arm(ticksFor(owner.connectMs));
-    watch(this);
   }
 
   get connecting(): boolean {
@@ -203,6 +207,8 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Ticki
   resume(): void {
     if (!this.paused) return;
     this.paused = false;
+    // The body idle deadline waited while the caller was slow: it runs again from now.
+    if (this.limit !== 0) this.deadline = tickNow() + this.limit;
     if (this.state === BUSY) this.socket.resume();
   }
 
@@ -225,7 +231,7 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Ticki
     this.headCame();
     this.parser.stop();
     this.socket.destroy();
-    unwatch(this);
+    cancel(this);
     this.owner.closed(this);
   }
 
@@ -250,25 +256,39 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Ticki
   // ── deadlines ──────────────────────────────────────────────────────────────────────────────
 
   private arm(limit: number): void {
-    this.ticks = 0;
     this.limit = limit;
+    this.deadline = limit === 0 ? 0 : tickNow() + limit;
+    this.scheduleNext();
   }
 
-  onTick(): void {
-    if (this.headWait >= 0 && ++this.headWait === this.owner.overdueTicks) {
+  /** Asks the ticker for the earliest of the deadline and the overdue tick (a later one it already has stays: it looks again then). */
+  private scheduleNext(): void {
+    const deadline = this.deadline;
+    const overdueAt = this.overdueAt;
+    const next = deadline === 0 ? overdueAt : overdueAt === 0 || deadline < overdueAt ? deadline : overdueAt;
+    if (next !== 0) schedule(this, next);
+  }
+
+  onDeadline(): void {
+    if (this.state === CLOSED) return;
+    const now = tickNow();
+    if (this.overdueAt !== 0 && now >= this.overdueAt) {
+      this.overdueAt = 0;
       this.overdueCounted = true;
       this.owner.overdue(1);
     }
-    if (this.limit === 0) return;
-    if (this.paused) {
-      // The caller is slow, not the replica: the body idle deadline waits.
-      this.ticks = 0;
-      return;
+    if (this.deadline !== 0 && now >= this.deadline) {
+      if (this.paused) {
+        // The caller is slow, not the replica: the body idle deadline waits (`resume` restarts it).
+        this.deadline = now + this.limit;
+      } else {
+        if (this.state === CONNECTING) this.fail(connectTimedOut(this.owner.connectMs));
+        else if (this.state === BUSY) this.fail(this.parser.headDone ? bodyTimedOut(this.owner.bodyIdleMs) : headersTimedOut(this.owner.headersMs));
+        else this.destroy();
+        return;
+      }
     }
-    if (++this.ticks < this.limit) return;
-    if (this.state === CONNECTING) this.fail(connectTimedOut(this.owner.connectMs));
-    else if (this.state === BUSY) this.fail(this.parser.headDone ? bodyTimedOut(this.owner.bodyIdleMs) : headersTimedOut(this.owner.headersMs));
-    else this.destroy();
+    this.scheduleNext();
   }
 
   /**
@@ -284,14 +304,14 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Ticki
     this.requestDone = true;
     // The response head deadline runs from the request's last byte (a slow upload is not the replica's fault).
     if (!this.parser.headDone) {
+      if (this.owner.overdueTicks > 0) this.overdueAt = tickNow() + this.owner.overdueTicks;
       this.arm(ticksFor(this.owner.headersMs));
-      if (this.owner.overdueTicks > 0) this.headWait = 0;
     }
   }
 
   /** The wait for a status line is over (it came, or the exchange ended): no longer overdue. */
   private headCame(): void {
-    this.headWait = -1;
+    this.overdueAt = 0;
     if (!this.overdueCounted) return;
     this.overdueCounted = false;
     this.owner.overdue(-1);
@@ -363,7 +383,8 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Ticki
     this.headRead = false;
     if (result === PARSE_MORE) {
       if (this.state !== BUSY) return false;
-      if (this.parser.headDone) this.ticks = 0;
+      // The body idle deadline runs from the last read (a store: the ticker looks when it comes).
+      if (this.parser.headDone && this.limit !== 0) this.deadline = tickNow() + this.limit;
       // Head and body pieces of one read reach the caller in one write; a head alone goes now.
       if (headRead) this.handler?.onUpstreamHeadRead();
       return !this.paused;

@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 const LOG = fileURLToPath(new URL('../../src/log/logger.js', import.meta.url));
+const TUNABLES = fileURLToPath(new URL('../../src/tunables.js', import.meta.url));
 
 /** Runs `body` in a child process that has `logger = createLogger('info')`; resolves with its stdout. */
 function runChild(body: string): Promise<string> {
@@ -84,4 +85,34 @@ test('lines of any size and any characters arrive whole and in order: multi-byte
     if (i % 500 === 7) assert.equal((line['big'] as string).length, 40 * 1024);
     else assert.equal(line['text'], 'café ☕ 日本語 🚀'.repeat(i % 5));
   });
+});
+
+test('a quiet logger writes nothing: the flush clock makes no empty writes between lines', async () => {
+  // The child counts sonic-boom's writes (through the fs module it shares), logs one line, waits
+  // until that line was written, then for four more ticks of the flush clock's period.
+  const stdout = await runChild(`
+    import fs from 'node:fs';
+    import { LOG_FLUSH_EVERY_MS } from ${JSON.stringify(TUNABLES)};
+    const write = fs.write;
+    let empty = 0;
+    let full = 0;
+    fs.write = function (fd, buf, ...rest) {
+      if (fd === 1) buf.length === 0 ? empty++ : full++;
+      return write.call(this, fd, buf, ...rest);
+    };
+    logger.info({ n: 1 }, 'one');
+    const written = setInterval(() => {
+      if (full === 0) return;
+      clearInterval(written);
+      let ticks = 0;
+      const clock = setInterval(() => {
+        if (++ticks < 4) return;
+        clearInterval(clock);
+        process.stdout.write('WRITES ' + JSON.stringify({ empty, full }) + '\\n');
+      }, LOG_FLUSH_EVERY_MS);
+    }, 10);
+  `);
+  const [line, counts] = stdout.split('\n');
+  assert.equal(JSON.parse(line!)['msg'], 'one');
+  assert.deepEqual(JSON.parse(counts!.replace('WRITES ', '')), { empty: 0, full: 1 });
 });
