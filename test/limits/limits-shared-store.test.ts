@@ -1,0 +1,158 @@
+// The shared store of the limits per caller (docs/configuration.md#sharing-limits-across-gateways),
+// black-box: a real redis-server (test/helpers/redis.ts), real gateways on port 0 naming it, a
+// real replica. Two gateways share each limit within the bound (5 % or 1 request, whichever is
+// larger); the store stopped: `allow` lets requests pass, counts the failures and logs the outage
+// once, `refuse` answers 503 limits_unavailable; the store back: the limits hold again.
+import assert from 'node:assert/strict';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { Agent, request } from 'undici';
+import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
+import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { eventually } from '../helpers/wait.js';
+
+let redis: TestRedis;
+let replica: TestReplica;
+/** Requests the replica holds until the test lets them go (path /hold), by arrival. */
+const held: ServerResponse[] = [];
+const gateways: TestGateway[] = [];
+const agent = new Agent({ connections: 64 });
+
+interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+async function post(tg: TestGateway, path = '/x', body = '{}'): Promise<Answer> {
+  const res = await request(tg.url(path), { method: 'POST', headers: { ...AUTH, 'content-type': 'application/json' }, body, dispatcher: agent });
+  return { status: res.statusCode, headers: res.headers, body: await res.body.text() };
+}
+
+/** A gateway on the test's Redis whose token has `limits`; a fresh `prefix` per test keeps their counts apart. */
+async function gateway(limits: Record<string, unknown>, prefix: string, top: Record<string, unknown> = {}, workers = 1): Promise<TestGateway> {
+  const tg = await startTestGateway(rawService({ urls: [replica.url] }, { limits }), { workers, limits: { store: redis.url, prefix, ...top } });
+  gateways.push(tg);
+  await eventually(() => tg.logs.some((l) => l.msg === 'limit store reachable'), 10_000, 'the gateway to reach the store');
+  return tg;
+}
+
+function logged(tg: TestGateway, msg: string): number {
+  return tg.logs.filter((l) => l.msg === msg).length;
+}
+
+describe('limits.store: redis', { skip: REDIS_SKIP }, () => {
+  before(async () => {
+    redis = await startRedis();
+    replica = await startReplica(async (req: IncomingMessage, res: ServerResponse) => {
+      await readBody(req);
+      if (req.url === '/hold') {
+        held.push(res);
+        return;
+      }
+      res.setHeader('content-type', 'application/json');
+      res.end('{}');
+    });
+  });
+
+  after(async () => {
+    for (const res of held) res.end('{}');
+    for (const tg of gateways) await tg.close();
+    await agent.close();
+    await replica?.close();
+    await redis?.close();
+  });
+
+  test('two gateways share requestsPerMinute: admitted in all within the limit plus the bound, refusals name the limit', async () => {
+    const limit = 20;
+    const [a, b] = [await gateway({ requestsPerMinute: limit }, 'rpm:', {}, 2), await gateway({ requestsPerMinute: limit }, 'rpm:')];
+    const started = performance.now();
+    const answers: Answer[] = [];
+    // 60 requests, 6 at a time, alternating between the gateways.
+    for (let round = 0; round < 10; round++) {
+      answers.push(...(await Promise.all(Array.from({ length: 6 }, (_, i) => post(i % 2 === 0 ? a : b)))));
+    }
+    const elapsed = performance.now() - started;
+    const admitted = answers.filter((x) => x.status === 200).length;
+    // GCRA lets one more in every 60/limit s after the burst; the bound is max(1, 5 % of the limit).
+    const due = limit + Math.floor(elapsed / ((60_000 / limit) | 0));
+    assert.ok(admitted <= due + Math.max(1, Math.floor(limit * 0.05)), `admitted ${admitted} of ${answers.length}, due ${due}`);
+    // Each gateway may hold one leased request that the other cannot use.
+    assert.ok(admitted >= limit - 2, `admitted ${admitted}: the limit is shared, not split`);
+    const refused = answers.filter((x) => x.status === 429);
+    assert.equal(refused.length + admitted, answers.length);
+    for (const r of refused) {
+      assert.equal(r.headers['x-sluice-error'], 'rate_limited');
+      assert.equal((JSON.parse(r.body) as { error: { limit: string } }).error.limit, 'requestsPerMinute');
+      assert.ok(Number(r.headers['retry-after']) >= 1);
+    }
+    assert.ok(answers.slice(0, 6).every((x) => x.status === 200), 'the first requests wait for their lease, they are not refused');
+  });
+
+  test('two gateways share tokensPerMinute: what one settled refuses the other', async () => {
+    const [a, b] = [await gateway({ tokensPerMinute: 100 }, 'tpm:'), await gateway({ tokensPerMinute: 100 }, 'tpm:')];
+    // Each request reserves its max_tokens (30) and settles with it: 0, 30, 60, 90 counted → admitted; 120 → refused.
+    const body = JSON.stringify({ max_tokens: 30 });
+    assert.deepEqual([(await post(a, '/x', body)).status, (await post(a, '/x', body)).status, (await post(a, '/x', body)).status, (await post(a, '/x', body)).status], [200, 200, 200, 200]);
+    assert.equal((await post(a, '/x', body)).status, 429);
+    // b learns of a's 120 tokens at its next sync: requests without max_tokens count nothing while it polls.
+    let last: Answer | undefined;
+    await eventually(async () => (last = await post(b)).status === 429, 10_000, 'the other gateway to refuse');
+    assert.equal((JSON.parse(last!.body) as { error: { limit: string } }).error.limit, 'tokensPerMinute');
+  });
+
+  test('two gateways share concurrent: a place held at one is not free at the other, and comes back when it ends', async () => {
+    const [a, b] = [await gateway({ concurrent: 2 }, 'conc:'), await gateway({ concurrent: 2 }, 'conc:')];
+    const first = post(a, '/hold');
+    const second = post(b, '/hold');
+    await eventually(() => held.length >= 2, 10_000, 'both held requests to reach the replica');
+    const refusedAtA = await post(a);
+    const refusedAtB = await post(b);
+    assert.deepEqual([refusedAtA.status, refusedAtB.status], [429, 429]);
+    assert.equal((JSON.parse(refusedAtB.body) as { error: { limit: string } }).error.limit, 'concurrent');
+    held.shift()!.end('{}');
+    assert.equal((await first).status, 200);
+    // a gives its place back at its next sync; then b may take it.
+    await eventually(async () => (await post(b)).status === 200, 10_000, 'the freed place to reach the other gateway');
+    held.shift()!.end('{}');
+    assert.equal((await second).status, 200);
+  });
+
+  test('store down with onStoreDown allow: requests pass unlimited, the failure is counted and logged once; back: the limit holds again', async () => {
+    const tg = await gateway({ requestsPerMinute: 1 }, 'allow:');
+    assert.deepEqual([(await post(tg)).status, (await post(tg)).status], [200, 429]);
+    await redis.stop();
+    await eventually(() => logged(tg, 'limit store unreachable') === 1, 10_000, 'the outage to be logged');
+    for (let i = 0; i < 5; i++) assert.equal((await post(tg)).status, 200, 'unlimited while the store is down');
+    assert.ok((await metric(tg, 'sluice_limit_store_errors_total'))! >= 1);
+    assert.equal(logged(tg, 'limit store unreachable'), 1, 'one line per outage');
+    await redis.start();
+    await eventually(() => logged(tg, 'limit store reachable') === 2, 10_000, 'the store to be back');
+    // The restarted store kept nothing (no persistence): one request of the burst, then 429.
+    const after: number[] = [];
+    for (let i = 0; i < 3; i++) after.push((await post(tg)).status);
+    assert.deepEqual(after, [200, 429, 429]);
+    assert.equal(logged(tg, 'limit store unreachable'), 1);
+  });
+
+  test('store down with onStoreDown refuse: 503 limits_unavailable, the error JSON of the others', async () => {
+    const tg = await gateway({ requestsPerMinute: 100 }, 'refuse:', { onStoreDown: 'refuse' });
+    assert.equal((await post(tg)).status, 200);
+    await redis.stop();
+    try {
+      await eventually(() => logged(tg, 'limit store unreachable') === 1, 10_000, 'the outage to be logged');
+      const a = await post(tg);
+      assert.equal(a.status, 503);
+      assert.equal(a.headers['x-sluice-error'], 'limits_unavailable');
+      const error = (JSON.parse(a.body) as { error: { code: string; message: string } }).error;
+      assert.equal(error.code, 'limits_unavailable');
+      assert.match(error.message, /limits/);
+      assert.equal(held.length, 0);
+    } finally {
+      await redis.start();
+    }
+    await eventually(() => logged(tg, 'limit store reachable') === 2, 10_000, 'the store to be back');
+    assert.equal((await post(tg)).status, 200);
+  });
+});
