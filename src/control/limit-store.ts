@@ -89,12 +89,13 @@ export class LimitStore {
   /** Answers the doorbell: syncs each token whose lease a thread found low or empty. */
   private async listen(): Promise<void> {
     while (!this.closed) {
-      await this.cells.ring();
-      if (this.closed) return;
+      // The bell's count before the look: a ring during the look ends the next wait at once.
+      const seen = this.cells.bell();
       for (const t of this.options.tokens()) {
         const need = this.cells.takeNeed(t.cell);
         if (need > 0) this.sync(t, need);
       }
+      await this.cells.ring(seen);
     }
   }
 

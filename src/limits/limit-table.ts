@@ -211,8 +211,10 @@ export class LimitTable {
         if (seen === lease) break;
         lease = seen;
       }
-      // Half the share left: the top-up is asked for before the lease runs out.
-      if (lease - 1 <= t.share >> 1) this.ring(at);
+      // Half the share left: the top-up is asked for before the lease runs out (a share of 1, a
+      // limit under 400 a minute, is asked for by each request: nothing is held that another
+      // gateway could use).
+      if (t.share > 1 && lease - 1 <= t.share >> 1) this.ring(at);
       this.leftRequests = lease - 1;
       this.resetRequestsS = 1;
     } else if (rpm !== undefined) {

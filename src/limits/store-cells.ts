@@ -20,9 +20,14 @@ export class StoreCells {
     Atomics.store(this.a, F.STORE, up ? STORE_UP : STORE_DOWN);
   }
 
-  /** Resolves when a thread rings the doorbell (a token needs a top-up). */
-  ring(): Promise<unknown> {
-    const r = Atomics.waitAsync(this.a, F.DOORBELL, Atomics.load(this.a, F.DOORBELL));
+  /** The doorbell's count now. */
+  bell(): number {
+    return Atomics.load(this.a, F.DOORBELL);
+  }
+
+  /** Resolves when the doorbell's count is no longer `seen` (a thread rang: a token needs a top-up). */
+  ring(seen: number): Promise<unknown> {
+    const r = Atomics.waitAsync(this.a, F.DOORBELL, seen);
     return r.async ? r.value : Promise.resolve();
   }
 
