@@ -14,7 +14,7 @@ import type { RelayRequest } from './relay.js';
 const PER = { requestsPerMinute: 'requests per minute', concurrent: 'requests at once', tokensPerMinute: 'tokens per minute' } as const;
 
 /** `429 rate_limited` for a request of `limit`'s token that `table.admit` just refused. */
-export function rateLimited(table: LimitTable, limit: TokenLimit, tokenName: string): RelayError {
+function rateLimited(table: LimitTable, limit: TokenLimit, tokenName: string): RelayError {
   const name = table.refusedBy;
   const retryAfter = table.retryAfter;
   return new RelayError('rate_limited', {
@@ -26,7 +26,7 @@ export function rateLimited(table: LimitTable, limit: TokenLimit, tokenName: str
 
 /** The error of a request that `table.admit` did not admit: `429 rate_limited`, or `503 limits_unavailable` (the store is down, `onStoreDown: refuse`). */
 export function refusedByLimits(verdict: LimitName | 'unavailable', table: LimitTable, limit: TokenLimit, tokenName: string): RelayError {
-  return verdict === 'unavailable' ? new RelayError('limits_unavailable') : rateLimited(table, limit, tokenName);
+  return verdict === 'unavailable' ? new RelayError('limits_unavailable', { headers: { 'retry-after': '1' } }) : rateLimited(table, limit, tokenName);
 }
 
 /** `request` was admitted under `limit`: it ends in the table at its end, and its answer carries RateLimit-Policy and RateLimit. */

@@ -152,6 +152,7 @@ describe('limits.store: redis', { skip: REDIS_SKIP }, () => {
       const a = await post(tg);
       assert.equal(a.status, 503);
       assert.equal(a.headers['x-sluice-error'], 'limits_unavailable');
+      assert.equal(a.headers['retry-after'], '1');
       const error = (JSON.parse(a.body) as { error: { code: string; message: string } }).error;
       assert.equal(error.code, 'limits_unavailable');
       assert.match(error.message, /limits/);
