@@ -329,7 +329,8 @@ export class LimitTable {
     if (limits.concurrent !== undefined) use.concurrent = { limit: limits.concurrent, used: Atomics.load(a, at + INFLIGHT) };
     if (limits.tokensPerMinute !== undefined) {
       const reserved = Atomics.load(a, at + RESERVED);
-      const settled = windowSum(this.a, at + BUCKETS, Math.floor(clock() / 1000) - EPOCH_S);
+      // With a shared store, what the other gateways counted too.
+      const settled = Atomics.load(a, at + REMOTE) + windowSum(this.a, at + BUCKETS, Math.floor(clock() / 1000) - EPOCH_S);
       use.tokensPerMinute = { limit: limits.tokensPerMinute, used: settled + reserved, reserved };
     }
     return use;
