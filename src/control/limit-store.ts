@@ -100,7 +100,10 @@ export class LimitStore {
   }
 
   private syncAll(): void {
-    for (const t of this.options.tokens()) this.sync(t, this.cells.takeNeed(t.cell));
+    for (const t of this.options.tokens()) {
+      this.cells.clearPastExhausted(t.cell);
+      this.sync(t, this.cells.takeNeed(t.cell));
+    }
   }
 
   private stateOf(t: LimitedToken): TokenSync {

@@ -32,6 +32,8 @@ const TICKS_PER_MS = 256;
 const WINDOW_TICKS = WINDOW_S * 1000 * TICKS_PER_MS;
 /** `sweep` pulls a TAT older than this forward (well within the ±2.3 hours an Int32 of ticks spans). */
 const STALE_TICKS = 3_600_000 * TICKS_PER_MS;
+/** The longest the shared store says a token's next request is away (one interval of GCRA, 60 s at most), with a margin. */
+const MAX_EXHAUSTED_TICKS = 61_000 * TICKS_PER_MS;
 const EPOCH_S = 1_577_836_800; // 2020-01-01: seconds fit an Int32 for decades
 
 // The header: the base time (a Float64 in words 0 and 1), the threads, the cell sets; written
@@ -203,8 +205,11 @@ export class LimitTable {
       for (;;) {
         if (lease <= 0) {
           if (concurrent !== undefined) this.unhold(t.cell, at);
-          const ahead = (Atomics.load(a, at + EXHAUSTED) - (((nowMs - this.base) * TICKS_PER_MS) | 0)) | 0;
-          if (ahead > 0) return this.refuse(at, 1, Math.max(1, Math.ceil(ahead / TICKS_PER_MS / 1000)));
+          const until = Atomics.load(a, at + EXHAUSTED);
+          const ahead = (until - (((nowMs - this.base) * TICKS_PER_MS) | 0)) | 0;
+          // Within a minute only (the store's wait is at most 60/limit s): a time the control plane
+          // has not cleared yet never reads as far ahead when the ticks wrap.
+          if (until !== 0 && ahead > 0 && ahead <= MAX_EXHAUSTED_TICKS) return this.refuse(at, 1, Math.max(1, Math.ceil(ahead / TICKS_PER_MS / 1000)));
           return this.short(t, at, waited);
         }
         const seen = Atomics.compareExchange(a, at + LEASE, lease, lease - 1);

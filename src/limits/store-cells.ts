@@ -66,8 +66,18 @@ export class StoreCells {
 
   /** The store grants `cell` no request for `ms` (its Retry-After); 0: it would grant one now. */
   setExhausted(cell: number, ms: number): void {
-    const until = ms <= 0 ? 0 : ((performance.timeOrigin + performance.now() - this.base + ms) * F.TICKS_PER_MS) | 0;
+    // 0 is "none": a time that happens to be 0 becomes 1.
+    const until = ms <= 0 ? 0 : ((performance.timeOrigin + performance.now() - this.base + ms) * F.TICKS_PER_MS) | 0 || 1;
     Atomics.store(this.a, this.at(cell) + F.EXHAUSTED, until);
+  }
+
+  /** Clears the store's "no request until" of `cell` once it is past (so that it never lingers until the ticks wrap). */
+  clearPastExhausted(cell: number): void {
+    const at = this.at(cell) + F.EXHAUSTED;
+    const until = Atomics.load(this.a, at);
+    if (until === 0) return;
+    const now = ((performance.timeOrigin + performance.now() - this.base) * F.TICKS_PER_MS) | 0;
+    if (((until - now) | 0) <= 0) Atomics.compareExchange(this.a, at, until, 0);
   }
 
   slots(cell: number): number {
