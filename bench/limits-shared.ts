@@ -12,7 +12,11 @@
 // bound max(1, 5 % of L). In all: 503s (a wait for the lease over 50 ms: onStoreDown refuse) and
 // Jain's fairness of the admitted counts among the equally limited tokens.
 //
-//   npm run -s build && node dist/bench/limits-shared.js [--gateways 3] [--tokens 20] [--limit 600] [--seconds 60] [--local]
+// --restart kills Redis halfway and starts it again 2 s later; --on-down allow|refuse (refuse by
+// default, so that a request that waited past 50 ms shows as a 503). Also printed: requests that
+// failed (no answer) and the paced requests' response times.
+//
+//   npm run -s build && node dist/bench/limits-shared.js [--gateways 3] [--tokens 20] [--limit 600] [--seconds 60] [--local] [--restart] [--on-down allow]
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import { performance } from 'node:perf_hooks';
@@ -28,6 +32,8 @@ const { values } = parseArgs({
     limit: { type: 'string', default: '600' },
     seconds: { type: 'string', default: '60' },
     local: { type: 'boolean', default: false },
+    restart: { type: 'boolean', default: false },
+    'on-down': { type: 'string', default: 'refuse' },
   },
 });
 const gatewayCount = Number(values.gateways);
@@ -54,7 +60,7 @@ async function main(): Promise<void> {
   const config = {
     workers: 1,
     log: { level: 'info' },
-    ...(redis === undefined ? {} : { limits: { store: redis.url, onStoreDown: 'refuse' } }),
+    ...(redis === undefined ? {} : { limits: { store: redis.url, onStoreDown: values['on-down'] } }),
     services: [
       {
         slug: 'svc',
@@ -72,6 +78,17 @@ async function main(): Promise<void> {
     const start = performance.now();
     const end = start + seconds * 1000;
     let next = 0;
+    // --restart: Redis is killed halfway and started again 2 s later (empty: no persistence).
+    const restarted =
+      values.restart && redis !== undefined
+        ? (async () => {
+            await new Promise((resolve) => setTimeout(resolve, (seconds * 1000) / 2));
+            await redis.stop();
+            await new Promise((resolve) => setTimeout(resolve, 2000));
+            await redis.start();
+          })()
+        : Promise.resolve();
+    let failed = 0;
     await Promise.all(
       secrets.map(async (secret, t) => {
         const pending: Promise<void>[] = [];
@@ -84,6 +101,9 @@ async function main(): Promise<void> {
               .then(async (res) => {
                 await res.body.dump();
                 sent[t]!.push({ at, done: performance.now(), status: res.statusCode });
+              })
+              .catch(() => {
+                failed++;
               }),
           );
         };
@@ -99,8 +119,9 @@ async function main(): Promise<void> {
         await Promise.all(pending);
       }),
     );
+    await restarted;
     for (const pool of pools) await pool.close();
-    report(sent, (performance.now() - start) / 1000);
+    report(sent, (performance.now() - start) / 1000, failed);
   } finally {
     for (const gw of gateways) if (gw.child.exitCode === null) gw.child.kill('SIGTERM');
     await Promise.all(gateways.map((gw) => gw.exited));
@@ -109,7 +130,7 @@ async function main(): Promise<void> {
   }
 }
 
-function report(sent: Sent[][], elapsedS: number): void {
+function report(sent: Sent[][], elapsedS: number, failed: number): void {
   const T = 60_000 / limit;
   const bound = Math.max(1, Math.floor(limit * 0.05));
   const allowed = limit + Math.floor((elapsedS * limit) / 60);
@@ -144,12 +165,22 @@ function report(sent: Sent[][], elapsedS: number): void {
         worstWindowOvershoot: { median: sorted(windowExcess)[windowExcess.length >> 1], max: sorted(windowExcess).at(-1), bound },
         false429,
         unavailable503: unavailable,
+        failedRequests: failed,
+        // What the paced requests took (the burst's queue in the client excluded): a wait on the store shows here.
+        pacedResponseMs: latencies(sent),
         jainFairness: Number(((total * total) / (admitted.length * squares)).toFixed(4)),
       },
       null,
       2,
     ),
   );
+}
+
+function latencies(sent: Sent[][]): { p50: number; p99: number; max: number } {
+  // The burst is the first L × 1.1 requests of each token, queued in the client's pools.
+  const ms = sent.flatMap((list) => list.slice().sort((a, b) => a.at - b.at).slice(Math.ceil(limit * 1.1)).map((r) => r.done - r.at)).sort((a, b) => a - b);
+  const at = (q: number): number => Number((ms[Math.min(ms.length - 1, Math.floor(q * ms.length))] ?? 0).toFixed(1));
+  return { p50: at(0.5), p99: at(0.99), max: at(1) };
 }
 
 await main();
