@@ -40,12 +40,9 @@ const EPOCH_S = 1_577_836_800; // 2020-01-01: seconds fit an Int32 for decades
 // once before the buffer is shared.
 const THREADS = 2;
 const CELL_SETS = 3;
-/** LOCAL, STORE_UP or STORE_DOWN: where the counts live and whether the store answers. */
-const STORE = 4;
-/** Bumped (and notified) by a thread that needs a top-up from the store. */
-const DOORBELL = 5;
-/** 1: `onStoreDown: refuse`. */
-const REFUSE_WHEN_DOWN = 6;
+const STORE = 4; // LOCAL, STORE_UP or STORE_DOWN: where the counts live and whether the store answers
+const DOORBELL = 5; // bumped (and notified) by a thread that needs a top-up from the store
+const REFUSE_WHEN_DOWN = 6; // 1: `onStoreDown: refuse`
 const HEADER = 16;
 export const LOCAL = 0;
 export const STORE_UP = 1;
