@@ -13,7 +13,8 @@ import type { LimitedToken } from '../limits/limit-cells.js';
 import { leaseShare } from '../limits/limit-table.js';
 import { StoreCells } from '../limits/store-cells.js';
 import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS, LIMIT_STORE_SYNC_MS } from '../tunables.js';
-import { SYNC_SCRIPT } from './limit-store-script.js';
+import { settlesWithin } from '../time/bounded-wait.js';
+import { LEAVE_SCRIPT, SYNC_SCRIPT } from './limit-store-script.js';
 
 /** What the gateway knows of one limited token's part in the store. */
 interface TokenSync {
@@ -212,6 +213,16 @@ export class LimitStore {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
+    if (this.up) {
+      // Its places, reservations and unused leases go back at once, for the gateways that stay
+      // (or this one, restarted). Bounded: a store that does not answer leaves them to expire.
+      const leaving = this.options.tokens().map((t) => {
+        const rpm = t.limits.requestsPerMinute ?? 0;
+        const back = rpm > 0 ? this.cells.takeLease(t.cell) : 0;
+        return this.client.eval(LEAVE_SCRIPT, { keys: [this.stateOf(t).key], arguments: [this.gateway, String(rpm), String(back)] });
+      });
+      await settlesWithin(Promise.allSettled(leaving), LIMIT_STORE_COMMAND_MS);
+    }
     this.cells.setUp(false);
     this.cells.knock(); // the doorbell's wait ends, and its loop
     try {

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import { createClient } from 'redis';
 import { Agent, request } from 'undici';
 import { AUTH, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
@@ -13,6 +14,8 @@ import { readBody, startReplica, type TestReplica } from '../helpers/replica.js'
 import { eventually } from '../helpers/wait.js';
 
 let redis: TestRedis;
+/** The test's own view of the store. */
+let store: ReturnType<typeof createClient>;
 let replica: TestReplica;
 /** Requests the replica holds until the test lets them go (path /hold), by arrival. */
 const held: ServerResponse[] = [];
@@ -60,6 +63,9 @@ function logged(tg: TestGateway, msg: string): number {
 describe('limits.store: redis', { skip: REDIS_SKIP }, () => {
   before(async () => {
     redis = await startRedis();
+    store = createClient({ url: redis.url });
+    store.on('error', () => undefined); // the outage tests stop the store under it
+    await store.connect();
     replica = await startReplica(async (req: IncomingMessage, res: ServerResponse) => {
       await readBody(req);
       if (req.url === '/hold') {
@@ -76,6 +82,7 @@ describe('limits.store: redis', { skip: REDIS_SKIP }, () => {
     for (const tg of gateways) await tg.close();
     await agent.close();
     await replica?.close();
+    await store?.close().catch(() => undefined);
     await redis?.close();
   });
 
@@ -137,6 +144,22 @@ describe('limits.store: redis', { skip: REDIS_SKIP }, () => {
     await eventually(async () => (await decided(b)).status === 200, 10_000, 'the freed place to reach the other gateway');
     held.shift()!.end('{}');
     assert.equal((await second).status, 200);
+  });
+
+  test('a gateway that closes gives its places back to the store at once, and the other gateway takes the place', async () => {
+    const a = await gateway({ concurrent: 1 }, 'leave:');
+    const b = await gateway({ concurrent: 1 }, 'leave:');
+    const first = decided(a, '/hold').catch(() => undefined);
+    await eventually(() => held.length >= 1, 10_000, "a's held request to reach the replica");
+    assert.equal((await decided(b)).status, 429, 'the one place is at a');
+    const places = async (): Promise<number[]> => Object.values(await store.hGetAll('leave:svc:test:slots')).map(Number);
+    assert.equal((await places()).reduce((x, y) => x + y, 0), 1, 'the store counts the place at a');
+    gateways.splice(gateways.indexOf(a), 1);
+    await a.close(); // the held request is cut: a's place goes with it
+    await first;
+    held.shift()!.end('{}');
+    assert.ok((await places()).every((n) => n === 0), "a's entry is gone from the store, not left for the store's 5 s");
+    await eventually(async () => (await decided(b)).status === 200, 10_000, 'the other gateway to take the place');
   });
 
   test('store down with onStoreDown allow: requests pass unlimited, the failure is counted and logged once; back: the limit holds again', async () => {
