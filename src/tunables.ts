@@ -57,12 +57,26 @@ export const AUTH_FAILURE_WINDOW_S = 60;
 
 // used by control/gateway.ts
 /** Cell sets of the limit table beyond twice the limited tokens at start: room for the limited
- *  tokens a reload adds (512 bytes each; a reload that needs more is refused: restart). */
+ *  tokens a reload adds (544 bytes each; a reload that needs more is refused: restart). */
 export const LIMIT_TABLE_SPARE = 256;
 
 // used by control/gateway.ts
 /** How often the control plane keeps idle tokens' arrival times in the limit table's range (limits/limit-table.ts). */
 export const LIMIT_SWEEP_MS = 60_000;
+
+// used by relay/request-limits.ts
+/** The longest a request waits for the shared limit store's top-up of its token's lease; then `onStoreDown`. */
+export const LIMIT_STORE_WAIT_MS = 50;
+
+// used by control/limit-store.ts (docs/architecture.md#the-shared-store)
+/** How often the control plane syncs every limited token with the shared store (tokens counted, slots given back, stale leases returned). */
+export const LIMIT_STORE_SYNC_MS = 100;
+/** A lease of requests unused this long after its grant is given back to the store (bounds the overshoot). */
+export const LIMIT_STORE_LEASE_MS = 1000;
+/** A gateway not heard of this long loses its slots of `concurrent` and its reservations in the store. */
+export const LIMIT_STORE_GONE_MS = 5000;
+/** A store command not answered in this long counts as a failure (the store is then down until one succeeds). */
+export const LIMIT_STORE_COMMAND_MS = 1000;
 
 // used by data/shared-auth-limiter.ts
 /** Failures from one address within the window after which it gets `429 too_many_requests`. */

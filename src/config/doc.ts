@@ -31,7 +31,7 @@ export const ABOUT: Readonly<Record<string, string>> = {
   basePath: 'prefix of every relay URL: `{basePath}/{slug}/request{path}`',
   drainTimeoutMs: 'on SIGTERM, how long streams in flight may take to finish',
   'log.level': 'lowest level logged (env `LOG_LEVEL`); `info` logs one line per request',
-  'limits.store': 'not set: in the gateway, exact across its worker threads; `redis://host:port[/db]`: shared by every gateway naming it (not available in this build: `check` and the start refuse it)',
+  'limits.store': 'not set: in the gateway, exact across its worker threads; `redis://host:port[/db]`: in that Redis, shared by every gateway naming it (keys under `limits.prefix`)',
   'limits.prefix': 'prefix of the keys in the shared store',
   'limits.onStoreDown': 'while the shared store cannot be reached: `allow` (requests pass, unlimited) or `refuse` (`503 limits_unavailable`); applies with the redis store',
   pools: 'sets of units (GPUs) on this machine that launched replicas take from (see "Pools")',

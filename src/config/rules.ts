@@ -177,7 +177,6 @@ export const RULE = {
   tokensPerMinute: 'must be an integer from 1 to 1000000000 (LLM tokens per rolling minute)',
   limitStore: 'must be an object with optional store, prefix and onStoreDown',
   store: 'must be redis://host:port or redis://host:port/db (db an integer from 0 to 65535)',
-  storeNotBuilt: 'the redis store is not available in this build: remove limits.store (the counters then live in the gateway, exact across its worker threads)',
   limitsPrefix: 'must be 1 to 64 visible ASCII characters',
   onStoreDown: 'must be allow or refuse',
   models: 'must be a non-empty list of model names (what a request to a router names in its body\'s "model")',

@@ -22,8 +22,10 @@ import { loadUwsBuild, uws, uwsBuild } from '../http/uws-build.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { LimitCells, limitedTokens } from '../limits/limit-cells.js';
 import { createLimitBuffer, LimitTable } from '../limits/limit-table.js';
+import { LimitStore } from './limit-store.js';
+import { settlesWithin } from '../time/bounded-wait.js';
 import type { RoutersReload, TokensReload } from '../replicas/messages.js';
-import { LIMIT_SWEEP_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
+import { LIMIT_STORE_COMMAND_MS, LIMIT_SWEEP_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
 import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
 import { Refusals } from '../relay/refusal.js';
 import { RequestIds } from '../relay/request-ids.js';
@@ -82,6 +84,8 @@ class ControlPlane implements Gateway, OpsSource {
   private readonly limitBuffer: SharedArrayBuffer;
   private readonly limitCells: LimitCells;
   private readonly limitSweep: NodeJS.Timeout;
+  /** `limits.store`: the shared store's client and its top-ups of the table. */
+  private readonly limitStore: LimitStore | undefined;
   /** The tokens as last applied (start or reload): what a replacement worker starts with. */
   private tokens: TokensReload[];
   /** The routers as last applied (tokensOf), likewise. */
@@ -109,10 +113,13 @@ class ControlPlane implements Gateway, OpsSource {
     // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
     this.workers = resolveWorkers(config.workers);
     this.registry = new Metrics(config.services.map((s) => s.slug));
-    this.limitBuffer = createLimitBuffer(2 * limitedTokens(config) + LIMIT_TABLE_SPARE, this.workers);
+    const { store, prefix, onStoreDown } = config.limits;
+    this.limitBuffer = createLimitBuffer(2 * limitedTokens(config) + LIMIT_TABLE_SPARE, this.workers, store === undefined ? undefined : { refuseWhenDown: onStoreDown === 'refuse' });
     this.limitCells = new LimitCells(new LimitTable(this.limitBuffer));
     this.tokens = this.tokensOf(config);
     this.registry.rateLimited(() => this.limitCells.refusals());
+    this.limitStore = store === undefined ? undefined : new LimitStore({ url: store, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger });
+    this.registry.limitStoreErrors(() => this.limitStore?.errors ?? 0);
     this.limitSweep = setInterval(() => this.limitCells.sweep(), LIMIT_SWEEP_MS).unref();
     const ops = config.admin === undefined ? this : undefined;
     const tuning = options.testHooks?.kubernetesTuning;
@@ -229,6 +236,8 @@ class ControlPlane implements Gateway, OpsSource {
       this.adminSocket = await listenOn(this.adminApp, this.config.admin!.host, this.config.admin!.port, true);
       this.adminPort = uws().us_socket_local_port(this.adminSocket);
     }
+    // The shared limit store's first answer, for a bounded time: down, requests follow onStoreDown.
+    if (this.limitStore !== undefined) await settlesWithin(this.limitStore.ready, LIMIT_STORE_COMMAND_MS);
     // Ready only now: a worker that listens alone would get every connection a client opens as
     // soon as /readyz says 200, and keep-alive keeps them there.
     Atomics.store(this.flags, FLAG_READY, 1);
@@ -277,6 +286,7 @@ class ControlPlane implements Gateway, OpsSource {
 
   private async runClose(): Promise<void> {
     clearInterval(this.limitSweep);
+    await this.limitStore?.close();
     Atomics.store(this.flags, FLAG_DRAINING, 1);
     if (this.adminSocket !== undefined) uws().us_listen_socket_close(this.adminSocket);
     this.adminSocket = undefined;

@@ -25,6 +25,7 @@ const ERROR_CODES = [
   'too_many_requests',
   'rate_limited',
   'model_not_found',
+  'limits_unavailable',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -57,6 +58,7 @@ const CODES: Record<ErrorCode, { status: number; message: string; source: ErrorS
   queue_full: { status: 503, message: 'The service queue is full; retry later.', source: 'gateway' },
   no_replica: { status: 503, message: 'No replica of the service became ready in time.', source: 'gateway' },
   draining: { status: 503, message: 'The gateway is shutting down.', source: 'gateway' },
+  limits_unavailable: { status: 503, message: 'The store of the limits per caller cannot be reached; retry later.', source: 'gateway' },
   upstream_timeout: { status: 504, message: 'The service replica did not answer in time.', source: 'replica' },
   internal_error: { status: 500, message: 'Internal gateway error.', source: 'gateway' },
 };

@@ -17,33 +17,51 @@
 // - Per thread and cell set, what that thread's requests hold of `concurrent` and of the
 //   reservations, so that a worker thread that dies without ending its requests gives them back
 //   (`reclaim`), as the slot table does.
+// - With the shared store (`limits.store: redis://…`, docs/architecture.md#the-shared-store): what
+//   this gateway holds of the store's counts, topped up by the control plane (limits/store-cells.ts):
+//   requests leased of requestsPerMinute, slots of `concurrent`, tokens counted by other gateways.
+//   A request that finds its lease empty rings the doorbell and may wait up to 50 ms for a top-up.
 import type { LimitsConfig } from '../config/types.js';
+import { oldestLeavesIn, settle, tokensRetryAfter, WINDOW_S, windowSum } from './token-window.js';
 
 /** The limits a request can be refused by, in the order they are checked; also the refusal counters' order. */
 export const LIMIT_NAMES = ['concurrent', 'requestsPerMinute', 'tokensPerMinute'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
 
 const TICKS_PER_MS = 256;
-const WINDOW_S = 60;
 const WINDOW_TICKS = WINDOW_S * 1000 * TICKS_PER_MS;
 /** `sweep` pulls a TAT older than this forward (well within the ±2.3 hours an Int32 of ticks spans). */
 const STALE_TICKS = 3_600_000 * TICKS_PER_MS;
+/** The longest the shared store says a token's next request is away (one interval of GCRA, 60 s at most), with a margin. */
+const MAX_EXHAUSTED_TICKS = 61_000 * TICKS_PER_MS;
 const EPOCH_S = 1_577_836_800; // 2020-01-01: seconds fit an Int32 for decades
-/** A bucket being reset to a new second. */
-const RESETTING = -1;
 
 // The header: the base time (a Float64 in words 0 and 1), the threads, the cell sets; written
 // once before the buffer is shared.
 const THREADS = 2;
 const CELL_SETS = 3;
+const STORE = 4; // LOCAL, STORE_UP or STORE_DOWN: where the counts live and whether the store answers
+const DOORBELL = 5; // bumped (and notified) by a thread that needs a top-up from the store
+const REFUSE_WHEN_DOWN = 6; // 1: `onStoreDown: refuse`
 const HEADER = 16;
+export const LOCAL = 0;
+export const STORE_UP = 1;
+export const STORE_DOWN = 2;
 // A cell set's fields.
 const TAT = 0;
 const INFLIGHT = 1;
 const RESERVED = 2;
 const GEN = 3;
 const REFUSED = 4; // three counters, in LIMIT_NAMES order
-const BUCKETS = 8; // WINDOW_S × (second, count)
+// The shared store's part (0 without one).
+const LEASE = 7; // requests of requestsPerMinute leased to this gateway, not used yet
+const SLOTS = 8; // places of `concurrent` the store gave this gateway
+const REMOTE = 9; // tokens of the window counted by other gateways (settled and reserved)
+const EXHAUSTED = 10; // tick until which the store grants no request (its Retry-After)
+const NEED = 11; // requests that asked for a top-up since the control plane last looked
+const SEQ = 12; // bumped by each top-up: what a waiting request waits on
+const FULL = 13; // 1: at the last sync the store had no place of `concurrent` beyond SLOTS
+const BUCKETS = 16; // WINDOW_S × (second, count)
 const STRIDE = BUCKETS + 2 * WINDOW_S;
 
 function clock(): number {
@@ -54,14 +72,27 @@ function clock(): number {
  * A table for `cellSets` limited (service, token) pairs and `threads` data plane threads: once per
  * gateway start, shared by every thread.
  */
-export function createLimitBuffer(cellSets: number, threads: number): SharedArrayBuffer {
+export function createLimitBuffer(cellSets: number, threads: number, store?: { refuseWhenDown: boolean }): SharedArrayBuffer {
   const buffer = new SharedArrayBuffer(4 * (HEADER + cellSets * STRIDE + threads * cellSets * 2));
   new Float64Array(buffer, 0, 1)[0] = clock();
   const a = new Int32Array(buffer);
   a[THREADS] = threads;
   a[CELL_SETS] = cellSets;
+  // With a store, down until it first answers.
+  a[STORE] = store === undefined ? LOCAL : STORE_DOWN;
+  a[REFUSE_WHEN_DOWN] = store?.refuseWhenDown === true ? 1 : 0;
   return buffer;
 }
+
+/** Where the store-side fields are, for the control plane's top-ups (limits/store-cells.ts). */
+export const STORE_FIELDS = { HEADER, STRIDE, STORE, DOORBELL, INFLIGHT, RESERVED, LEASE, SLOTS, REMOTE, EXHAUSTED, NEED, SEQ, FULL, BUCKETS, EPOCH_S, TICKS_PER_MS } as const;
+
+/**
+ * What `admit` may answer besides admitting (undefined) or naming the limit that refuses:
+ * `wait`: the lease is empty and a top-up was asked for (wait with `topUp`, then `admit(t, true)`);
+ * `unavailable`: the store cannot say and `onStoreDown` is `refuse` (503 limits_unavailable).
+ */
+export type Verdict = LimitName | 'wait' | 'unavailable' | undefined;
 
 /** One limited token as a thread sees it: its cell set and what it may use. */
 export interface TokenLimit {
@@ -71,6 +102,16 @@ export interface TokenLimit {
   readonly limits: LimitsConfig;
   /** The `RateLimit-Policy` value of its answers (rate-limit-headers.ts). */
   readonly policy: string;
+  /** With the shared store: the requests of requestsPerMinute leased at a time (`leaseShare`). */
+  readonly share: number;
+}
+
+/**
+ * The requests of a requestsPerMinute limit that a gateway leases from the shared store at a time:
+ * 1/200 of the limit, at least 1 (docs/architecture.md#the-shared-store: the overshoot bound).
+ */
+export function leaseShare(requestsPerMinute: number | undefined): number {
+  return requestsPerMinute === undefined ? 0 : Math.max(1, Math.floor(requestsPerMinute / 200));
 }
 
 /** What a limited token uses now (`/status`). */
@@ -116,32 +157,69 @@ export class LimitTable {
 
   /**
    * Admits a request of `t` or names the limit that refuses it (then `retryAfter` says when to
-   * come back). An admitted request holds a place of `concurrent` until `end`.
+   * come back). An admitted request holds a place of `concurrent` until `end`. With the shared
+   * store, `wait` (see Verdict) until the request's wait is over (`waited`).
    */
-  admit(t: TokenLimit): LimitName | undefined {
+  admit(t: TokenLimit, waited = false): Verdict {
     const a = this.a;
     const at = HEADER + t.cell * STRIDE;
+    const store = Atomics.load(a, STORE);
+    if (store !== LOCAL) {
+      if (store === STORE_DOWN) return this.unavailable(t);
+      this.seq = Atomics.load(a, at + SEQ);
+    }
     const { requestsPerMinute: rpm, concurrent, tokensPerMinute: tpm } = t.limits;
     const nowMs = clock();
     if (tpm !== undefined) {
       const second = Math.floor(nowMs / 1000) - EPOCH_S;
-      const counted = this.windowSum(at, second) + Atomics.load(a, at + RESERVED);
-      if (counted >= tpm) return this.refuse(at, 2, this.tokensRetryAfter(at, second, tpm));
+      const counted = windowSum(this.a, at + BUCKETS, second) + Atomics.load(a, at + RESERVED) + Atomics.load(a, at + REMOTE);
+      if (counted >= tpm) return this.refuse(at, 2, tokensRetryAfter(this.a, at + BUCKETS, second, tpm, Atomics.load(this.a, at + RESERVED) + Atomics.load(this.a, at + REMOTE)));
       this.leftTokens = tpm - counted;
-      this.resetTokensS = this.oldestLeavesIn(at, second);
+      this.resetTokensS = oldestLeavesIn(this.a, at + BUCKETS, second);
     }
     if (concurrent !== undefined) {
       let v = Atomics.load(a, at + INFLIGHT);
       for (;;) {
         if (v >= concurrent) return this.refuse(at, 0, 1);
+        if (store !== LOCAL && v >= Atomics.load(a, at + SLOTS)) {
+          if (Atomics.load(a, at + FULL) === 1) return this.refuse(at, 0, 1);
+          return this.short(t, at, waited);
+        }
         const seen = Atomics.compareExchange(a, at + INFLIGHT, v, v + 1);
         if (seen === v) break;
         v = seen;
       }
+      // The control plane lowers SLOTS, then reads INFLIGHT: one of the two sees the other.
+      if (store !== LOCAL && v + 1 > Atomics.load(a, at + SLOTS)) {
+        Atomics.sub(a, at + INFLIGHT, 1);
+        return this.short(t, at, waited);
+      }
       Atomics.add(a, this.holds + 2 * t.cell, 1);
       this.leftConcurrent = concurrent - v - 1;
     }
-    if (rpm !== undefined) {
+    if (rpm !== undefined && store !== LOCAL) {
+      let lease = Atomics.load(a, at + LEASE);
+      for (;;) {
+        if (lease <= 0) {
+          if (concurrent !== undefined) this.unhold(t.cell, at);
+          const until = Atomics.load(a, at + EXHAUSTED);
+          const ahead = (until - (((nowMs - this.base) * TICKS_PER_MS) | 0)) | 0;
+          // Within a minute only (the store's wait is at most 60/limit s): a time the control plane
+          // has not cleared yet never reads as far ahead when the ticks wrap.
+          if (until !== 0 && ahead > 0 && ahead <= MAX_EXHAUSTED_TICKS) return this.refuse(at, 1, Math.max(1, Math.ceil(ahead / TICKS_PER_MS / 1000)));
+          return this.short(t, at, waited);
+        }
+        const seen = Atomics.compareExchange(a, at + LEASE, lease, lease - 1);
+        if (seen === lease) break;
+        lease = seen;
+      }
+      // Half the share left: the top-up is asked for before the lease runs out (a share of 1, a
+      // limit under 400 a minute, is asked for by each request: nothing is held that another
+      // gateway could use).
+      if (t.share > 1 && lease - 1 <= t.share >> 1) this.ring(at);
+      this.leftRequests = lease - 1;
+      this.resetRequestsS = 1;
+    } else if (rpm !== undefined) {
       const interval = Math.round(WINDOW_TICKS / rpm);
       const tolerance = (rpm - 1) * interval;
       const now = ((nowMs - this.base) * TICKS_PER_MS) | 0;
@@ -149,10 +227,7 @@ export class LimitTable {
       for (;;) {
         const ahead = Math.max(0, (tat - now) | 0);
         if (ahead > tolerance) {
-          if (concurrent !== undefined) {
-            Atomics.sub(a, this.holds + 2 * t.cell, 1);
-            Atomics.sub(a, at + INFLIGHT, 1);
-          }
+          if (concurrent !== undefined) this.unhold(t.cell, at);
           return this.refuse(at, 1, Math.max(1, Math.ceil((ahead - tolerance) / TICKS_PER_MS / 1000)));
         }
         const seen = Atomics.compareExchange(a, at + TAT, tat, (now + ahead + interval) | 0);
@@ -166,6 +241,49 @@ export class LimitTable {
       }
     }
     return undefined;
+  }
+
+  /** The SEQ of the cell set that `admit` read last (what `topUp` waits to change). */
+  private seq = 0;
+
+  /**
+   * After `admit` said `wait`: resolves when the control plane topped `t`'s cell set up, or after
+   * `ms`; undefined when the top-up already came (admit again at once).
+   */
+  topUp(t: TokenLimit, ms: number): Promise<unknown> | undefined {
+    const r = Atomics.waitAsync(this.a, HEADER + t.cell * STRIDE + SEQ, this.seq, ms);
+    return r.async ? r.value : undefined;
+  }
+
+  /** A request of `t` that the store cannot decide on: admitted unlimited (`onStoreDown: allow`) or `unavailable`. */
+  private unavailable(t: TokenLimit): Verdict {
+    if (Atomics.load(this.a, REFUSE_WHEN_DOWN) === 1) return 'unavailable';
+    if (t.limits.concurrent !== undefined) {
+      // Counted, so that its end balances, but not limited.
+      Atomics.add(this.a, HEADER + t.cell * STRIDE + INFLIGHT, 1);
+      Atomics.add(this.a, this.holds + 2 * t.cell, 1);
+    }
+    this.leftRequests = this.leftConcurrent = this.leftTokens = 0;
+    return undefined;
+  }
+
+  /** The lease or the slots ran out: ask for a top-up and wait, or, when the wait is over (`waited`), follow onStoreDown. */
+  private short(t: TokenLimit, at: number, waited: boolean): Verdict {
+    if (waited) return this.unavailable(t);
+    this.ring(at);
+    return 'wait';
+  }
+
+  /** Asks the control plane for a top-up of the cell set at `at` (the doorbell rings once until it looks). */
+  private ring(at: number): void {
+    if (Atomics.add(this.a, at + NEED, 1) !== 0) return;
+    Atomics.add(this.a, DOORBELL, 1);
+    Atomics.notify(this.a, DOORBELL);
+  }
+
+  private unhold(cell: number, at: number): void {
+    Atomics.sub(this.a, this.holds + 2 * cell, 1);
+    Atomics.sub(this.a, at + INFLIGHT, 1);
   }
 
   /** Adds `tokens` to the reservations of `t`'s running requests (its body's `max_tokens`). */
@@ -191,7 +309,7 @@ export class LimitTable {
       Atomics.sub(a, this.holds + 2 * t.cell + 1, reserved);
       Atomics.sub(a, at + RESERVED, reserved);
     }
-    if (used > 0 && t.limits.tokensPerMinute !== undefined) this.settle(at, Math.floor(clock() / 1000) - EPOCH_S, used);
+    if (used > 0 && t.limits.tokensPerMinute !== undefined) settle(this.a, at + BUCKETS, Math.floor(clock() / 1000) - EPOCH_S, used);
   }
 
   /** The refusals of the cell set by each limit, in LIMIT_NAMES order (sluice_rate_limited_total). */
@@ -213,7 +331,8 @@ export class LimitTable {
     if (limits.concurrent !== undefined) use.concurrent = { limit: limits.concurrent, used: Atomics.load(a, at + INFLIGHT) };
     if (limits.tokensPerMinute !== undefined) {
       const reserved = Atomics.load(a, at + RESERVED);
-      const settled = this.windowSum(at, Math.floor(clock() / 1000) - EPOCH_S);
+      // With a shared store, what the other gateways counted too.
+      const settled = Atomics.load(a, at + REMOTE) + windowSum(this.a, at + BUCKETS, Math.floor(clock() / 1000) - EPOCH_S);
       use.tokensPerMinute = { limit: limits.tokensPerMinute, used: settled + reserved, reserved };
     }
     return use;
@@ -275,64 +394,5 @@ export class LimitTable {
     this.retryAfter = retryAfter;
     this.refusedBy = LIMIT_NAMES[limit]!;
     return this.refusedBy;
-  }
-
-  /** Settled tokens of the buckets within the window ending with `second`. */
-  private windowSum(at: number, second: number): number {
-    const a = this.a;
-    let sum = 0;
-    for (let i = 0; i < WINDOW_S; i++) {
-      const b = at + BUCKETS + 2 * i;
-      const s = Atomics.load(a, b);
-      if (s > second - WINDOW_S && s <= second) sum += Atomics.load(a, b + 1);
-    }
-    return sum;
-  }
-
-  /** Seconds until the oldest settled bucket leaves the window (0: none). */
-  private oldestLeavesIn(at: number, second: number): number {
-    const a = this.a;
-    let oldest = second + 1;
-    for (let i = 0; i < WINDOW_S; i++) {
-      const b = at + BUCKETS + 2 * i;
-      const s = Atomics.load(a, b);
-      if (s > second - WINDOW_S && s < oldest && Atomics.load(a, b + 1) > 0) oldest = s;
-    }
-    return oldest > second ? 0 : oldest + WINDOW_S - second;
-  }
-
-  /**
-   * Whole seconds until the window, as its buckets leave it, counts below `limit` with the
-   * reservations as they are now (at least 1; 1 when the reservations alone reach it: they go when
-   * their requests end, which nothing here can tell).
-   */
-  private tokensRetryAfter(at: number, second: number, limit: number): number {
-    const a = this.a;
-    const reserved = Atomics.load(a, at + RESERVED);
-    if (reserved >= limit) return 1;
-    for (let k = 1; k <= WINDOW_S; k++) {
-      if (this.windowSum(at, second + k) + reserved < limit) return k;
-    }
-    return WINDOW_S;
-  }
-
-  /** Adds `tokens` to the bucket of `second`, resetting it first if it still holds an older second. */
-  private settle(at: number, second: number, tokens: number): void {
-    const a = this.a;
-    const b = at + BUCKETS + 2 * (second % WINDOW_S);
-    for (;;) {
-      const s = Atomics.load(a, b);
-      if (s === second) {
-        Atomics.add(a, b + 1, tokens);
-        return;
-      }
-      if (s === RESETTING) continue; // another thread is starting this second: a store or two
-      if (s > second) return; // a thread with a later clock moved on: these tokens are out of its window
-      if (Atomics.compareExchange(a, b, s, RESETTING) === s) {
-        Atomics.store(a, b + 1, tokens);
-        Atomics.store(a, b, second);
-        return;
-      }
-    }
   }
 }

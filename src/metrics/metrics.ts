@@ -119,6 +119,19 @@ export class Metrics implements ReplicaEvents {
     });
   }
 
+  /** sluice_limit_store_errors_total: the shared limit store's failures, read at each scrape (control/limit-store.ts). */
+  limitStoreErrors(read: () => number): void {
+    new Counter({
+      name: 'sluice_limit_store_errors_total',
+      help: 'Failures of the shared store of the limits per caller (limits.store): failed or unanswered commands, lost connections.',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  }
+
   requestStarted(): void {
     this.counters.started();
   }

@@ -10,7 +10,7 @@
 // constant time) and, holding wrong tokens too, grows without bound.
 import type { LimitsConfig, TokenConfig } from '../config/types.js';
 import { effectiveLimits } from '../limits/limit-cells.js';
-import type { LimitTable, TokenLimit } from '../limits/limit-table.js';
+import { leaseShare, type LimitTable, type TokenLimit } from '../limits/limit-table.js';
 import { ratelimitPolicy } from '../limits/rate-limit-headers.js';
 import { digestWords, sameDigest, sha256Ascii } from './sha256.js';
 
@@ -45,7 +45,7 @@ export function tokenEntries(
   return tokens.map((t, i) => {
     const limits = effectiveLimits({ limits: serviceLimits }, t);
     const cell = cells?.[i] ?? -1;
-    const limit = limits === undefined || cell < 0 || table === undefined ? undefined : { cell, gen: table.generation(cell), limits, policy: ratelimitPolicy(limits) };
+    const limit = limits === undefined || cell < 0 || table === undefined ? undefined : { cell, gen: table.generation(cell), limits, policy: ratelimitPolicy(limits), share: leaseShare(limits.requestsPerMinute) };
     return { name: t.name, digest: digestWords(Buffer.from(t.sha256, 'hex')), priority: t.priority, limit, usagePlace: placeOf(t.name) };
   });
 }

@@ -412,6 +412,11 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.finish('client_closed', undefined, 'ok');
   }
 
+  /** Refused before it started (the shared limit store's answer after a wait: request-limits.ts). */
+  refuse(error: RelayError): void {
+    this.fail(error);
+  }
+
   /** Answers with one of Sluice's errors (or truncates, if the relayed status was sent). */
   private fail(error: RelayError, release: ReleaseOutcome = 'ok'): void {
     if (this.phase === 'done') return;

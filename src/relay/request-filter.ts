@@ -26,7 +26,7 @@ import { type RelayObserver, RelayRequest } from './relay.js';
 import type { RequestIds } from './request-ids.js';
 import { HeldBodies } from './held-bodies.js';
 import type { LimitTable } from '../limits/limit-table.js';
-import { admitted, rateLimited } from './request-limits.js';
+import { admitted, refusedByLimits, waitForLimits } from './request-limits.js';
 import { answerModelList, MODEL_LIST_PATH, ModelRouter, type RoutedService } from './model-router.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
@@ -198,8 +198,9 @@ export class RequestFilter {
     const affinity = headers.affinity === undefined || headers.affinity === '' ? NO_AFFINITY : hashKey(headers.affinity);
     // Limits per caller: the last check, so that a request refused for anything else uses none of them.
     const limit = auth.limit;
-    if (limit !== undefined && service.limitTable.admit(limit) !== undefined) {
-      this.refuse(res, rateLimited(service.limitTable, limit, auth.name), hasBody, service, head);
+    const verdict = limit === undefined ? undefined : service.limitTable.admit(limit);
+    if (verdict !== undefined && verdict !== 'wait') {
+      this.refuse(res, refusedByLimits(verdict, service.limitTable, limit!, auth.name), hasBody, service, head);
       return;
     }
     const target = query === undefined ? path : `${path}?${query}`;
@@ -210,8 +211,13 @@ export class RequestFilter {
       request.router = service;
       request.routedBy = service.config.slug;
     }
-    if (limit !== undefined) admitted(request, limit, service.limitTable);
     this.owner.onRelayStarted();
+    if (verdict === 'wait') {
+      // The shared store's lease ran out: up to 50 ms for the control plane's top-up (request-limits.ts).
+      waitForLimits(request, limit!, service.limitTable, auth.name);
+      return;
+    }
+    if (limit !== undefined) admitted(request, limit, service.limitTable);
     request.start();
   };
 

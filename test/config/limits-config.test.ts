@@ -49,23 +49,34 @@ test('top-level limits: store must be a redis URL, prefix visible ASCII, onStore
   assert.deepEqual(parseConfig(config(undefined, { prefix: 'gw1:', onStoreDown: 'refuse' })).limits, { prefix: 'gw1:', onStoreDown: 'refuse' });
 });
 
-test('a valid redis store is refused: not available in this build', () => {
-  assert.match(rules(config(undefined, { store: 'redis://cache:6379/2' })).get('limits.store')!, /^the redis store is not available in this build/);
+test('a redis store is accepted: host:port with an optional db', () => {
+  assert.deepEqual(parseConfig(config(undefined, { store: 'redis://cache:6379/2' })).limits, { store: 'redis://cache:6379/2', prefix: 'sluice:', onStoreDown: 'allow' });
+  assert.equal(parseConfig(config(undefined, { store: 'redis://10.0.0.7:6380' })).limits.store, 'redis://10.0.0.7:6380');
+  for (const url of ['redis://cache', 'redis://cache:6379/x', 'redis://cache:70000', 'redis://cache:6379/2?x=1', 'rediss://cache:6379', 'redis://user:pw@cache:6379', 'redis://cache:6379/']) {
+    assert.match(rules(config(undefined, { store: url })).get('limits.store') ?? 'accepted', /^must be redis:\/\/host:port or redis:\/\/host:port\/db/, url);
+  }
 });
 
-test('sluice check: limits.store fails with its key and reason, exit 1', async () => {
+async function check(file: string): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, 'check', '--config', file], (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : Number((err as { code?: number }).code), out: stdout + stderr });
+    });
+  });
+}
+
+test('sluice check: a redis store passes; a malformed one fails with its key and rule, exit 1', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-limits-'));
   try {
     const file = join(dir, 'config.json');
-    writeFileSync(file, JSON.stringify(config({ requestsPerMinute: 10 }, { store: 'redis://127.0.0.1:6379' })));
-    const run = await new Promise<{ code: number; out: string }>((resolve) => {
-      execFile(process.execPath, [CLI, 'check', '--config', file], (err, stdout, stderr) => {
-        resolve({ code: err === null ? 0 : Number((err as { code?: number }).code), out: stdout + stderr });
-      });
-    });
-    assert.equal(run.code, 1);
-    assert.match(run.out, /limits\.store/);
-    assert.match(run.out, /the redis store is not available in this build/);
+    writeFileSync(file, JSON.stringify(config({ requestsPerMinute: 10 }, { store: 'redis://127.0.0.1:6379/1' })));
+    const good = await check(file);
+    assert.equal(good.code, 0, good.out);
+    writeFileSync(file, JSON.stringify(config({ requestsPerMinute: 10 }, { store: 'redis://127.0.0.1' })));
+    const bad = await check(file);
+    assert.equal(bad.code, 1);
+    assert.match(bad.out, /limits\.store/);
+    assert.match(bad.out, /must be redis:\/\/host:port or redis:\/\/host:port\/db \(db an integer from 0 to 65535\)/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

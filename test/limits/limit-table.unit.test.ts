@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { createLimitBuffer, LimitTable, type TokenLimit } from '../../src/limits/limit-table.js';
 
 function token(table: LimitTable, cell: number, limits: TokenLimit['limits']): TokenLimit {
-  return { cell, gen: table.generation(cell), limits, policy: '' };
+  return { cell, gen: table.generation(cell), limits, policy: '', share: 0 };
 }
 
 test('requestsPerMinute: a burst of the limit, then refused until 60/limit s after the first', () => {

@@ -1,7 +1,7 @@
 // `sluice serve` with workers: 2 and SIGHUP (docs/configuration.md#reloading-sighup): the limits
 // are reloaded with the tokens, a token that stays keeps what it has used on every worker, a
-// service's new `limits` reach the tokens without their own, and a reload naming a redis store is
-// refused whole (the gateway keeps its config).
+// service's new `limits` reach the tokens without their own (with the shared store:
+// limits-store-sighup.test.ts).
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { after, test } from 'node:test';
@@ -65,12 +65,4 @@ test('workers: 2 — SIGHUP reloads limits with the tokens and keeps what a stay
   await eventually(() => reloads() >= 2, 10_000, 'both workers to reload their tokens');
   assert.equal(await statusWith(w1!, KEPT), 429, 'the staying token kept its count');
   assert.deepEqual([await statusWith(w0!, OTHER), await statusWith(w1!, OTHER)], [200, 429], "the service's new limits apply to the token without its own");
-
-  // A redis store is refused: the whole reload is, and nothing changes.
-  writeFileSync(gw.configFile, JSON.stringify({ listen: { host: '127.0.0.1', port }, ...config(undefined, { limits: { store: 'redis://127.0.0.1:6379' } }) }));
-  gw.child.kill('SIGHUP');
-  await eventually(() => gw!.logs.some((l) => l.msg === 'config reload failed, keeping the running config'), 10_000, 'the reload to be refused');
-  const failed = gw.logs.find((l) => l.msg === 'config reload failed, keeping the running config')!;
-  assert.match(JSON.stringify(failed.problems), /limits\.store.*the redis store is not available in this build/);
-  assert.equal(await statusWith(w0!, OTHER), 429, 'the running limits stay');
 });

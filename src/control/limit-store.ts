@@ -1,0 +1,240 @@
+// The shared store of the limits per caller (`limits.store: redis://…`,
+// docs/architecture.md#the-shared-store): the one Redis client of the gateway, on the main thread.
+// It tops up what the limit table holds of each limited token's counts in the store: requests
+// leased of requestsPerMinute, slots of `concurrent`, the tokens other gateways counted. Worker
+// threads never talk to it: a token whose lease runs low rings the table's doorbell, and each
+// token is synced every LIMIT_STORE_SYNC_MS besides (tokens settled, slots given back, a stale
+// lease returned). Down (a failed or unanswered command, a lost connection): the table follows
+// `onStoreDown` until a sync succeeds again; the client reconnects by itself.
+import { randomUUID } from 'node:crypto';
+import { createClient } from 'redis';
+import type { Logger } from '../log/logger.js';
+import type { LimitedToken } from '../limits/limit-cells.js';
+import { leaseShare } from '../limits/limit-table.js';
+import { StoreCells } from '../limits/store-cells.js';
+import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS, LIMIT_STORE_SYNC_MS } from '../tunables.js';
+import { settlesWithin } from '../time/bounded-wait.js';
+import { LEAVE_SCRIPT, SYNC_SCRIPT } from './limit-store-script.js';
+
+/** What the gateway knows of one limited token's part in the store. */
+interface TokenSync {
+  readonly key: string;
+  /** A sync of it is under way; `again`: the requests that asked for a top-up meanwhile. */
+  busy: boolean;
+  again: number;
+  /** When its lease was last granted (performance.now()). */
+  grantedAt: number;
+  /** Settled tokens already added to the store, by Unix second. */
+  readonly pushed: Map<number, number>;
+}
+
+export interface LimitStoreOptions {
+  url: string;
+  prefix: string;
+  buffer: SharedArrayBuffer;
+  /** The limited tokens now (limits/limit-cells.ts). */
+  tokens: () => readonly LimitedToken[];
+  logger: Logger;
+}
+
+/** The store's URL without a password, for logs. */
+function shown(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, '//');
+}
+
+export class LimitStore {
+  /** Failures of the store: failed or unanswered commands, lost connections (sluice_limit_store_errors_total). */
+  errors = 0;
+  private readonly client;
+  private readonly cells: StoreCells;
+  private readonly gateway = randomUUID();
+  private readonly syncs = new Map<number, TokenSync>();
+  private readonly timer: NodeJS.Timeout;
+  private up = false;
+  /** Resolves when the store first answers (the gateway waits a bounded time for it before listening). */
+  readonly ready: Promise<void>;
+  private resolveReady: () => void = () => {};
+  /** An outage was logged and its end not yet. */
+  private downLogged = false;
+  private closed = false;
+
+  constructor(private readonly options: LimitStoreOptions) {
+    this.cells = new StoreCells(options.buffer);
+    this.ready = new Promise((resolve) => {
+      this.resolveReady = resolve;
+    });
+    this.client = createClient({
+      url: options.url,
+      disableOfflineQueue: true,
+      commandOptions: { timeout: LIMIT_STORE_COMMAND_MS },
+      socket: { connectTimeout: LIMIT_STORE_COMMAND_MS, reconnectStrategy: (retries) => Math.min(1000, 50 * 2 ** Math.min(retries, 5)) },
+    });
+    this.client.on('error', (err: unknown) => this.failed(err));
+    // Connected (again): up once it answers, then every token synced.
+    this.client.on('ready', () => {
+      this.client.ping().then(
+        () => {
+          this.reachable();
+          this.syncAll();
+        },
+        (err: unknown) => this.failed(err),
+      );
+    });
+    this.client.connect().catch((err: unknown) => this.failed(err));
+    this.timer = setInterval(() => {
+      if (this.up) this.syncAll();
+    }, LIMIT_STORE_SYNC_MS).unref();
+    void this.listen();
+  }
+
+  /** Answers the doorbell: syncs each token whose lease a thread found low or empty. */
+  private async listen(): Promise<void> {
+    while (!this.closed) {
+      // The bell's count before the look: a ring during the look ends the next wait at once.
+      const seen = this.cells.bell();
+      for (const t of this.options.tokens()) {
+        const need = this.cells.takeNeed(t.cell);
+        if (need > 0) this.sync(t, need);
+      }
+      await this.cells.ring(seen);
+    }
+  }
+
+  private syncAll(): void {
+    for (const t of this.options.tokens()) {
+      this.cells.clearPastExhausted(t.cell);
+      this.sync(t, this.cells.takeNeed(t.cell));
+    }
+  }
+
+  private stateOf(t: LimitedToken): TokenSync {
+    const key = `${this.options.prefix}${encodeURIComponent(t.service)}:${encodeURIComponent(t.token)}`;
+    let s = this.syncs.get(t.cell);
+    if (s === undefined || s.key !== key) {
+      s = { key, busy: false, again: 0, grantedAt: 0, pushed: new Map() };
+      this.syncs.set(t.cell, s);
+    }
+    return s;
+  }
+
+  /** One round trip for token `t`: what it gives back, settled and reserves in, its grants out. */
+  private sync(t: LimitedToken, need: number): void {
+    const s = this.stateOf(t);
+    if (s.busy) {
+      s.again += need;
+      return;
+    }
+    const { requestsPerMinute: rpm = 0, concurrent = 0, tokensPerMinute: tpm = 0 } = t.limits;
+    const cell = t.cell;
+    const share = leaseShare(t.limits.requestsPerMinute);
+    // A lease older than LIMIT_STORE_LEASE_MS goes back: what bounds the overshoot.
+    const back = rpm > 0 && this.cells.lease(cell) > 0 && performance.now() - s.grantedAt > LIMIT_STORE_LEASE_MS ? this.cells.takeLease(cell) : 0;
+    // A share, or as many as asked at once (a burst on an empty lease).
+    const want = rpm > 0 && need > 0 ? Math.max(share, need) : 0;
+    let slots = 0;
+    if (concurrent > 0) {
+      const held = this.cells.slots(cell);
+      const inflight = this.cells.inflight(cell);
+      // Asked for: one more place at a time beyond those in use; otherwise the idle ones go back.
+      const target = need > 0 ? Math.max(held, inflight + need) : inflight;
+      slots = target < held ? Math.max(target, this.cells.setSlots(cell, target)) : target;
+    }
+    const settled: string[] = [];
+    if (tpm > 0) {
+      const now = this.cells.settled(cell);
+      for (const [second, n] of now) {
+        const delta = n - (s.pushed.get(second) ?? 0);
+        if (delta > 0) settled.push(String(second), String(delta));
+      }
+      s.pushed.clear();
+      for (const [second, n] of now) s.pushed.set(second, n);
+    }
+    if (rpm === 0 && concurrent === 0 && tpm === 0) return;
+    if (need === 0 && want === 0 && back === 0 && concurrent === 0 && tpm === 0) return; // nothing to say
+    s.busy = true;
+    const args = [this.gateway, String(LIMIT_STORE_GONE_MS), String(rpm), String(want), String(back), String(concurrent), String(slots), String(tpm), String(this.cells.reserved(cell)), ...settled];
+    this.client
+      .eval(SYNC_SCRIPT, { keys: [s.key], arguments: args })
+      .then((reply) => {
+        const [granted, waitMs, held, counted, room] = reply as number[];
+        if (this.stateOf(t) === s) {
+          this.cells.addLease(cell, granted!);
+          if (granted! > 0) s.grantedAt = performance.now();
+          if (want > 0) this.cells.setExhausted(cell, granted! < want ? waitMs! : 0);
+          if (concurrent > 0) {
+            this.cells.setSlots(cell, held!);
+            this.cells.setFull(cell, room! <= held!);
+          }
+          if (tpm > 0) this.cells.setRemote(cell, counted! - sum(s.pushed));
+        }
+        this.reachable();
+      })
+      .catch((err: unknown) => {
+        // What was pushed may not be in the store: it is pushed again with the next sync.
+        s.pushed.clear();
+        this.failed(err);
+      })
+      .finally(() => {
+        s.busy = false;
+        this.cells.wake(cell);
+        if (s.again > 0) {
+          const again = s.again;
+          s.again = 0;
+          if (this.up) this.sync(t, again);
+        }
+      });
+  }
+
+  private reachable(): void {
+    if (this.up) return;
+    this.up = true;
+    // What the store said before the outage may be gone with it (a restart without persistence).
+    for (const t of this.options.tokens()) {
+      this.cells.setExhausted(t.cell, 0);
+      this.cells.setFull(t.cell, false);
+    }
+    this.cells.setUp(true);
+    this.options.logger.info({ store: shown(this.options.url) }, 'limit store reachable');
+    this.resolveReady();
+    this.downLogged = false;
+  }
+
+  private failed(err: unknown): void {
+    if (this.closed) return;
+    this.errors++;
+    this.up = false;
+    this.cells.setUp(false);
+    for (const t of this.options.tokens()) this.cells.wake(t.cell);
+    if (this.downLogged) return;
+    this.downLogged = true;
+    this.options.logger.warn({ store: shown(this.options.url), err: err instanceof Error ? err.message : String(err) }, 'limit store unreachable');
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    if (this.up) {
+      // Its places, reservations and unused leases go back at once, for the gateways that stay
+      // (or this one, restarted). Bounded: a store that does not answer leaves them to expire.
+      const leaving = this.options.tokens().map((t) => {
+        const rpm = t.limits.requestsPerMinute ?? 0;
+        const back = rpm > 0 ? this.cells.takeLease(t.cell) : 0;
+        return this.client.eval(LEAVE_SCRIPT, { keys: [this.stateOf(t).key], arguments: [this.gateway, String(rpm), String(back)] });
+      });
+      await settlesWithin(Promise.allSettled(leaving), LIMIT_STORE_COMMAND_MS);
+    }
+    this.cells.setUp(false);
+    this.cells.knock(); // the doorbell's wait ends, and its loop
+    try {
+      await this.client.close();
+    } catch {
+      this.client.destroy();
+    }
+  }
+}
+
+function sum(m: ReadonlyMap<number, number>): number {
+  let n = 0;
+  for (const v of m.values()) n += v;
+  return n;
+}
