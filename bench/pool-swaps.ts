@@ -191,9 +191,22 @@ export function poolsMarkdown(rec: PoolRecord): string {
     if (f === undefined) continue;
     out.push(`| ${p} | ${ms1(f.replicaExitMs)} | ${ms1(f.replicaLoadMs)} | ${ms1(f.swapParts.decideMs)} | ${ms1(f.swapParts.exitToSpawnMs)} | ${ms1(f.swapParts.readyToRequestMs)} | ${ms1(f.swapParts.relayMs)} | ${f.swaps} |`);
   }
+  const parts: [keyof PolicyFigures['swapParts'], string][] = [
+    ['decideMs', 'free → SIGTERM'],
+    ['exitToSpawnMs', 'exit → next process start'],
+    ['readyToRequestMs', 'listening → request received (the readiness poll — every 10 ms for the first 2 s of a start, every 25 ms until 30 s — then the queued request sent)'],
+    ['relayMs', 'first token written → read'],
+  ];
+  for (const p of POOL_POLICIES) {
+    const f = rec.policies[p]?.figures;
+    if (f === undefined || f.swaps === 0) continue;
+    const verdict = (v: number): string => `${ms1(v)} ms (${v <= 50 ? 'met' : 'missed'})`;
+    const largest = parts.reduce((a, b) => (f.swapParts[b[0]] > f.swapParts[a[0]] ? b : a));
+    out.push('', `${p}: added by a swap against the target of ≤ 50 ms: p50 ${verdict(f.swapAddedMs.p50)}, p99 ${verdict(f.swapAddedMs.p99)}; its largest part is ${largest[1]}, median ${ms1(f.swapParts[largest[0]])} ms.`);
+  }
   out.push(
     '',
-    `**\`llama-swap-groups\` is a reproduction of documented behaviour, not a run of llama-swap** (no Go toolchain here; nothing of llama-swap was built or run). What is reproduced, from llama-swap's \`config.example.yaml\` and \`internal/router/design.md\` (snapshot of 2026-08): the group engine on two GPUs — each model's command pins it to a GPU (llama-swap hands out no GPUs), a group per GPU with \`swap: true\` (one member at a time) and \`exclusive: false\` (the other GPU untouched); a request for another member while one runs is queued and the swap waits until the running member has nothing in flight (its FIFO scheduler, since 2026-06: the issue's "no queue across a swap" describes the releases before it). The same gateway plays it with one pool of one unit per GPU. Not reproduced or measured: llama-swap's own overheads (its health-check pace, its proxy), its per-model limit of 10 requests queued or in flight (beyond it \`429\`; the most this trace had of one model at once: ${maxOutstanding(rec)}), its queue order (FIFO by arrival, a priority per model; Sluice ranks by the first queued request's priority, then age — equal here), and the releases before 2026-06, which served the request that caused a swap to its end while holding the group's lock (every other request of the group waited behind it). The matrix engine can let any two models share the machine only if they are not pinned to the same GPU, so with pinned GPUs it is the same as these groups.`,
+    `**\`llama-swap-groups\` is a reproduction of documented behaviour, not a run of llama-swap** (no Go toolchain here; nothing of llama-swap was built or run). What is reproduced, from llama-swap's \`config.example.yaml\` and \`internal/router/design.md\` (snapshot of 2026-08): the group engine on two GPUs — each model's command pins it to a GPU (llama-swap hands out no GPUs; here ${Object.entries(PINNED).filter(([, g]) => g === 0).map(([m]) => m).join(' and ')} on GPU 0, ${Object.entries(PINNED).filter(([, g]) => g === 1).map(([m]) => m).join(' and ')} on GPU 1: the two most used apart and the bursts split 50/50, the best pinning for this mix, which its operator must know in advance), a group per GPU with \`swap: true\` (one member at a time) and \`exclusive: false\` (the other GPU untouched); a request for another member while one runs is queued and the swap waits until the running member has nothing in flight (its FIFO scheduler, since 2026-06: the issue's "no queue across a swap" describes the releases before it). The same gateway plays it with one pool of one unit per GPU. Not reproduced or measured: llama-swap's own overheads (its health-check pace, its proxy), its per-model limit of 10 requests queued or in flight (beyond it \`429\`; the most this trace had of one model at once: ${maxOutstanding(rec)}), its queue order (FIFO by arrival, a priority per model; Sluice ranks by the first queued request's priority, then age — equal here), and the releases before 2026-06, which served the request that caused a swap to its end while holding the group's lock (every other request of the group waited behind it). The matrix engine can let any two models share the machine only if they are not pinned to the same GPU, so with pinned GPUs it is the same as these groups.`,
     '',
     'Per-request and per-swap figures and settings: `results/pools.json`.',
     END,

@@ -135,7 +135,7 @@ export function starts(replicas: readonly ReplicaLife[], results: readonly Reque
 }
 
 /** A request answered in full: 200, every token, then `[DONE]`. */
-export function answered(r: RequestResult): boolean {
+function answered(r: RequestResult): boolean {
   return r.status === 200 && r.tokens === r.expected && r.done;
 }
 

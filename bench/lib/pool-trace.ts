@@ -66,7 +66,7 @@ export interface RequestResult {
 }
 
 /** Milliseconds on CLOCK_MONOTONIC (µs resolution): the clock of the replicas' journals. */
-export function monotonicMs(): number {
+function monotonicMs(): number {
   return Number(process.hrtime.bigint() / 1000n) / 1000;
 }
 
