@@ -1,5 +1,6 @@
-// The real gateway for the routing simulation (bench/routing.ts), run as its own process: the
-// config comes whole from BENCH_ROUTING_CONFIG (JSON), validated by the real loader.
+// The real gateway for the routing simulation (bench/routing.ts) and the pool benchmark
+// (bench/pool-swaps.ts), run as its own process: the config comes whole from BENCH_ROUTING_CONFIG
+// (JSON), validated by the real loader.
 import { parseConfig } from '../src/config/load.js';
 import { createLogger } from '../src/log/logger.js';
 import { startGateway } from '../src/control/gateway.js';

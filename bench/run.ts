@@ -2,6 +2,8 @@
 // `npm run bench -- --smoke` (seconds: proves every process starts, gets measured and stops).
 // `npm run bench -- routing` (with `--quick` or `--smoke` too) runs the routing simulation instead
 // (bench/routing.ts): replica-choice policies on simulated batching model servers.
+// `npm run bench:pools` (`npm run bench -- pools`, with `--quick` or `--smoke` too) runs the pool
+// benchmark instead (bench/pool-swaps.ts): four models swapping on two units behind a router.
 //
 // A fast replica (bench/replica.ts) and, in front of it, each its own process: Sluice at info and
 // at warn (workers: 1), Sluice info with workers: 2, nginx (one process), HAProxy (one thread),
@@ -37,6 +39,7 @@ import { LABEL, order, type Peer, type SystemBinaries, startPeer } from './lib/p
 import { markdown } from './lib/report.js';
 import { derive, emptyScenarios, type PeerRecord, type Record } from './lib/results.js';
 import { keepRoutingSection, runRouting } from './routing.js';
+import { poolsSection, runPools } from './pool-swaps.js';
 import { ttfbSvg } from './lib/svg.js';
 import { ensureSystemPeer, type SystemPeerId } from './lib/system-peers.js';
 import { INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './lib/workload.js';
@@ -54,24 +57,28 @@ interface Args {
   out: string;
   /** `routing`: the routing simulation instead of the relay benchmark. */
   routing: boolean;
+  /** `pools`: the pool benchmark instead. */
+  pools: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
   let mode: Mode = 'full';
   let out: string | undefined;
   let routing = false;
+  let pools = false;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     if (a === 'routing') routing = true;
+    else if (a === 'pools') pools = true;
     else if (a === '--quick') mode = 'quick';
     else if (a === '--smoke') mode = 'smoke';
     else if (a === '--full') mode = 'full';
     else if (a === '--out' && argv[i + 1] !== undefined) out = argv[++i]!;
     else if (a.startsWith('--out=')) out = a.slice('--out='.length);
-    else throw new Error(`unknown argument "${a}": use routing, --quick, --smoke, --full, --out DIR`);
+    else throw new Error(`unknown argument "${a}": use routing, pools, --quick, --smoke, --full, --out DIR`);
   }
   const benchDir = fileURLToPath(new URL('../../bench/', import.meta.url));
-  return { mode, routing, out: resolve(out ?? (mode === 'full' ? benchDir : join('.bench-results', mode))) };
+  return { mode, routing, pools, out: resolve(out ?? (mode === 'full' ? benchDir : join('.bench-results', mode))) };
 }
 
 /** Every peer must answer exactly what the replica answers before anything is measured. */
@@ -232,6 +239,12 @@ async function main(): Promise<void> {
   const started = Date.now();
   const flags = process.argv.slice(2).join(' ');
   const command = process.env['npm_lifecycle_event'] === 'bench' ? `npm run bench${flags === '' ? '' : ` -- ${flags}`}` : `node dist/bench/run.js${flags === '' ? '' : ` ${flags}`}`;
+  if (args.pools) {
+    log(`pool benchmark, ${args.mode} mode; output in ${args.out}`);
+    await runPools(args.mode, args.out, process.env['npm_lifecycle_event'] === 'bench:pools' ? `npm run bench:pools${flags === 'pools' ? '' : ` -- ${flags.replace(/^pools ?/, '')}`}` : command, log);
+    log(`${Math.round((Date.now() - started) / 1000)} s; ${join(args.out, 'BENCHMARKS.md')}, results/pools.json`);
+    return;
+  }
   if (args.routing) {
     log(`routing simulation, ${args.mode} mode; output in ${args.out}`);
     await runRouting(args.mode, args.out, command, log);
@@ -278,9 +291,12 @@ async function main(): Promise<void> {
   const ran = rec.peers.filter((p) => p.skipped === undefined);
   writeFileSync(join(args.out, 'results', 'ttfb.svg'), ttfbSvg(chartTitle, ran.map((p) => ({ label: p.label, ttfb: rec.derived!.ttfb[p.id] }))));
   const text = markdown(rec, s.scenarios.includes('ttfb') ? 'results/ttfb.svg' : undefined);
-  // The routing simulation's section (a run of its own) stays.
+  // The routing simulation's and the pool benchmark's sections (runs of their own) stay.
   const previous = join(args.out, 'BENCHMARKS.md');
-  writeFileSync(previous, keepRoutingSection(text, existsSync(previous) ? readFileSync(previous, 'utf8') : undefined));
+  const old = existsSync(previous) ? readFileSync(previous, 'utf8') : undefined;
+  const pools = old === undefined ? undefined : poolsSection(old);
+  const kept = keepRoutingSection(text, old);
+  writeFileSync(previous, pools === undefined ? kept : `${kept.trimEnd()}\n\n${pools}\n`);
   writeFileSync(join(args.out, 'results', 'latest.json'), `${JSON.stringify(rec, null, 2)}\n`);
   process.stdout.write(`\n${text}\n`);
   log(`${rec.wallSeconds} s; ${join(args.out, 'BENCHMARKS.md')}, results/latest.json, results/ttfb.svg`);

@@ -27,7 +27,7 @@ export interface WorkloadShape {
 }
 
 /** mulberry32: a small seeded generator, the same sequence on every run. */
-function generator(seed: number): () => number {
+export function generator(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
