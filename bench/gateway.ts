@@ -10,6 +10,12 @@
 //                        250 ms (replicas.load), session affinity by X-Session-Id (the clients
 //                        send one) and a token priority; `off`: none of them (event timing of
 //                        streamed answers is always on)
+//   BENCH_LIMITS         `off` (default); `local`: the bench token has limits that a run never
+//                        reaches (requestsPerMinute 1,000,000 — a burst of a million, then
+//                        16,667 a second —, concurrent 100,000, tokensPerMinute 1,000,000,000),
+//                        counted in-process, so every request pays the limiter's admission,
+//                        reservation and settlement; `redis://…`: the same limits in that Redis
+//                        (limits.store), leased in shares as several gateways would
 //   BENCH_COLD_STATS     cold-start mode: the service's replica is launched by the gateway
 //                        (bench/replica.js, readyPath /ready, min 0, max 1), and writes its
 //                        timings to this file; BENCH_REPLICA_STARTUP_MS is passed on to it
@@ -48,14 +54,19 @@ const replicas =
         max: 1,
       };
 
+const limitsSetting = process.env['BENCH_LIMITS'] || 'off';
+const tokenLimits = limitsSetting === 'off' ? {} : { limits: { requestsPerMinute: 1_000_000, concurrent: 100_000, tokensPerMinute: 1_000_000_000 } };
+const store = limitsSetting.startsWith('redis://') ? { limits: { store: limitsSetting } } : {};
+
 const config = parseConfig({
+  ...store,
   listen: { host: '127.0.0.1', port: 0 },
   workers: Number(process.env['BENCH_WORKERS'] || 1),
   log: { level: process.env['BENCH_LOG_LEVEL'] || 'warn' },
   services: [
     {
       slug: BENCH_SLUG,
-      tokens: [{ name: 'bench', sha256: BENCH_TOKEN_SHA256, ...(options ? { priority: 10 } : {}) }],
+      tokens: [{ name: 'bench', sha256: BENCH_TOKEN_SHA256, ...(options ? { priority: 10 } : {}), ...tokenLimits }],
       replicas,
       ...(options ? { queue: { keepAliveMs: 15_000 }, routing: { affinityHeader: SESSION_HEADER } } : {}),
     },

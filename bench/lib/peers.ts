@@ -11,6 +11,7 @@ import { startHaproxy } from './haproxy.js';
 import { startNginx } from './nginx.js';
 import type { SystemPeerId } from './system-peers.js';
 import { BENCH_SLUG, BENCH_TOKEN, SESSION_HEADER } from './workload.js';
+import { startRedis } from '../../test/helpers/redis.js';
 
 export const LABEL: Record<PeerId, string> = {
   direct: 'direct (no relay)',
@@ -25,6 +26,8 @@ export const LABEL: Record<PeerId, string> = {
   'fastify-proxy': '@fastify/http-proxy',
   bare: 'bare uWS + net.Socket (the floor)',
   'sluice-other': 'Sluice info, other build',
+  'sluice-limits': 'Sluice info, limits in-process',
+  'sluice-limits-redis': 'Sluice info, limits in Redis',
 };
 
 export interface Peer {
@@ -91,6 +94,18 @@ export async function startPeer(id: PeerId, replica: Child, binaries: SystemBina
       const other = process.env['BENCH_OTHER_GATEWAY'] ?? '';
       if (other === '') throw new Error('sluice-other: set BENCH_OTHER_GATEWAY to the dist/bench/gateway.js of another build');
       const relay = await startSluice(id, { BENCH_REPLICA_URL: replicaUrl, BENCH_LOG_LEVEL: 'info', BENCH_WORKERS: '1', BENCH_OPTIONS: 'on' }, pathToFileURL(resolve(other)));
+      return peer(relay, sluiceTarget(relay.port));
+    }
+    case 'sluice-limits':
+    case 'sluice-limits-redis': {
+      // The bench token limited (never reached): in-process, or in a redis-server of this run's own.
+      let limits = 'local';
+      if (id === 'sluice-limits-redis') {
+        const redis = await startRedis();
+        atExit(() => void redis.close());
+        limits = redis.url;
+      }
+      const relay = await startSluice(id, { BENCH_REPLICA_URL: replicaUrl, BENCH_LOG_LEVEL: 'info', BENCH_WORKERS: '1', BENCH_OPTIONS: 'on', BENCH_LIMITS: limits });
       return peer(relay, sluiceTarget(relay.port));
     }
     case 'nginx':

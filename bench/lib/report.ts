@@ -261,6 +261,10 @@ function describe(id: PeerId): string {
       return 'the floor of this stack: uWS in, a keep-alive pool of `net.Socket`s out, nothing else: no auth, checks, logs or metrics (`bench/bare-relay.ts`)';
     case 'sluice-other':
       return 'Sluice info as another build runs it (`BENCH_OTHER_GATEWAY`: its `dist/bench/gateway.js`), e.g. before a change';
+    case 'sluice-limits':
+      return 'Sluice info whose token has limits a run never reaches (`requestsPerMinute`, `concurrent`, `tokensPerMinute`), counted in-process: every request admitted, reserved and settled';
+    case 'sluice-limits-redis':
+      return 'the same limits in a redis-server this run starts (`limits.store`), leased in shares as several gateways would';
   }
 }
 
