@@ -97,7 +97,7 @@ export const UPSTREAM_KEEP_ALIVE_MS = 4_000;
 /** With a hint of T seconds, an idle connection is closed before T*1000 - this (and the ticks). */
 export const UPSTREAM_KEEP_ALIVE_MARGIN_MS = 500;
 
-// used by upstream/connection.ts
+// used by upstream/connection.ts and upstream/request-framing.ts
 /** A whole body up to this size is copied next to the head for one write; a larger one goes in a
  *  corked second write instead of being copied. */
 export const JOIN_LIMIT = 16 * 1024;

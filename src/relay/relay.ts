@@ -11,80 +11,48 @@
 //                      downstream, then each chunk, with backpressure both ways; the events
 //                      of an event stream are timed as they pass (stream-timing.ts), and the
 //                      LLM token usage of a stream or a JSON answer found (answer-usage.ts)
-//   finish           — release the replica, count, log
+//   finish           — release the replica, count, log; and the other ways a request ends (a
+//                      failed exchange, its one retry, a body too large, the caller gone):
+//                      relay-ending.ts, the class this one extends, off the per-chunk path
 // Meanwhile, for a service with `queue.keepAliveMs`, a request for a stream that is still waiting
 // for the replica's answer gets `200` and comments (waiting-comments.ts).
 //
 // One object per request plays every role (replica waiter, upstream handler, body and writer
-// listener, keep-alive tick), so the hot path allocates no closures beyond the two uWS callbacks.
+// listener, keep-alive tick), so the hot path allocates no closures beyond the two uWS callbacks;
+// its state and cold paths are declared in relay-ending.ts, the request's path in order here.
 import type { HttpResponse } from 'uWebSockets.js';
-import { type Outcome, RelayError } from '../http/errors.js';
-import type { Interruption } from '../metrics/request-counters.js';
-import type { ReleaseOutcome, Replica, ReplicaWaiter } from '../replicas/types.js';
+import { RelayError } from '../http/errors.js';
+import type { Replica, ReplicaWaiter } from '../replicas/types.js';
 import type { UpstreamExchange, UpstreamHandler } from '../upstream/handler.js';
 import type { TokenEntry } from './auth.js';
-import { type AnswerUsage, answerUsage } from './answer-usage.js';
-import { faultBeforeHead } from '../upstream/errors.js';
+import { answerUsage } from './answer-usage.js';
 import { requestHead } from './replica-request-head.js';
 import { bodylessAnswer, returnField, type ReturnedFields } from './response-headers.js';
-import { CallerBody, type CallerBodyListener } from './caller-body.js';
-import { Downstream, type DownstreamListener } from './downstream.js';
+import type { CallerBodyListener } from './caller-body.js';
+import type { DownstreamListener } from './downstream.js';
 import type { CallerHeaders } from './headers.js';
 import type { ServiceRuntime } from './service-runtime.js';
 import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive, waitingComment } from './waiting-comments.js';
 import { isEventStream } from './sse-events.js';
 import { StreamFlag } from './stream-request.js';
-import { interruptionOf, StreamTiming } from './stream-timing.js';
+import { StreamTiming } from './stream-timing.js';
 import type { TokenLimit } from '../limits/limit-table.js';
 import { reserveTokens } from '../limits/max-tokens.js';
 import { type ModelRouter, routedTerms } from './model-router.js';
+import { RelayEnding, type RelayOwner } from './relay-ending.js';
 
 /** Told once per request, when it is over. */
-export interface RelayObserver {
-  /** The gateway is closing its connections: a response cut now was cut by it, not by its caller. */
-  readonly closing: boolean;
+export interface RelayObserver extends RelayOwner {
   onRelayFinished(request: RelayRequest): void;
 }
 
-/**
- * The lifecycle of one request:
- * - `waiting`: no replica yet (or a replica, but the body has not started arriving);
- * - `queued`: in the replica set's queue; the caller's socket is paused;
- * - `sending`: dispatched (waiting for a connection, or written); no status line from the replica yet;
- * - `receiving`: the replica's status line arrived; its body is being relayed;
- * - `done`: finished; nothing more happens.
- */
-type Phase = 'waiting' | 'queued' | 'sending' | 'receiving' | 'done';
-
-export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive, ReturnedFields {
+export class RelayRequest extends RelayEnding implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive, ReturnedFields {
+  declare protected readonly observer: RelayObserver;
   readonly startedAt = performance.now();
-  readonly downstream: Downstream;
-  readonly body: CallerBody;
-  phase: Phase = 'waiting';
-  replica: Replica | undefined = undefined;
-  /** `performance.now()` when the request entered the queue, 0 if it never waited. */
-  queuedAt = 0;
-  /** Milliseconds spent in the queue. */
-  queuedMs = 0;
-  outcome: Outcome = 'ok';
-  /** The error behind a non-ok outcome, with the upstream's original error as `cause`. */
-  error: RelayError | undefined = undefined;
-  /** The request was sent again after the first replica could not be reached. */
-  retried = false;
   /** The replica's Content-Type, as the current attempt's head reports it (response-headers.ts). */
   answerContentType: string | undefined = undefined;
-  /** The events of an answer with Content-Type text/event-stream, as they are relayed. */
-  stream: StreamTiming | undefined = undefined;
-  /** The LLM token usage of an event stream or a JSON answer, as it is relayed. */
-  usage: AnswerUsage | undefined = undefined;
-  /** Why that answer was cut after its status line, if it was. */
-  private interruption: Interruption | undefined = undefined;
   /** Kept alive while waiting (`queue.keepAliveMs`): when the next tick sends `200` or a comment. */
   private keepAliveAt = 0;
-  /** The keep-alive clock's list (waiting-comments.ts). */
-  keepAlivePrev: KeptAlive | undefined = undefined;
-  keepAliveNext: KeptAlive | undefined = undefined;
-  keepAliveWatched = false;
   /** The walk over the body for its `stream` key, from the first look on (kept alive while waiting). */
   private streamFlag: StreamFlag | undefined = undefined;
   /** After keep-alive comments, a replica's answer that cannot follow them: it becomes an error event. */
@@ -99,24 +67,15 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   /** Sent to a router: its slug (the access line's `router`). */
   routedBy: string | undefined = undefined;
 
-  /** The connection carrying the exchange, once it is ready. */
-  private connection: UpstreamExchange | undefined = undefined;
-  /** Dispatched, and the pool has not answered with a connection or an error yet. */
-  private inPool = false;
-  private callerGone = false;
-  /** Why the first replica could not be reached, kept for the answer if the retry finds none. */
-  private unreachable: RelayError | undefined = undefined;
-
-  /** uWS callbacks: bound once per request. */
-  readonly abortHandler = (): void => this.onCallerAborted();
+  /** uWS callback (with relay-ending.ts's `abortHandler`): bound once per request. */
   readonly dataHandler = (data: ArrayBuffer, isLast: boolean): void => this.body.onData(data, isLast);
 
   constructor(
     /** Its service; a router's request has its router here until it is routed (`routeByModel`). */
-    private service: ServiceRuntime,
-    private readonly observer: RelayObserver,
+    service: ServiceRuntime,
+    observer: RelayObserver,
     res: HttpResponse,
-    readonly method: string,
+    method: string,
     /** `{path}` as received, never decoded. */
     readonly path: string,
     /** `{path}?{query}` as received: the replica's request target. */
@@ -124,7 +83,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     private readonly headers: CallerHeaders,
     /** From the framing: bytes, or -1 for a chunked body. */
     bodyLength: number,
-    readonly requestId: string,
+    requestId: string,
     /** The token that authenticated the request. */
     readonly token: TokenEntry,
     /** Its place in the queue (the token's priority, or lower as the caller asked). */
@@ -134,8 +93,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     /** The hash of its affinity header's value, or -1. */
     public affinity: number,
   ) {
-    this.downstream = new Downstream(res, requestId, this);
-    this.body = new CallerBody(res, service.config.maxRequestBytes, bodyLength, this, service.held);
+    super(service, observer, res, method, bodyLength, requestId);
   }
 
   get slug(): string {
@@ -169,7 +127,7 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
   }
 
   /** Asks for a replica (another than `exclude`, for the retry); marks the request queued if it waits. */
-  private acquire(exclude: Replica | undefined): void {
+  protected acquire(exclude: Replica | undefined): void {
     this.service.replicas.acquire(this, exclude);
     // Neither a replica nor a failure came synchronously: the request waits in the queue.
     if (this.replica === undefined && this.phase !== 'done') {
@@ -194,15 +152,6 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     }
     if (this.body.hasStarted) this.dispatch();
     else this.body.release();
-  }
-
-  onNoReplica(error: RelayError): void {
-    if (this.phase === 'queued') {
-      // The set has already taken it out of its queue.
-      this.queuedMs = performance.now() - this.queuedAt;
-      this.phase = 'waiting';
-    }
-    this.fail(this.unreachable !== undefined && error.code === 'upstream_unavailable' ? this.unreachable : error);
   }
 
   // ── upstreamRequest + dispatch ─────────────────────────────────────────────────────────────
@@ -237,18 +186,6 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     this.phase = 'sending';
     this.inPool = true;
     this.replica!.pool.request(this);
-  }
-
-  onBodyTooLarge(): void {
-    const error = new RelayError('payload_too_large', {
-      message: `The request body is larger than ${this.service.config.maxRequestBytes} bytes.`,
-    });
-    if (this.phase === 'sending' || this.phase === 'receiving') {
-      this.abortUpstream();
-      this.upstreamFailed(error);
-    } else {
-      this.fail(error);
-    }
   }
 
   // ── upstreamResponse (UpstreamHandler) ─────────────────────────────────────────────────────
@@ -337,122 +274,14 @@ export class RelayRequest implements ReplicaWaiter, UpstreamHandler, CallerBodyL
     }
   }
 
-  onUpstreamError(error: RelayError): void {
-    this.inPool = false;
-    this.connection = undefined;
-    if (this.phase === 'done') return;
-    this.upstreamFailed(error);
-  }
-
-  /** The exchange failed: truncate a relayed answer, retry a request the replica never got, or answer with the error. */
-  private upstreamFailed(error: RelayError): void {
-    if (this.callerGone) {
-      this.finish('client_closed', undefined, 'ok');
-      return;
-    }
-    if (this.phase === 'receiving' && this.downstream.relaying) {
-      // The status line was relayed: the caller must be able to tell the answer is incomplete.
-      if (this.stream !== undefined) this.interruption = interruptionOf(error);
-      this.body.stop();
-      this.downstream.truncate();
-      const tooLarge = error.code === 'payload_too_large';
-      this.finish(tooLarge ? 'payload_too_large' : 'upstream_error', tooLarge ? error : new RelayError('upstream_error', { cause: error.cause ?? error }), tooLarge ? 'ok' : 'failed');
-      return;
-    }
-    // Nothing of the answer reached the caller yet (at most the replica's status, not written).
-    if (error.retryable && !this.retried && this.body.resendable && this.replica !== undefined) {
-      // Nothing reached the replica: once, another ready replica.
-      const unreachable = this.replica;
-      this.replica = undefined;
-      this.retried = true;
-      this.unreachable = error;
-      this.phase = 'waiting';
-      this.service.replicas.release(unreachable, 'unreachable');
-      this.acquire(unreachable);
-      return;
-    }
-    // A refused retry takes that replica out of rotation too; a reset or a missed status-line
-    // deadline counts toward ejecting it.
-    this.fail(error, error.retryable ? 'unreachable' : error.code === 'payload_too_large' ? 'ok' : faultBeforeHead(error));
-  }
-
   /** The caller can take more bytes: let the replica's stream flow again. */
   onCallerWritable(): void {
     this.connection?.resume();
   }
 
-  /** Ends the exchange with the replica, wherever it is: no upstream callback comes after this. */
-  private abortUpstream(): void {
-    const connection = this.connection;
-    if (connection !== undefined) {
-      this.connection = undefined;
-      connection.abort();
-    } else if (this.inPool) {
-      this.inPool = false;
-      this.replica!.pool.cancel(this);
-    }
-  }
+  // ── finish (the other ways a request ends: relay-ending.ts) ──────────────────────────────────
 
-  // ── finish ─────────────────────────────────────────────────────────────────────────────────
-
-  private onCallerAborted(): void {
-    this.callerGone = true;
-    this.downstream.aborted();
-    this.body.stop();
-    if (this.phase === 'done') return;
-    // Without a connection or a pending one, an exchange under way is already over and whoever
-    // ended it (a truncation closes the caller's connection from inside `upstreamFailed`) finishes.
-    if ((this.phase === 'sending' || this.phase === 'receiving') && this.connection === undefined && !this.inPool) return;
-    if (this.observer.closing) {
-      // The gateway closed the connection (its drain ran out of time, or it was closed): the caller did not leave.
-      if (this.stream !== undefined) this.interruption = 'draining';
-      this.finish('draining', new RelayError('draining'), 'ok');
-      return;
-    }
-    this.finish('client_closed', undefined, 'ok');
-  }
-
-  /** Refused before it started (the shared limit store's answer after a wait: request-limits.ts). */
-  refuse(error: RelayError): void {
-    this.fail(error);
-  }
-
-  /** Answers with one of Sluice's errors (or truncates, if the relayed status was sent). */
-  private fail(error: RelayError, release: ReleaseOutcome = 'ok'): void {
-    if (this.phase === 'done') return;
-    // A caller still sending its body gets the error at once; what becomes of the rest of the body
-    // and of the connection is CallerBody.endUpload's choice.
-    const closeLater = !this.callerGone && this.body.endUpload();
-    this.body.stop();
-    this.downstream.error(error, this.method === 'HEAD', closeLater);
-    this.finish(error.code, error, release);
-  }
-
-  /**
-   * `release`: the replica's part in the end, `ok` when none of its fault; with the replica's
-   * status line seen that is `ok` (it answered), without it `unanswered`.
-   */
-  private finish(outcome: Outcome, error: RelayError | undefined, release: ReleaseOutcome): void {
-    if (this.phase === 'done') return;
-    const answered = this.phase === 'receiving';
-    // A queued request that ends (caller gone, body too large) leaves the queue: it never reaches a replica.
-    if (this.phase === 'queued') {
-      this.queuedMs = performance.now() - this.queuedAt;
-      this.service.replicas.cancel(this);
-    } else {
-      this.abortUpstream();
-    }
-    this.phase = 'done';
-    stopKeepingAlive(this);
-    this.outcome = outcome;
-    this.error = error;
-    this.stream?.closed(this.interruption);
-    this.usage?.end();
-    const replica = this.replica;
-    if (replica !== undefined) {
-      this.replica = undefined;
-      this.service.replicas.release(replica, answered ? (release === 'ok' ? 'ok' : 'failed') : release === 'ok' ? 'unanswered' : release);
-    }
+  protected finished(): void {
     this.observer.onRelayFinished(this);
   }
 }

@@ -1,5 +1,6 @@
 // One keep-alive connection to a replica on a raw `net.Socket`: it writes a request (head and a
-// whole body in one write, or a streamed body piece by piece with backpressure), parses the answer
+// whole body in one write, or a streamed body piece by piece with backpressure; the bytes and
+// their framing in request-framing.ts), parses the answer
 // with the strict ResponseParser and hands each head field, the status and body pieces straight
 // to the request's handler (the relay, which decides what the caller gets), then decides whether
 // it may carry another exchange (docs/architecture.md#fact-13): never after `Connection: close`,
@@ -16,7 +17,7 @@ import { bodyTimedOut, connectFailed, connectionLost, connectTimedOut, headersTi
 import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink } from './response-parser.js';
 import { cancel, type Deadline, schedule, tickNow, ticksFor } from './ticker.js';
 import type { UpstreamExchange, UpstreamHandler } from './handler.js';
-import { chunkPrefix, chunkSuffix, joined } from './request-framing.js';
+import { writeBodyPiece, writeHead, writeHeadJoined, writeHeadPieces } from './request-framing.js';
 import { JOIN_LIMIT, UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS, TICK_MS } from '../tunables.js';
 
 /** The read buffer shared by every upstream socket of this thread. */
@@ -115,21 +116,7 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
     if (this.state !== BUSY) return true;
     this.parser.reset(expectBody);
     this.chunked = chunked;
-    const size = body === undefined ? 0 : body.length;
-    const prefix = chunked ? head + chunkPrefix(size, last) : head;
-    const suffix = chunked ? chunkSuffix(size, last) : '';
-    let ok: boolean;
-    if (size === 0) {
-      ok = this.socket.write(prefix, 'latin1');
-    } else if (size <= JOIN_LIMIT) {
-      ok = this.socket.write(joined(prefix, body!, suffix));
-    } else {
-      this.socket.cork();
-      this.socket.write(prefix, 'latin1');
-      ok = this.socket.write(body!);
-      if (suffix !== '') ok = this.socket.write(suffix, 'latin1');
-      this.socket.uncork();
-    }
+    const ok = writeHead(this.socket, head, chunked, body, last);
     if (last) this.requestWritten();
     else if (!ok) this.writeBlocked();
     return ok;
@@ -150,11 +137,9 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
     }
     this.parser.reset(expectBody);
     this.chunked = chunked;
-    const prefix = chunked ? head + chunkPrefix(size, true) : head;
-    const out = joined(prefix, body, chunked ? chunkSuffix(size, true) : '');
-    this.socket.write(out);
+    const kept = writeHeadJoined(this.socket, head, chunked, body);
     this.requestWritten();
-    return out.subarray(prefix.length, prefix.length + size);
+    return kept;
   }
 
   /** `send` for a whole body of `size` bytes in pieces (a held chunked upload, framed by the head's
@@ -164,18 +149,7 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
     if (pieces.length <= 1) return this.send(head, expectBody, false, pieces[0], true);
     this.parser.reset(expectBody);
     this.chunked = false;
-    let ok: boolean;
-    if (size <= JOIN_LIMIT) {
-      const out = Buffer.allocUnsafe(head.length + size);
-      let at = out.write(head, 0, 'latin1');
-      for (const piece of pieces) at += piece.copy(out, at);
-      ok = this.socket.write(out);
-    } else {
-      this.socket.cork();
-      ok = this.socket.write(head, 'latin1');
-      for (const piece of pieces) ok = this.socket.write(piece);
-      this.socket.uncork();
-    }
+    const ok = writeHeadPieces(this.socket, head, pieces, size);
     this.requestWritten();
     return ok;
   }
@@ -183,21 +157,7 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
   /** Writes one more piece of a streamed body (`chunk` may be undefined with `last`). */
   writeBody(chunk: Buffer | undefined, last: boolean): boolean {
     if (this.state !== BUSY) return true;
-    const size = chunk === undefined ? 0 : chunk.length;
-    let ok = true;
-    if (this.chunked) {
-      if (size > 0) {
-        this.socket.cork();
-        this.socket.write(`${size.toString(16)}\r\n`, 'latin1');
-        this.socket.write(chunk!);
-        ok = this.socket.write(last ? '\r\n0\r\n\r\n' : '\r\n', 'latin1');
-        this.socket.uncork();
-      } else if (last) {
-        ok = this.socket.write('0\r\n\r\n', 'latin1');
-      }
-    } else if (size > 0) {
-      ok = this.socket.write(chunk!);
-    }
+    const ok = writeBodyPiece(this.socket, this.chunked, chunk, last);
     if (last) this.requestWritten();
     else if (!ok) this.writeBlocked();
     return ok;
