@@ -143,13 +143,6 @@ async function runPolicy(policy: PoolPolicy, s: PoolSettings, log: (m: string) =
 const BEGIN = '<!-- pools:begin (written by `npm run bench:pools`) -->';
 const END = '<!-- pools:end -->';
 
-/** The pools section of `text` (a BENCHMARKS.md), if it has one. */
-export function poolsSection(text: string): string | undefined {
-  const begin = text.indexOf(BEGIN);
-  const end = text.indexOf(END);
-  return begin < 0 || end < begin ? undefined : text.slice(begin, end + END.length);
-}
-
 function withSection(old: string | undefined, section: string): string {
   if (old === undefined) return `# Sluice benchmarks\n\n${section}\n`;
   const begin = old.indexOf(BEGIN);

@@ -35,11 +35,11 @@ import { type Child, installCleanup, startChild, startedProcesses } from './lib/
 import { fetchOnce } from './lib/client.js';
 import * as measure from './lib/measure.js';
 import { type Mode, type PeerId, type ScenarioId, type Settings, settingsFor } from './lib/modes.js';
-import { LABEL, order, type Peer, type SystemBinaries, startPeer } from './lib/peers.js';
+import { closePeerStores, LABEL, order, type Peer, type SystemBinaries, startPeer } from './lib/peers.js';
 import { markdown } from './lib/report.js';
 import { derive, emptyScenarios, type PeerRecord, type Record } from './lib/results.js';
 import { keepRoutingSection, runRouting } from './routing.js';
-import { poolsSection, runPools } from './pool-swaps.js';
+import { runPools } from './pool-swaps.js';
 import { ttfbSvg } from './lib/svg.js';
 import { ensureSystemPeer, type SystemPeerId } from './lib/system-peers.js';
 import { INFER_ANSWER, INFER_PATH, INFER_REQUEST } from './lib/workload.js';
@@ -233,6 +233,11 @@ async function runOnce(s: Settings, peers: Peer[], replica: Child, binaries: Sys
   }
 }
 
+/** Every section of `text` (a BENCHMARKS.md) between `<!-- name:begin … -->` and `<!-- name:end -->`, in order. */
+function markedSections(text: string): string[] {
+  return [...text.matchAll(/<!-- ([\w-]+):begin[^>]*-->[\s\S]*?<!-- \1:end -->/g)].map((m) => m[0]);
+}
+
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   installCleanup();
@@ -280,6 +285,7 @@ async function main(): Promise<void> {
     await runOnce(s, peers, replica, binaries, rec);
   } finally {
     await Promise.all(children.map((c) => c.stop()));
+    await closePeerStores();
   }
   rec.processes = [...startedProcesses()];
   rec.machine.loadavgAtEnd = loadavg();
@@ -291,12 +297,13 @@ async function main(): Promise<void> {
   const ran = rec.peers.filter((p) => p.skipped === undefined);
   writeFileSync(join(args.out, 'results', 'ttfb.svg'), ttfbSvg(chartTitle, ran.map((p) => ({ label: p.label, ttfb: rec.derived!.ttfb[p.id] }))));
   const text = markdown(rec, s.scenarios.includes('ttfb') ? 'results/ttfb.svg' : undefined);
-  // The routing simulation's and the pool benchmark's sections (runs of their own) stay.
+  // The sections of runs of their own stay: the routing simulation's, and every section between
+  // `<!-- name:begin … -->` and `<!-- name:end -->` (the pool benchmark's, the shared limits').
   const previous = join(args.out, 'BENCHMARKS.md');
   const old = existsSync(previous) ? readFileSync(previous, 'utf8') : undefined;
-  const pools = old === undefined ? undefined : poolsSection(old);
+  const marked = old === undefined ? [] : markedSections(old);
   const kept = keepRoutingSection(text, old);
-  writeFileSync(previous, pools === undefined ? kept : `${kept.trimEnd()}\n\n${pools}\n`);
+  writeFileSync(previous, marked.length === 0 ? kept : `${kept.trimEnd()}\n\n${marked.join('\n\n')}\n`);
   writeFileSync(join(args.out, 'results', 'latest.json'), `${JSON.stringify(rec, null, 2)}\n`);
   process.stdout.write(`\n${text}\n`);
   log(`${rec.wallSeconds} s; ${join(args.out, 'BENCHMARKS.md')}, results/latest.json, results/ttfb.svg`);

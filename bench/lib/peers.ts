@@ -11,7 +11,7 @@ import { startHaproxy } from './haproxy.js';
 import { startNginx } from './nginx.js';
 import type { SystemPeerId } from './system-peers.js';
 import { BENCH_SLUG, BENCH_TOKEN, SESSION_HEADER } from './workload.js';
-import { startRedis } from '../../test/helpers/redis.js';
+import { startRedis, type TestRedis } from '../../test/helpers/redis.js';
 
 export const LABEL: Record<PeerId, string> = {
   direct: 'direct (no relay)',
@@ -69,6 +69,14 @@ export async function startSluice(name: string, env: Record<string, string>, gat
 /** Where each system peer's program is (those found or installed). */
 export type SystemBinaries = Partial<Record<SystemPeerId, string>>;
 
+/** The redis-servers the limited peers use; a live one would keep the run from ending. */
+const stores: TestRedis[] = [];
+
+/** Stops the peers' redis-servers (the run's end, after the peers themselves). */
+export async function closePeerStores(): Promise<void> {
+  await Promise.all(stores.splice(0).map((r) => r.close()));
+}
+
 /** Starts one peer in front of the replica. */
 export async function startPeer(id: PeerId, replica: Child, binaries: SystemBinaries): Promise<Peer> {
   const replicaUrl = `http://127.0.0.1:${replica.port}`;
@@ -102,7 +110,7 @@ export async function startPeer(id: PeerId, replica: Child, binaries: SystemBina
       let limits = 'local';
       if (id === 'sluice-limits-redis') {
         const redis = await startRedis();
-        atExit(() => void redis.close());
+        stores.push(redis);
         limits = redis.url;
       }
       const relay = await startSluice(id, { BENCH_REPLICA_URL: replicaUrl, BENCH_LOG_LEVEL: 'info', BENCH_WORKERS: '1', BENCH_OPTIONS: 'on', BENCH_LIMITS: limits });

@@ -22,7 +22,7 @@
 //   requests leased of requestsPerMinute, slots of `concurrent`, tokens counted by other gateways.
 //   A request that finds its lease empty rings the doorbell and may wait up to 50 ms for a top-up.
 import type { LimitsConfig } from '../config/types.js';
-import { oldestLeavesIn, settle, tokensRetryAfter, WINDOW_S, windowSum } from './token-window.js';
+import { PastWindows, settle, tokensRetryAfter, WINDOW_S, windowRead, windowSum } from './token-window.js';
 
 /** The limits a request can be refused by, in the order they are checked; also the refusal counters' order. */
 export const LIMIT_NAMES = ['concurrent', 'requestsPerMinute', 'tokensPerMinute'] as const;
@@ -126,6 +126,8 @@ export class LimitTable {
   private readonly base: number;
   /** Where this thread's holds begin (per cell set: concurrent places, reserved tokens). */
   private readonly holds: number;
+  /** This thread's sums of the tokensPerMinute windows' past seconds (token-window.ts). */
+  private readonly past: PastWindows;
   /** After a refusal by `admit`: the limit, and whole seconds until a request of the token would be admitted. */
   refusedBy: LimitName = 'concurrent';
   retryAfter = 0;
@@ -141,6 +143,7 @@ export class LimitTable {
     this.a = new Int32Array(buffer);
     this.base = new Float64Array(buffer, 0, 1)[0]!;
     this.holds = this.holdsOf(thread);
+    this.past = new PastWindows(this.a[CELL_SETS]!);
   }
 
   get cellSets(): number {
@@ -172,10 +175,11 @@ export class LimitTable {
     const nowMs = clock();
     if (tpm !== undefined) {
       const second = Math.floor(nowMs / 1000) - EPOCH_S;
-      const counted = windowSum(this.a, at + BUCKETS, second) + Atomics.load(a, at + RESERVED) + Atomics.load(a, at + REMOTE);
+      this.past.read(a, at + BUCKETS, t.cell, Atomics.load(a, at + GEN), second, nowMs % 1000);
+      const counted = windowRead.sum + Atomics.load(a, at + RESERVED) + Atomics.load(a, at + REMOTE);
       if (counted >= tpm) return this.refuse(at, 2, tokensRetryAfter(this.a, at + BUCKETS, second, tpm, Atomics.load(this.a, at + RESERVED) + Atomics.load(this.a, at + REMOTE)));
       this.leftTokens = tpm - counted;
-      this.resetTokensS = oldestLeavesIn(this.a, at + BUCKETS, second);
+      this.resetTokensS = windowRead.oldestLeavesIn;
     }
     if (concurrent !== undefined) {
       let v = Atomics.load(a, at + INFLIGHT);

@@ -5,6 +5,8 @@
 export const WINDOW_S = 60;
 /** A bucket being reset to a new second. */
 const RESETTING = -1;
+/** How far the threads' clocks may differ, in ms: a past second's sum is not kept before this much of the next. */
+const SKEW_MS = 5;
 
 /** Settled tokens of the buckets within the window ending with `second`. */
 export function windowSum(a: Int32Array, at: number, second: number): number {
@@ -17,15 +19,61 @@ export function windowSum(a: Int32Array, at: number, second: number): number {
   return sum;
 }
 
-/** Seconds until the oldest settled bucket leaves the window (0: none). */
-export function oldestLeavesIn(a: Int32Array, at: number, second: number): number {
-  let oldest = second + 1;
-  for (let i = 0; i < WINDOW_S; i++) {
-    const b = at + 2 * i;
-    const s = Atomics.load(a, b);
-    if (s > second - WINDOW_S && s < oldest && Atomics.load(a, b + 1) > 0) oldest = s;
+/** What `PastWindows.read` read: the window's settled tokens, and the seconds until its oldest settled bucket leaves it (0: none). */
+export const windowRead = { sum: 0, oldestLeavesIn: 0 };
+
+/**
+ * A thread's copy of each cell set's past seconds: the buckets of the window before the current
+ * second change only when the second turns (a settlement goes to its own second's bucket), so an
+ * admission reads the current bucket and this sum instead of all 60 buckets (120 atomic loads).
+ * The sum is taken again when the second turns or the cell set changes hands (its generation),
+ * and not kept during a second's first SKEW_MS, while a thread whose clock lags a little may still
+ * settle into the bucket just past: the window stays exact across threads.
+ */
+export class PastWindows {
+  private readonly second: Int32Array;
+  private readonly gen: Int32Array;
+  private readonly sum: Float64Array;
+  private readonly oldest: Int32Array;
+
+  constructor(cellSets: number) {
+    this.second = new Int32Array(cellSets).fill(-1);
+    this.gen = new Int32Array(cellSets);
+    this.sum = new Float64Array(cellSets);
+    this.oldest = new Int32Array(cellSets);
   }
-  return oldest > second ? 0 : oldest + WINDOW_S - second;
+
+  /** Fills `windowRead` for the window ending with `second` of the cell set `cell` (its buckets at `at`, its generation `gen`); `msInSecond`: how far into that second the clock is. */
+  read(a: Int32Array, at: number, cell: number, gen: number, second: number, msInSecond: number): void {
+    let pastSum: number;
+    let pastOldest: number;
+    if (this.second[cell] === second && this.gen[cell] === gen) {
+      pastSum = this.sum[cell]!;
+      pastOldest = this.oldest[cell]!;
+    } else {
+      pastSum = 0;
+      pastOldest = second;
+      for (let i = 0; i < WINDOW_S; i++) {
+        const b = at + 2 * i;
+        const s = Atomics.load(a, b);
+        if (s > second - WINDOW_S && s < second) {
+          const tokens = Atomics.load(a, b + 1);
+          pastSum += tokens;
+          if (tokens > 0 && s < pastOldest) pastOldest = s;
+        }
+      }
+      if (msInSecond >= SKEW_MS) {
+        this.second[cell] = second;
+        this.gen[cell] = gen;
+        this.sum[cell] = pastSum;
+        this.oldest[cell] = pastOldest;
+      }
+    }
+    const b = at + 2 * (second % WINDOW_S);
+    const current = Atomics.load(a, b) === second ? Atomics.load(a, b + 1) : 0;
+    windowRead.sum = pastSum + current;
+    windowRead.oldestLeavesIn = pastOldest < second ? pastOldest + WINDOW_S - second : current > 0 ? WINDOW_S : 0;
+  }
 }
 
 /**
