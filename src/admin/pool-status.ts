@@ -1,6 +1,6 @@
 // A pool as `/status` and the overview page show it (docs/operations.md#pools): its units and who
 // holds each, and the services whose start waits for units, first served first. The control
-// plane's pools (src/control/pools/unit-pool.ts) give exactly this shape.
+// plane's pools (src/control/pools/unit-pool.ts) give this type as their snapshot.
 export interface PoolStatus {
   name: string;
   size: number;

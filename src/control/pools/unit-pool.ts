@@ -17,6 +17,7 @@
 //   slot table's compare-exchange (`retireIfIdle`), which a request taken meanwhile wins.
 import type { Logger } from '../../log/logger.js';
 import { sharedClock } from '../../replicas/clock.js';
+import type { PoolStatus } from '../../admin/pool-status.js';
 
 /** Where a waiting start stands: higher priority first, then the older first request. */
 export interface StartRank {
@@ -57,19 +58,8 @@ interface Holding {
   stopping: boolean;
 }
 
-/** A pool as `/status` shows it. */
-export interface PoolSnapshot {
-  name: string;
-  size: number;
-  used: number;
-  free: number;
-  /** Each unit: who holds it (null: free), and whether that replica is stopping. */
-  units: { unit: number; service: string | null; replica: string | null; stopping: boolean }[];
-  /** Services whose start waits for units, first served first. */
-  waiting: { service: string; units: number; priority: number; waitingMs: number }[];
-  /** Replicas stopped for another service so far, by service. */
-  evictions: Record<string, number>;
-}
+/** A pool as `/status` shows it: the admin's shape (admin/pool-status.ts), given as it is. */
+export type PoolSnapshot = PoolStatus;
 
 export class UnitPool {
   private readonly holders: (Holding | undefined)[];
