@@ -286,6 +286,13 @@ export const STALLED_STREAM_MS = 30_000;
  */
 export const EJECT_AFTER_FAILURES = 3;
 
+// used by control/service/health.ts
+/**
+ * The readiness poll keeps its fastest rate (`readinessPollMs`) from this long before a start's
+ * expected time (its service's recent starts) to twice this after it.
+ */
+export const READY_NEAR_MS = 1_000;
+
 /** The control plane's replica timings: `DEFAULT_TUNING` in control/service/tuning.ts, which says what each is. */
 export const REPLICA_TIMINGS = {
   readinessPollMs: 10,

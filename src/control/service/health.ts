@@ -11,6 +11,7 @@ import { createProbeAgent, probeHttp, probeTcp, type ProbeResult } from '../sour
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { ManagedReplica } from './replica.js';
 import type { ReplicaSetTuning } from './tuning.js';
+import { READY_NEAR_MS } from '../../tunables.js';
 
 /** What the probes need from the service that owns the replicas. */
 export interface HealthOwner {
@@ -21,6 +22,21 @@ export interface HealthOwner {
   readonly probesWhenReady: boolean;
   /** True while the replica's source holds it out of rotation: no recovery probe brings it back. */
   heldOut(r: ManagedReplica): boolean;
+  /** How long the service's recent starts took (their median, ms), or -1 before any was measured (start-estimate.ts). */
+  readonly expectedStartMs: number;
+}
+
+/**
+ * The wait before the next readiness probe of a replica `elapsedMs` into its start: `pollMs` for
+ * its first 2 s, then 25 ms, then 100 ms past 30 s — except around the time its service's starts
+ * have taken (`expectedMs`, -1: none measured yet), from READY_NEAR_MS before it to twice that
+ * after, where the replica most likely becomes ready: `pollMs` again, so that a request waiting
+ * for it (a cold start, a pool's swap) waits for the probe as little as at the start.
+ */
+export function readinessDelay(elapsedMs: number, expectedMs: number, pollMs: number): number {
+  if (expectedMs >= 0 && elapsedMs >= expectedMs - READY_NEAR_MS && elapsedMs <= expectedMs + 2 * READY_NEAR_MS) return pollMs;
+  const floor = elapsedMs < 2_000 ? 0 : elapsedMs < 30_000 ? 25 : 100;
+  return Math.max(pollMs, floor);
 }
 
 export class Health {
@@ -53,9 +69,7 @@ export class Health {
       this.owner.transition(r, 'ready', 'readiness probe answered');
       return;
     }
-    const elapsed = performance.now() - r.createdAt;
-    const floor = elapsed < 2_000 ? 0 : elapsed < 30_000 ? 25 : 100;
-    this.pollReadiness(r, Math.max(this.tuning.readinessPollMs, floor));
+    this.pollReadiness(r, readinessDelay(performance.now() - r.createdAt, this.owner.expectedStartMs, this.tuning.readinessPollMs));
   }
 
   /** Next probe of a ready static replica (with readyPath) or of an unreachable replica. */

@@ -118,6 +118,11 @@ export class ServiceControl implements ReplicaHost {
     return this.policy.probesWhenReady;
   }
 
+  /** For Health: how long this service's recent starts took (-1: none measured). */
+  get expectedStartMs(): number {
+    return this.starts.estimateMs;
+  }
+
   /** For Health: the kind holds `r` out of rotation (no recovery probe). */
   heldOut(r: ManagedReplica): boolean {
     return this.policy.heldOut(r);
