@@ -187,7 +187,7 @@ export function poolsMarkdown(rec: PoolRecord): string {
   const parts: [keyof PolicyFigures['swapParts'], string][] = [
     ['decideMs', 'free → SIGTERM'],
     ['exitToSpawnMs', 'exit → next process start'],
-    ['readyToRequestMs', 'listening → request received (the readiness poll — every 10 ms for the first 2 s of a start, every 25 ms until 30 s — then the queued request sent)'],
+    ['readyToRequestMs', 'listening → request received (the readiness poll — every 10 ms for the first 2 s of a start and around its expected time, every 25 ms otherwise until 30 s — then the queued request sent)'],
     ['relayMs', 'first token written → read'],
   ];
   for (const p of POOL_POLICIES) {
