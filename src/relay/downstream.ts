@@ -27,6 +27,8 @@ export interface DownstreamListener {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** The largest piece `duringRead` holds back for the end (see there). */
+const HOLD_MAX_BYTES = 8 * 1024;
 /** The line that carries a chunked event stream's head before its first event (`flushHead`). */
 const HEAD_COMMENT = Buffer.from(':\n', 'latin1');
 
@@ -64,6 +66,20 @@ export class Downstream {
   /** The chunk for `corkedWrite`: a field instead of a closure per chunk. */
   private chunk: Buffer = EMPTY;
   private readonly corkedWrite = (): void => this.writeNow(this.chunk);
+  private readonly corkedEnd = (): void => this.endNow();
+  /** `held` and the end, in one cork. */
+  private readonly corkedLastWrite = (): void => {
+    this.writeNow(this.chunk);
+    if (!this.closed) this.endNow();
+  };
+  /** Inside `duringRead`: a small piece may wait in `held` for the next call. */
+  private reading = false;
+  /**
+   * The last small piece of the current read, not written yet (a view of the read buffer, valid
+   * until the read is over): it goes out with the answer's end if that comes in the same read,
+   * else with the next call or when the read is over.
+   */
+  private held: Buffer | undefined = undefined;
   /** A kept-alive request: the replica's event stream continues the response. */
   private continued = false;
   /** A kept-alive request: ended with an error event. */
@@ -102,10 +118,49 @@ export class Downstream {
    */
   write(chunk: Buffer): boolean {
     if (this.closed) return true;
+    if (this.held !== undefined) this.writeHeld();
+    if (this.reading && chunk.length <= HOLD_MAX_BYTES) {
+      this.held = chunk;
+      return this.writable;
+    }
     this.chunk = chunk;
     this.res.cork(this.corkedWrite);
     this.chunk = EMPTY;
     return this.writable;
+  }
+
+  /**
+   * Runs `parse`, the parse of one read of the replica's answer; returns false when the caller is
+   * slow (pause the upstream until told). A stream's last event and the end of the answer usually
+   * come in one read: written in one cork, they go out in one send instead of two, which on
+   * loopback is also one wake-up of the caller instead of two (docs/architecture.md#fact-4).
+   *
+   * Why one piece is held rather than the whole read written in one cork: uWS's cork buffer is
+   * 16 KiB, and a write that overflows it sends the buffer first; when that send is short, the
+   * older build (uws-pack) drops the overflowing bytes instead of queueing them. A cork with one
+   * data write of at most HOLD_MAX_BYTES, the head and the end's 5 bytes never overflows.
+   */
+  duringRead(parse: () => void): boolean {
+    if (this.reading) {
+      parse();
+      return this.writable;
+    }
+    this.reading = true;
+    try {
+      parse();
+    } finally {
+      this.reading = false;
+      if (this.held !== undefined) this.writeHeld();
+    }
+    return this.writable || this.closed;
+  }
+
+  /** Writes the held piece (`duringRead`) in a cork of its own. */
+  private writeHeld(): void {
+    this.chunk = this.held!;
+    this.held = undefined;
+    if (!this.closed) this.res.cork(this.corkedWrite);
+    this.chunk = EMPTY;
   }
 
   /**
@@ -118,7 +173,8 @@ export class Downstream {
    * parsers skip; any other chunked answer's head waits for its first bytes.
    */
   flushHead(): void {
-    if (this.closed || this.headersSent || this.keptAlive || this.bodyless) return;
+    // A held piece (the read's body bytes, not written yet) carries the head.
+    if (this.closed || this.headersSent || this.held !== undefined || this.keptAlive || this.bodyless) return;
     if (this.total < 0 ? !isEventStream(this.contentType) : this.total === 0 || !sendsHeadAlone()) return;
     this.write(this.total < 0 ? HEAD_COMMENT : EMPTY);
   }
@@ -127,7 +183,14 @@ export class Downstream {
   end(): void {
     if (this.closed) return;
     // Once per response at most, and not at all for a known-length answer ended by its last chunk.
-    this.res.cork(() => this.endNow());
+    if (this.held === undefined) {
+      this.res.cork(this.corkedEnd);
+      return;
+    }
+    this.chunk = this.held;
+    this.held = undefined;
+    this.res.cork(this.corkedLastWrite);
+    this.chunk = EMPTY;
   }
 
   /**
@@ -164,7 +227,7 @@ export class Downstream {
    * answer short (`truncate`).
    */
   get relaying(): boolean {
-    return this.keptAlive ? this.continued : this.headersSent;
+    return this.keptAlive ? this.continued : this.headersSent || this.held !== undefined;
   }
 
   /**
@@ -181,6 +244,7 @@ export class Downstream {
    */
   endWithErrorEvent(status: number, json: string): void {
     if (this.closed) return;
+    if (this.held !== undefined) this.writeHeld();
     this.closed = true;
     this.errorEventSent = true;
     this.status = status;
@@ -197,6 +261,7 @@ export class Downstream {
    */
   truncate(): void {
     if (this.closed) return;
+    if (this.held !== undefined) this.writeHeld();
     this.closed = true;
     this.res.close();
   }
@@ -213,6 +278,7 @@ export class Downstream {
    */
   error(err: RelayError, head: boolean, closeLater: boolean): void {
     if (this.closed) return;
+    if (this.held !== undefined) this.writeHeld();
     if (this.keptAlive && !this.continued) {
       this.endWithErrorEvent(err.status, err.body());
       return;
@@ -230,6 +296,7 @@ export class Downstream {
   /** The caller went away (uWS onAborted). */
   aborted(): void {
     this.closed = true;
+    this.held = undefined;
   }
 
   /** The status of the answer the caller got (relayed or Sluice's own). */

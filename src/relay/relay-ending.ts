@@ -92,6 +92,7 @@ export abstract class RelayEnding implements ReplicaWaiter, UpstreamHandler, Cal
   abstract onUpstreamConnection(connection: UpstreamExchange): void;
   abstract onUpstreamField(buf: Buffer, nameStart: number, nameEnd: number, valueStart: number, valueEnd: number): void;
   abstract onUpstreamHead(status: number, contentLength: number): void;
+  abstract onUpstreamRead(parse: () => void): boolean;
   abstract onUpstreamHeadRead(): void;
   abstract onUpstreamData(chunk: Buffer): boolean;
   abstract onUpstreamEnd(): void;

@@ -221,6 +221,10 @@ export class RelayRequest extends RelayEnding implements ReplicaWaiter, Upstream
     this.usage = answerUsage(eventStream, contentType, contentLength, bodyless);
   }
 
+  onUpstreamRead(parse: () => void): boolean {
+    return this.downstream.duringRead(parse);
+  }
+
   onUpstreamHeadRead(): void {
     if (this.asError === undefined) this.downstream.flushHead();
   }

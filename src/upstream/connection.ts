@@ -76,6 +76,9 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
   private overdueCounted = false;
   /** The head was handed to the handler during the current read (`onUpstreamHeadRead`). */
   private headRead = false;
+  /** The current read's length in READ_BUFFER, and whether the socket reads on after it (`readNow`). */
+  private readLength = 0;
+  private readResult = true;
   /** The ticker's (Deadline). */
   dueTick = -1;
   duePrev: Deadline | undefined = undefined;
@@ -332,13 +335,29 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
     this.handler!.onUpstreamConnection(this);
   };
 
-  private readonly onRead = (n: number, buf: Buffer): boolean => {
-    if (this.state !== BUSY || this.handler === undefined) {
+  private readonly onRead = (n: number): boolean => {
+    const handler = this.handler;
+    if (this.state !== BUSY || handler === undefined) {
       // Bytes nobody asked for (on an idle or released connection): never reuse it.
       this.destroy();
       return false;
     }
-    const result = this.parser.execute(buf, 0, n);
+    // The handler runs the read's parse (`readNow`) so that what it writes to its caller goes out together.
+    this.readLength = n;
+    if (!handler.onUpstreamRead(this.readNow) && this.state === BUSY && this.handler === handler) {
+      this.paused = true;
+      return false;
+    }
+    return this.readResult;
+  };
+
+  /** The current read, parsed: its pieces reach the handler (`onRead`, through `onUpstreamRead`). */
+  private readonly readNow = (): void => {
+    this.readResult = this.parseRead(this.readLength);
+  };
+
+  private parseRead(n: number): boolean {
+    const result = this.parser.execute(READ_BUFFER, 0, n);
     const headRead = this.headRead;
     this.headRead = false;
     if (result === PARSE_MORE) {
@@ -355,7 +374,7 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
     }
     this.complete(this.parser.offset < n);
     return true;
-  };
+  }
 
   private readonly onEnd = (): void => {
     this.ended = true;

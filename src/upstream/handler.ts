@@ -22,10 +22,11 @@ export interface UpstreamExchange {
 /**
  * What a request needs to implement to go through a pool: the relay's per-request object, so
  * an exchange costs no closure. Call order: `onUpstreamConnection` once (or `onUpstreamError`);
- * then `onUpstreamField` for each field of the answer's head, `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly one of
- * `onUpstreamEnd` / `onUpstreamError`. Nothing after that, nor after `abort()`. `onUpstreamHeadRead`
- * comes after `onUpstreamHead` (and the body pieces of the same read), once, if the answer did not
- * end in the read that completed its head.
+ * then `onUpstreamField` for each field of the answer's head, `onUpstreamHead` at most once,
+ * `onUpstreamData` any number of times, and exactly one of `onUpstreamEnd` / `onUpstreamError`.
+ * Nothing after that, nor after `abort()`. Those that a read of the answer brings happen inside
+ * that read's `onUpstreamRead`. `onUpstreamHeadRead` comes after `onUpstreamHead` (and the body
+ * pieces of the same read), once, if the answer did not end in the read that completed its head.
  */
 export interface UpstreamHandler {
   /** A connection is ready: write the request now (`send`, then `writeBody` for a streamed body). */
@@ -39,6 +40,13 @@ export interface UpstreamHandler {
   onUpstreamField(buf: Buffer, nameStart: number, nameEnd: number, valueStart: number, valueEnd: number): void;
   /** The final status line and head (1xx skipped). `contentLength`, the body's framing, is -1 when absent. */
   onUpstreamHead(status: number, contentLength: number): void;
+  /**
+   * One read of the answer arrived: call `parse` now, once. Every other call of this interface
+   * for the read's bytes (fields, head, data, end or error, `onUpstreamHeadRead`) happens during
+   * it, so what they write to the caller can go out together. False pauses the replica's stream
+   * until `resume()`, as from `onUpstreamData`.
+   */
+  onUpstreamRead(parse: () => void): boolean;
   /** The read that completed the head is over and the answer goes on: the head may go out now. */
   onUpstreamHeadRead(): void;
   /** A body piece, valid only during the call (copy it to keep it). False pauses the replica's stream until `resume()`. */

@@ -1,6 +1,7 @@
 // The upstream pool's handler contract, checked on real sockets: `onUpstreamConnection` once (or
 // an error), then each field of the head, `onUpstreamHead` at most once, `onUpstreamData` any number of times, and exactly
-// one of `onUpstreamEnd` / `onUpstreamError` — nothing after it, and nothing after `abort()`.
+// one of `onUpstreamEnd` / `onUpstreamError` — nothing after it, and nothing after `abort()`; what a
+// read brings happens inside that read's `onUpstreamRead`.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { once } from 'node:events';
@@ -31,36 +32,53 @@ class Recorder implements UpstreamHandler {
     this.settled = new Promise((resolve) => (this.settle = resolve));
   }
 
+  /** Per entry of `calls`, the `onUpstreamRead` it happened in (1, 2, …), or 0 outside any. */
+  readonly reads: number[] = [];
+  private readsSeen = 0;
+  private currentRead = 0;
+
+  onUpstreamRead(parse: () => void): boolean {
+    if (this.currentRead !== 0) this.calls.push('read inside a read');
+    this.currentRead = ++this.readsSeen;
+    parse();
+    this.currentRead = 0;
+    return true;
+  }
+  private push(call: string): void {
+    this.calls.push(call);
+    this.reads.push(this.currentRead);
+  }
+
   onUpstreamConnection(connection: UpstreamConnection): void {
-    this.calls.push('connection');
+    this.push('connection');
     this.connection = connection;
     connection.send(`GET ${this.path} HTTP/1.1\r\nhost: x\r\n\r\n`, true, false, undefined, true);
   }
   onUpstreamField(buf: Buffer, nameStart: number, nameEnd: number, valueStart: number, valueEnd: number): void {
-    if (this.calls.some((c) => c.startsWith('head'))) this.calls.push('field after the head');
+    if (this.calls.some((c) => c.startsWith('head'))) this.push('field after the head');
     this.fields.push(`${buf.toString('latin1', nameStart, nameEnd)}: ${buf.toString('latin1', valueStart, valueEnd)}`);
   }
   onUpstreamHead(status: number): void {
-    this.calls.push(`head ${status}`);
+    this.push(`head ${status}`);
     if (this.abortAfterHead) {
       this.connection!.abort();
       this.settle();
     }
   }
   onUpstreamHeadRead(): void {
-    this.calls.push('head read');
+    this.push('head read');
   }
   onUpstreamData(chunk: Buffer): boolean {
-    if (this.calls.at(-1) !== 'data') this.calls.push('data');
+    if (this.calls.at(-1) !== 'data') this.push('data');
     this.body += chunk.toString('latin1');
     return true;
   }
   onUpstreamEnd(): void {
-    this.calls.push('end');
+    this.push('end');
     this.settle();
   }
   onUpstreamError(error: RelayError): void {
-    this.calls.push(`error${error.retryable ? ' (retryable)' : ''}`);
+    this.push(`error${error.retryable ? ' (retryable)' : ''}`);
     this.error = error;
     this.settle();
   }
@@ -139,6 +157,8 @@ test('a complete answer: connection, head, data, end', async () => {
   assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'end']);
   assert.equal(r.body, 'hello');
   assert.deepEqual(r.fields, ['content-type: text/plain', 'content-length: 5']);
+  // The connection is not a read; the answer came in one read, and everything it brought inside it.
+  assert.deepEqual(r.reads, [0, 1, 1, 1]);
   await pool.close();
 });
 
@@ -149,6 +169,8 @@ test('a head alone in its read: head, head read, then the body in a later read, 
   await eventually(() => r.calls.includes('head read'), 5_000, 'the head read');
   replica.connections.at(-1)!.socket.write('hello');
   assert.deepEqual(await r.done(), ['connection', 'head 200', 'head read', 'data', 'end']);
+  // The head read is still inside the read that brought the head; the body's read is another.
+  assert.deepEqual(r.reads, [0, 1, 1, 2, 2]);
   await pool.close();
 });
 
@@ -182,6 +204,7 @@ test('a malformed answer: connection, one error (not retryable), no head', async
   const r = new Recorder('/malformed');
   pool.request(r);
   assert.deepEqual(await r.done(), ['connection', 'error']);
+  assert.deepEqual(r.reads, [0, 1], 'the parse error inside the read that brought it');
   assert.match(String((r.error!.cause as Error).message), /Content-Length/);
   await pool.close();
 });
@@ -191,6 +214,8 @@ test('an answer cut short: connection, head, data, error', async () => {
   const r = new Recorder('/truncated');
   pool.request(r);
   assert.deepEqual(await r.done(), ['connection', 'head 200', 'data', 'head read', 'error']);
+  // The error comes with the close that no read brings: outside any read.
+  assert.deepEqual(r.reads, [0, 1, 1, 1, 0]);
   await pool.close();
 });
 
