@@ -10,7 +10,7 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { RelayError } from '../http/errors.js';
 import type { Logger } from '../log/logger.js';
-import { type AfterError, writeError } from './downstream.js';
+import { type AfterError, writeError } from './error-answer.js';
 import type { RequestIds } from './request-ids.js';
 
 export class Refusals {
