@@ -15,7 +15,7 @@
 //                  delivery added over direct, relay CPU per token
 //   3b tokensFew   the same with 20 streams, a token each per 20 ms
 //   3c newStreams  1,000 streams each on a new connection, a token a second, 6 s each: relay CPU
-//                  per stream set up
+//                  per stream set up (after 5,000 short ones, so the relay is warm)
 //   4 slowReader   64 MiB read at 4 MiB/s: relay RSS growth
 //   5 idleStreams  1,000 idle open streams: relay memory per stream
 //   6 coldStart    500 requests at once to a cold launched service: lost, readiness → first request
@@ -131,6 +131,10 @@ async function startAll(s: Settings, replica: Child, rec: Record): Promise<{ pee
   return { peers, binaries };
 }
 
+/** The new-stream warm-up's streams: two tokens 250 ms apart, each batch started over one second. */
+const NEW_STREAMS_WARMUP_TOKENS = 2;
+const NEW_STREAMS_WARMUP_GAP_MS = 250;
+
 type RoundScenario = 'throughput' | 'ttfb' | 'tokens' | 'tokensFew' | 'newStreams';
 
 async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void> {
@@ -139,6 +143,16 @@ async function runRounds(s: Settings, peers: Peer[], rec: Record): Promise<void>
     for (const p of peers) {
       log(`warm-up ${p.label} ${s.warmupS} s`);
       await measure.warmUp(p, s);
+    }
+  }
+  if (has('newStreams') && s.newStreamsWarmup > 0) {
+    for (const p of peers) {
+      log(`warm-up ${p.label} ${s.newStreamsWarmup} new streams`);
+      // In batches of a round's size: as many open at once as in a round, so no relay ends the
+      // warm-up with a pool of idle upstream connections larger than a round's, closing in it.
+      for (let done = 0; done < s.newStreamsWarmup; done += s.newStreams) {
+        await newStreams(p.target, undefined, Math.min(s.newStreams, s.newStreamsWarmup - done), NEW_STREAMS_WARMUP_TOKENS, NEW_STREAMS_WARMUP_GAP_MS);
+      }
     }
   }
   const sc = rec.scenarios;

@@ -38,6 +38,11 @@ export interface Settings {
   newStreams: number;
   newStreamTokens: number;
   newStreamGapMs: number;
+  /**
+   * Short streams on new connections each relay gets before the rounds, so the rounds measure a
+   * relay in service: V8 optimises code that runs once per stream only after a few thousand.
+   */
+  newStreamsWarmup: number;
   slowBytes: number;
   slowRateBytesPerS: number;
   slowPeers: PeerId[];
@@ -75,6 +80,7 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     newStreams: 1_000,
     newStreamTokens: 6,
     newStreamGapMs: 1_000,
+    newStreamsWarmup: 5_000,
     slowBytes: 64 * MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 1_000,
@@ -99,6 +105,7 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     newStreams: 300,
     newStreamTokens: 3,
     newStreamGapMs: 1_000,
+    newStreamsWarmup: 3_000,
     slowBytes: 8 * MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 1_000,
@@ -123,6 +130,7 @@ const SIZES: Record<Mode, Omit<Settings, 'mode' | 'peers' | 'scenarios' | 'slowP
     newStreams: 4,
     newStreamTokens: 2,
     newStreamGapMs: 10,
+    newStreamsWarmup: 0,
     slowBytes: MiB,
     slowRateBytesPerS: 4 * MiB,
     idleStreams: 10,
@@ -154,6 +162,7 @@ export function settingsFor(mode: Mode): Settings {
     newStreams: intEnv('BENCH_NEW_STREAMS', d.newStreams, 1, 100_000),
     newStreamTokens: intEnv('BENCH_NEW_STREAM_TOKENS', d.newStreamTokens, 1, 10_000),
     newStreamGapMs: intEnv('BENCH_NEW_STREAM_GAP_MS', d.newStreamGapMs, 1, 60_000),
+    newStreamsWarmup: intEnv('BENCH_NEW_STREAMS_WARMUP', d.newStreamsWarmup, 0, 100_000),
     slowBytes: intEnv('BENCH_SLOW_MIB', d.slowBytes / MiB, 1, 4_096) * MiB,
     slowRateBytesPerS: intEnv('BENCH_SLOW_MIB_PER_S', d.slowRateBytesPerS / MiB, 1, 1_024) * MiB,
     slowPeers: listEnv<PeerId>('BENCH_SLOW_PEERS', ['sluice-info', 'nginx'], ALL_PEERS),
