@@ -61,7 +61,7 @@ export const AUTH_FAILURE_WINDOW_S = 60;
 export const LIMIT_TABLE_SPARE = 256;
 
 // used by control/gateway.ts
-/** How often the control plane keeps idle tokens' arrival times in the limit table's range (limits/limit-table.ts). */
+/** How often the control plane keeps idle tokens' arrival times in the limit table's range (limits/limit-control.ts). */
 export const LIMIT_SWEEP_MS = 60_000;
 
 // used by relay/request-limits.ts

@@ -3,7 +3,7 @@
 // use. Read at each `/status` call from the routers as last applied (start or SIGHUP) and the
 // services' state now; nothing here runs per request.
 import type { RouterConfig } from '../config/types.js';
-import type { LimitUse } from '../limits/limit-table.js';
+import type { LimitUse } from '../limits/limit-control.js';
 import { type ServiceState, serviceState } from './service-state.js';
 import type { LiveService } from './status-source.js';
 

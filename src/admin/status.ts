@@ -7,7 +7,7 @@
 // histogram, of its bucket counts). The hot path pays nothing for any of it.
 import type { Config } from '../config/types.js';
 import type { Logger } from '../log/logger.js';
-import type { LimitUse } from '../limits/limit-table.js';
+import type { LimitUse } from '../limits/limit-control.js';
 import type { PoolStatus } from './pool-status.js';
 import { type RoutersNow, type RouterStatus, routerStatuses } from './router-status.js';
 import { type ServiceState, serviceState } from './service-state.js';

@@ -21,7 +21,7 @@ import { createApp, listenOn } from '../data/listen.js';
 import { loadUwsBuild, uws, uwsBuild } from '../http/uws-build.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { LimitCells, limitedTokens } from '../limits/limit-cells.js';
-import { createLimitBuffer, LimitTable } from '../limits/limit-table.js';
+import { createLimitBuffer, LimitControl } from '../limits/limit-control.js';
 import { LimitStore } from './limit-store.js';
 import { settlesWithin } from '../time/bounded-wait.js';
 import type { RoutersReload, TokensReload } from '../replicas/messages.js';
@@ -115,7 +115,7 @@ class ControlPlane implements Gateway, OpsSource {
     this.registry = new Metrics(config.services.map((s) => s.slug));
     const { store, prefix, onStoreDown } = config.limits;
     this.limitBuffer = createLimitBuffer(2 * limitedTokens(config) + LIMIT_TABLE_SPARE, this.workers, store === undefined ? undefined : { refuseWhenDown: onStoreDown === 'refuse' });
-    this.limitCells = new LimitCells(new LimitTable(this.limitBuffer));
+    this.limitCells = new LimitCells(new LimitControl(this.limitBuffer));
     this.tokens = this.tokensOf(config);
     this.registry.rateLimited(() => this.limitCells.refusals());
     this.limitStore = store === undefined ? undefined : new LimitStore({ url: store, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger });

@@ -1,10 +1,11 @@
-// Which cell set of the limit table (limit-table.ts) each limited token has: assigned by the control
+// Which cell set of the limit table (limit-control.ts) each limited token has: assigned by the control
 // plane at start and on each reload, and kept for a token that stays (same service, same name), so
 // a reload does not reset what the token has used. A token whose limits come from its service is
 // limited as much as one with its own. A cell set freed by a removed token is cleared (its
 // generation bumped) before another token gets it.
 import type { Config, LimitsConfig, ServiceConfig, TokenConfig } from '../config/types.js';
-import { LIMIT_NAMES, type LimitTable, type LimitUse } from './limit-table.js';
+import type { LimitControl, LimitUse } from './limit-control.js';
+import { LIMIT_NAMES } from './limit-layout.js';
 
 /** The limits that apply to a token of `service`: its own, else the service's; undefined: none. */
 export function effectiveLimits(service: Pick<ServiceConfig, 'limits'>, token: TokenConfig): LimitsConfig | undefined {
@@ -37,7 +38,7 @@ export class LimitCells {
   private readonly byKey = new Map<string, LimitedToken>();
   private readonly free: number[] = [];
 
-  constructor(private readonly table: LimitTable) {
+  constructor(private readonly table: LimitControl) {
     for (let cell = table.cellSets - 1; cell >= 0; cell--) this.free.push(cell);
   }
 
@@ -91,7 +92,7 @@ export class LimitCells {
     return out;
   }
 
-  /** A worker thread died: what its requests held of the limits is given back (LimitTable.reclaim). */
+  /** A worker thread died: what its requests held of the limits is given back (LimitControl.reclaim). */
   reclaim(thread: number): number {
     return this.table.reclaim(thread);
   }
@@ -101,7 +102,7 @@ export class LimitCells {
     return [...this.byKey.values()].map((t) => ({ service: t.service, token: t.token, use: this.table.use(t.cell, t.limits) }));
   }
 
-  /** Keeps idle cell sets' arrival times within the table's range (LimitTable.sweep). */
+  /** Keeps idle cell sets' arrival times within the table's range (LimitControl.sweep). */
   sweep(): void {
     this.table.sweep([...this.byKey.values()].map((t) => t.cell));
   }

@@ -1,91 +1,34 @@
-// The limits per caller, in memory every thread of the gateway shares (docs/architecture.md#the-limit-table):
-// one cell set per limited (service, token), in one SharedArrayBuffer, read and written with
-// Atomics, so a limit holds exactly across worker threads with no message per request.
+// The limits per caller as a request meets them (docs/architecture.md#the-limit-table): one cell
+// set per limited (service, token), in one SharedArrayBuffer every thread of the gateway shares,
+// read and written with Atomics, so a limit holds exactly across worker threads with no message
+// per request. This is the request path's side (admit, reserve, end); what the control plane
+// writes (a cell set cleared for another token, a dead thread's holds given back, idle TATs swept,
+// a token's use read) is limit-control.ts, which `LimitTable` extends; the cells: limit-layout.ts.
 //
 // - requestsPerMinute: GCRA. One theoretical arrival time (TAT) per cell set, in ticks of 1/256 ms
 //   since the table's base time, wrapping in an Int32 (differences are taken `| 0`, exact while they
-//   stay within ±2.3 hours: `sweep` keeps idle TATs no more than an hour behind). A request is
-//   admitted while TAT − now ≤ (limit − 1) × T, T = 60 s / limit; admitting moves TAT to
-//   max(TAT, now) + T with one compare-exchange.
+//   stay within ±2.3 hours: the control plane's `sweep` keeps idle TATs no more than an hour behind).
+//   A request is admitted while TAT − now ≤ (limit − 1) × T, T = 60 s / limit; admitting moves TAT
+//   to max(TAT, now) + T with one compare-exchange.
 // - concurrent: requests in flight, queued ones included: compare-exchange up to the limit, one
 //   decrement at the request's end.
 // - tokensPerMinute: settled tokens in 60 one-second buckets (its second, its count) plus the
 //   reservations of requests still running; admitted while their sum is below the limit.
-// - Refusals per limit (sluice_rate_limited_total) and a generation, bumped each time a cell set
-//   is given to another token, so a request that ends after its token was removed leaves the new
-//   owner's counts alone.
+// - Refusals per limit (sluice_rate_limited_total), and the generation a request was admitted
+//   with: a request that ends after its token was removed leaves the new owner's counts alone.
 // - Per thread and cell set, what that thread's requests hold of `concurrent` and of the
-//   reservations, so that a worker thread that dies without ending its requests gives them back
-//   (`reclaim`), as the slot table does.
+//   reservations, so that a worker thread that dies without ending its requests gives them back.
 // - With the shared store (`limits.store: redis://…`, docs/architecture.md#the-shared-store): what
 //   this gateway holds of the store's counts, topped up by the control plane (limits/store-cells.ts):
 //   requests leased of requestsPerMinute, slots of `concurrent`, tokens counted by other gateways.
 //   A request that finds its lease empty rings the doorbell and may wait up to 50 ms for a top-up.
 import type { LimitsConfig } from '../config/types.js';
-import { PastWindows, settle, tokensRetryAfter, WINDOW_S, windowRead, windowSum } from './token-window.js';
+import { LimitControl } from './limit-control.js';
+import { BUCKETS, clock, DOORBELL, EPOCH_S, EXHAUSTED, FULL, GEN, HEADER, INFLIGHT, LEASE, LIMIT_NAMES, type LimitName, LOCAL, NEED, REFUSE_WHEN_DOWN, REFUSED, REMOTE, RESERVED, SEQ, SLOTS, STORE, STORE_DOWN, STRIDE, TAT, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
+import { PastWindows, settle, tokensRetryAfter, windowRead } from './token-window.js';
 
-/** The limits a request can be refused by, in the order they are checked; also the refusal counters' order. */
-export const LIMIT_NAMES = ['concurrent', 'requestsPerMinute', 'tokensPerMinute'] as const;
-export type LimitName = (typeof LIMIT_NAMES)[number];
-
-const TICKS_PER_MS = 256;
-const WINDOW_TICKS = WINDOW_S * 1000 * TICKS_PER_MS;
-/** `sweep` pulls a TAT older than this forward (well within the ±2.3 hours an Int32 of ticks spans). */
-const STALE_TICKS = 3_600_000 * TICKS_PER_MS;
 /** The longest the shared store says a token's next request is away (one interval of GCRA, 60 s at most), with a margin. */
 const MAX_EXHAUSTED_TICKS = 61_000 * TICKS_PER_MS;
-const EPOCH_S = 1_577_836_800; // 2020-01-01: seconds fit an Int32 for decades
-
-// The header: the base time (a Float64 in words 0 and 1), the threads, the cell sets; written
-// once before the buffer is shared.
-const THREADS = 2;
-const CELL_SETS = 3;
-const STORE = 4; // LOCAL, STORE_UP or STORE_DOWN: where the counts live and whether the store answers
-const DOORBELL = 5; // bumped (and notified) by a thread that needs a top-up from the store
-const REFUSE_WHEN_DOWN = 6; // 1: `onStoreDown: refuse`
-const HEADER = 16;
-export const LOCAL = 0;
-export const STORE_UP = 1;
-export const STORE_DOWN = 2;
-// A cell set's fields.
-const TAT = 0;
-const INFLIGHT = 1;
-const RESERVED = 2;
-const GEN = 3;
-const REFUSED = 4; // three counters, in LIMIT_NAMES order
-// The shared store's part (0 without one).
-const LEASE = 7; // requests of requestsPerMinute leased to this gateway, not used yet
-const SLOTS = 8; // places of `concurrent` the store gave this gateway
-const REMOTE = 9; // tokens of the window counted by other gateways (settled and reserved)
-const EXHAUSTED = 10; // tick until which the store grants no request (its Retry-After)
-const NEED = 11; // requests that asked for a top-up since the control plane last looked
-const SEQ = 12; // bumped by each top-up: what a waiting request waits on
-const FULL = 13; // 1: at the last sync the store had no place of `concurrent` beyond SLOTS
-const BUCKETS = 16; // WINDOW_S × (second, count)
-const STRIDE = BUCKETS + 2 * WINDOW_S;
-
-function clock(): number {
-  return performance.timeOrigin + performance.now();
-}
-
-/**
- * A table for `cellSets` limited (service, token) pairs and `threads` data plane threads: once per
- * gateway start, shared by every thread.
- */
-export function createLimitBuffer(cellSets: number, threads: number, store?: { refuseWhenDown: boolean }): SharedArrayBuffer {
-  const buffer = new SharedArrayBuffer(4 * (HEADER + cellSets * STRIDE + threads * cellSets * 2));
-  new Float64Array(buffer, 0, 1)[0] = clock();
-  const a = new Int32Array(buffer);
-  a[THREADS] = threads;
-  a[CELL_SETS] = cellSets;
-  // With a store, down until it first answers.
-  a[STORE] = store === undefined ? LOCAL : STORE_DOWN;
-  a[REFUSE_WHEN_DOWN] = store?.refuseWhenDown === true ? 1 : 0;
-  return buffer;
-}
-
-/** Where the store-side fields are, for the control plane's top-ups (limits/store-cells.ts). */
-export const STORE_FIELDS = { HEADER, STRIDE, STORE, DOORBELL, INFLIGHT, RESERVED, LEASE, SLOTS, REMOTE, EXHAUSTED, NEED, SEQ, FULL, BUCKETS, EPOCH_S, TICKS_PER_MS } as const;
 
 /**
  * What `admit` may answer besides admitting (undefined) or naming the limit that refuses:
@@ -114,16 +57,8 @@ export function leaseShare(requestsPerMinute: number | undefined): number {
   return requestsPerMinute === undefined ? 0 : Math.max(1, Math.floor(requestsPerMinute / 200));
 }
 
-/** What a limited token uses now (`/status`). */
-export interface LimitUse {
-  requestsPerMinute?: { limit: number; used: number };
-  concurrent?: { limit: number; used: number };
-  tokensPerMinute?: { limit: number; used: number; reserved: number };
-}
-
-export class LimitTable {
-  private readonly a: Int32Array;
-  private readonly base: number;
+/** The limit table as a data plane thread uses it: the request path here, the control plane's side inherited. */
+export class LimitTable extends LimitControl {
   /** Where this thread's holds begin (per cell set: concurrent places, reserved tokens). */
   private readonly holds: number;
   /** This thread's sums of the tokensPerMinute windows' past seconds (token-window.ts). */
@@ -140,22 +75,9 @@ export class LimitTable {
 
   /** `thread`: the data plane thread this object counts for (its row of holds). */
   constructor(buffer: SharedArrayBuffer, thread = 0) {
-    this.a = new Int32Array(buffer);
-    this.base = new Float64Array(buffer, 0, 1)[0]!;
+    super(buffer);
     this.holds = this.holdsOf(thread);
-    this.past = new PastWindows(this.a[CELL_SETS]!);
-  }
-
-  get cellSets(): number {
-    return this.a[CELL_SETS]!;
-  }
-
-  private holdsOf(thread: number): number {
-    return HEADER + this.a[CELL_SETS]! * STRIDE + thread * this.a[CELL_SETS]! * 2;
-  }
-
-  private now(): number {
-    return ((clock() - this.base) * TICKS_PER_MS) | 0;
+    this.past = new PastWindows(this.cellSets);
   }
 
   /**
@@ -314,79 +236,6 @@ export class LimitTable {
       Atomics.sub(a, at + RESERVED, reserved);
     }
     if (used > 0 && t.limits.tokensPerMinute !== undefined) settle(this.a, at + BUCKETS, Math.floor(clock() / 1000) - EPOCH_S, used);
-  }
-
-  /** The refusals of the cell set by each limit, in LIMIT_NAMES order (sluice_rate_limited_total). */
-  refusals(cell: number, limit: number): number {
-    return Atomics.load(this.a, HEADER + cell * STRIDE + REFUSED + limit) >>> 0;
-  }
-
-  /** What the token on `cell` uses of `limits` now. */
-  use(cell: number, limits: LimitsConfig): LimitUse {
-    const a = this.a;
-    const at = HEADER + cell * STRIDE;
-    const use: LimitUse = {};
-    const rpm = limits.requestsPerMinute;
-    if (rpm !== undefined) {
-      const interval = Math.round(WINDOW_TICKS / rpm);
-      const ahead = Math.max(0, (Atomics.load(a, at + TAT) - this.now()) | 0);
-      use.requestsPerMinute = { limit: rpm, used: Math.min(rpm, Math.ceil(ahead / interval)) };
-    }
-    if (limits.concurrent !== undefined) use.concurrent = { limit: limits.concurrent, used: Atomics.load(a, at + INFLIGHT) };
-    if (limits.tokensPerMinute !== undefined) {
-      const reserved = Atomics.load(a, at + RESERVED);
-      // With a shared store, what the other gateways counted too.
-      const settled = Atomics.load(a, at + REMOTE) + windowSum(this.a, at + BUCKETS, Math.floor(clock() / 1000) - EPOCH_S);
-      use.tokensPerMinute = { limit: limits.tokensPerMinute, used: settled + reserved, reserved };
-    }
-    return use;
-  }
-
-  /** The control plane gives `cell` to another token: its counts start from nothing. */
-  clear(cell: number): void {
-    const a = this.a;
-    const at = HEADER + cell * STRIDE;
-    Atomics.add(a, at + GEN, 1);
-    Atomics.store(a, at + TAT, this.now());
-    for (let i = INFLIGHT; i < STRIDE; i++) if (i !== GEN) Atomics.store(a, at + i, 0);
-    for (let thread = 0; thread < a[THREADS]!; thread++) {
-      const hold = this.holdsOf(thread) + 2 * cell;
-      Atomics.store(a, hold, 0);
-      Atomics.store(a, hold + 1, 0);
-    }
-  }
-
-  /**
-   * Gives back what the requests of `thread` (a worker that died) held of every token's
-   * `concurrent` and reservations; returns the concurrent places given back.
-   */
-  reclaim(thread: number): number {
-    const a = this.a;
-    const holds = this.holdsOf(thread);
-    let given = 0;
-    for (let cell = 0; cell < a[CELL_SETS]!; cell++) {
-      const at = HEADER + cell * STRIDE;
-      const places = Atomics.exchange(a, holds + 2 * cell, 0);
-      const tokens = Atomics.exchange(a, holds + 2 * cell + 1, 0);
-      if (places !== 0) Atomics.sub(a, at + INFLIGHT, places);
-      if (tokens !== 0) Atomics.sub(a, at + RESERVED, tokens);
-      given += places;
-    }
-    return given;
-  }
-
-  generation(cell: number): number {
-    return Atomics.load(this.a, HEADER + cell * STRIDE + GEN);
-  }
-
-  /** Pulls the TATs of `cells` that are more than an hour behind forward (the control plane, once a minute). */
-  sweep(cells: Iterable<number>): void {
-    const now = this.now();
-    for (const cell of cells) {
-      const at = HEADER + cell * STRIDE + TAT;
-      const tat = Atomics.load(this.a, at);
-      if (((tat - now) | 0) < -STALE_TICKS) Atomics.compareExchange(this.a, at, tat, (now - STALE_TICKS) | 0);
-    }
   }
 
   private current(t: TokenLimit): boolean {

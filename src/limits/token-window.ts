@@ -1,4 +1,4 @@
-// The tokensPerMinute window of a cell set of the limit table (limit-table.ts): 60 one-second
+// The tokensPerMinute window of a cell set of the limit table (limit-layout.ts): 60 one-second
 // buckets, each (its second since 2020, its settled tokens), read and written with Atomics by
 // every thread. `at` is the index of the first bucket in the table's Int32Array.
 

@@ -4,7 +4,8 @@
 // admitted one takes from its body (limits/max-tokens.ts: `reserveTokens`), and the tokens it
 // settles with at its end.
 import { RelayError } from '../http/errors.js';
-import type { LimitName, LimitTable, TokenLimit } from '../limits/limit-table.js';
+import type { LimitName } from '../limits/limit-layout.js';
+import type { LimitTable, TokenLimit } from '../limits/limit-table.js';
 import { reserveTokens } from '../limits/max-tokens.js';
 import { LIMIT_STORE_WAIT_MS } from '../tunables.js';
 import { ratelimitRefused, ratelimitState } from '../limits/rate-limit-headers.js';

@@ -1,9 +1,10 @@
-// The limit table's cells (src/limits/limit-table.ts) without a gateway: GCRA's burst and when the
+// The limit table's cells (src/limits/limit-table.ts, limit-control.ts) without a gateway: GCRA's burst and when the
 // next request is due, concurrent places held per thread and given back when a thread dies, a cell
 // set given to another token, and the token window with its reservations.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createLimitBuffer, LimitTable, type TokenLimit } from '../../src/limits/limit-table.js';
+import { createLimitBuffer } from '../../src/limits/limit-control.js';
+import { LimitTable, type TokenLimit } from '../../src/limits/limit-table.js';
 
 function token(table: LimitTable, cell: number, limits: TokenLimit['limits']): TokenLimit {
   return { cell, gen: table.generation(cell), limits, policy: '', share: 0 };

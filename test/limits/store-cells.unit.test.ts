@@ -6,7 +6,8 @@
 // `unavailable`. A wait ends when the control plane wakes the cell set.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createLimitBuffer, LimitTable, type TokenLimit } from '../../src/limits/limit-table.js';
+import { createLimitBuffer } from '../../src/limits/limit-control.js';
+import { LimitTable, type TokenLimit } from '../../src/limits/limit-table.js';
 import { StoreCells } from '../../src/limits/store-cells.js';
 
 function token(table: LimitTable, cell: number, limits: TokenLimit['limits'], share = 1): TokenLimit {

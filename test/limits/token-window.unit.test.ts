@@ -43,7 +43,7 @@ test('a cell set that changes hands (its generation) is summed again', () => {
   settle(a, at(0), 500, 40);
   past.read(a, at(0), 0, 0, 501, 100);
   assert.equal(windowRead.sum, 40);
-  // The control plane clears the cell set for another token (limit-table.ts `clear`) and bumps its generation.
+  // The control plane clears the cell set for another token (limit-control.ts `clear`) and bumps its generation.
   a.fill(0, at(0), at(0) + 2 * WINDOW_S);
   past.read(a, at(0), 0, 1, 501, 200);
   assert.deepEqual({ ...windowRead }, { sum: 0, oldestLeavesIn: 0 });

@@ -64,3 +64,10 @@ test('the cost: JSON.parse of a chat body and of a 1 MiB one, the walk of 1 MiB 
   assert.equal(bodyModel(small, true), 'llama-3.1-8b');
   console.log(`# body-model cost: JSON.parse ${chat.length} B ${chatUs.toFixed(1)} µs; JSON.parse ${mib.length} B ${(mibUs / 1000).toFixed(2)} ms; walk of 1 MiB ${(walkUs / 1000).toFixed(2)} ms`);
 });
+
+test('the walk and JSON.parse agree on a malformed body: a value that starts as no JSON value does, a literal followed by ]', () => {
+  for (const body of ['{"model":"a","x":1]}', '{"x":1],"model":"a"}', '{"model":"a","x":@}']) {
+    assert.ok(bodyModel(pieces(body), true) instanceof NoModel, `${body}: parsed`);
+    assert.ok(walkForModel(pieces(body)) instanceof NoModel, `${body}: walked`);
+  }
+});

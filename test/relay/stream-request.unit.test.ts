@@ -216,3 +216,10 @@ test('only the first MAX_SCAN bytes are walked: a key after them is not found, a
   assert.equal(plain.look([Buffer.from(`{"pad":"${filler}${filler}"}`)], true), 'unsaid');
   assert.equal(plain.walked, 0);
 });
+
+test('a malformed body says nothing, whatever came before: a value that starts as no JSON value does', () => {
+  for (const text of ['{"stream":true,"x":@}', '{"stream":false,"x":#1}']) {
+    assert.equal(said(Buffer.from(text), true), 'unsaid', text);
+    assert.equal(said(Buffer.from(text), false), 'unsaid', `${text} (more could come)`);
+  }
+});

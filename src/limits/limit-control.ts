@@ -1,0 +1,143 @@
+// The limit table's memory and the control plane's side of it (docs/architecture.md#the-limit-table):
+// what the main thread and a reload write into the cells and read out of them, off the request path.
+// The data planes' side — admitting, reserving, ending a request — is limit-table.ts's `LimitTable`,
+// which extends this class so that its hot path reads the very same fields, with no indirection
+// per request. The cells: limit-layout.ts; the shared store's fields: store-cells.ts.
+//
+// - A cell set given to another token (`clear`): its counts start from nothing and its generation
+//   is bumped, so a request that ends after its token was removed leaves the new owner's counts
+//   alone (`generation`: what a thread notes when it learns of the token).
+// - A worker thread that dies without ending its requests gives back what they held of
+//   `concurrent` and of the reservations (`reclaim`), as the slot table does.
+// - GCRA's TATs wrap in an Int32 of ticks (differences taken `| 0`, exact within ±2.3 hours):
+//   `sweep` keeps idle TATs no more than an hour behind.
+// - What a token uses (`use`, /status) and its refusals per limit (`refusals`,
+//   sluice_rate_limited_total).
+import type { LimitsConfig } from '../config/types.js';
+import { BUCKETS, CELL_SETS, clock, EPOCH_S, GEN, HEADER, INFLIGHT, LOCAL, REFUSE_WHEN_DOWN, REFUSED, REMOTE, RESERVED, STORE, STORE_DOWN, STRIDE, TAT, THREADS, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
+import { windowSum } from './token-window.js';
+
+/** `sweep` pulls a TAT older than this forward (well within the ±2.3 hours an Int32 of ticks spans). */
+const STALE_TICKS = 3_600_000 * TICKS_PER_MS;
+
+/**
+ * A table for `cellSets` limited (service, token) pairs and `threads` data plane threads: once per
+ * gateway start, shared by every thread.
+ */
+export function createLimitBuffer(cellSets: number, threads: number, store?: { refuseWhenDown: boolean }): SharedArrayBuffer {
+  const buffer = new SharedArrayBuffer(4 * (HEADER + cellSets * STRIDE + threads * cellSets * 2));
+  new Float64Array(buffer, 0, 1)[0] = clock();
+  const a = new Int32Array(buffer);
+  a[THREADS] = threads;
+  a[CELL_SETS] = cellSets;
+  // With a store, down until it first answers.
+  a[STORE] = store === undefined ? LOCAL : STORE_DOWN;
+  a[REFUSE_WHEN_DOWN] = store?.refuseWhenDown === true ? 1 : 0;
+  return buffer;
+}
+
+/** What a limited token uses now (`/status`). */
+export interface LimitUse {
+  requestsPerMinute?: { limit: number; used: number };
+  concurrent?: { limit: number; used: number };
+  tokensPerMinute?: { limit: number; used: number; reserved: number };
+}
+
+/** The limit table as the control plane uses it (the main thread's own instance; every `LimitTable` inherits it). */
+export class LimitControl {
+  protected readonly a: Int32Array;
+  /** The base time of the ticks (ms). */
+  protected readonly base: number;
+
+  constructor(buffer: SharedArrayBuffer) {
+    this.a = new Int32Array(buffer);
+    this.base = new Float64Array(buffer, 0, 1)[0]!;
+  }
+
+  get cellSets(): number {
+    return this.a[CELL_SETS]!;
+  }
+
+  /** Where the holds of `thread` begin (per cell set: concurrent places, reserved tokens). */
+  protected holdsOf(thread: number): number {
+    return HEADER + this.a[CELL_SETS]! * STRIDE + thread * this.a[CELL_SETS]! * 2;
+  }
+
+  private now(): number {
+    return ((clock() - this.base) * TICKS_PER_MS) | 0;
+  }
+
+  /** The refusals of the cell set by each limit, in LIMIT_NAMES order (sluice_rate_limited_total). */
+  refusals(cell: number, limit: number): number {
+    return Atomics.load(this.a, HEADER + cell * STRIDE + REFUSED + limit) >>> 0;
+  }
+
+  /** What the token on `cell` uses of `limits` now. */
+  use(cell: number, limits: LimitsConfig): LimitUse {
+    const a = this.a;
+    const at = HEADER + cell * STRIDE;
+    const use: LimitUse = {};
+    const rpm = limits.requestsPerMinute;
+    if (rpm !== undefined) {
+      const interval = Math.round(WINDOW_TICKS / rpm);
+      const ahead = Math.max(0, (Atomics.load(a, at + TAT) - this.now()) | 0);
+      use.requestsPerMinute = { limit: rpm, used: Math.min(rpm, Math.ceil(ahead / interval)) };
+    }
+    if (limits.concurrent !== undefined) use.concurrent = { limit: limits.concurrent, used: Atomics.load(a, at + INFLIGHT) };
+    if (limits.tokensPerMinute !== undefined) {
+      const reserved = Atomics.load(a, at + RESERVED);
+      // With a shared store, what the other gateways counted too.
+      const settled = Atomics.load(a, at + REMOTE) + windowSum(this.a, at + BUCKETS, Math.floor(clock() / 1000) - EPOCH_S);
+      use.tokensPerMinute = { limit: limits.tokensPerMinute, used: settled + reserved, reserved };
+    }
+    return use;
+  }
+
+  /** The control plane gives `cell` to another token: its counts start from nothing. */
+  clear(cell: number): void {
+    const a = this.a;
+    const at = HEADER + cell * STRIDE;
+    Atomics.add(a, at + GEN, 1);
+    Atomics.store(a, at + TAT, this.now());
+    for (let i = INFLIGHT; i < STRIDE; i++) if (i !== GEN) Atomics.store(a, at + i, 0);
+    for (let thread = 0; thread < a[THREADS]!; thread++) {
+      const hold = this.holdsOf(thread) + 2 * cell;
+      Atomics.store(a, hold, 0);
+      Atomics.store(a, hold + 1, 0);
+    }
+  }
+
+  /**
+   * Gives back what the requests of `thread` (a worker that died) held of every token's
+   * `concurrent` and reservations; returns the concurrent places given back.
+   */
+  reclaim(thread: number): number {
+    const a = this.a;
+    const holds = this.holdsOf(thread);
+    let given = 0;
+    for (let cell = 0; cell < a[CELL_SETS]!; cell++) {
+      const at = HEADER + cell * STRIDE;
+      const places = Atomics.exchange(a, holds + 2 * cell, 0);
+      const tokens = Atomics.exchange(a, holds + 2 * cell + 1, 0);
+      if (places !== 0) Atomics.sub(a, at + INFLIGHT, places);
+      if (tokens !== 0) Atomics.sub(a, at + RESERVED, tokens);
+      given += places;
+    }
+    return given;
+  }
+
+  /** The cell set's generation now: bumped by each `clear`. */
+  generation(cell: number): number {
+    return Atomics.load(this.a, HEADER + cell * STRIDE + GEN);
+  }
+
+  /** Pulls the TATs of `cells` that are more than an hour behind forward (the control plane, once a minute). */
+  sweep(cells: Iterable<number>): void {
+    const now = this.now();
+    for (const cell of cells) {
+      const at = HEADER + cell * STRIDE + TAT;
+      const tat = Atomics.load(this.a, at);
+      if (((tat - now) | 0) < -STALE_TICKS) Atomics.compareExchange(this.a, at, tat, (now - STALE_TICKS) | 0);
+    }
+  }
+}
