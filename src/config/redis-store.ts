@@ -87,7 +87,7 @@ export function readStorePassword(file: string): string {
 }
 
 /** The password file cannot give a password; `message` is the rule it breaks (never the content). */
-export class StorePasswordError extends Error {
+class StorePasswordError extends Error {
   readonly code = 'store_password_file';
 }
 

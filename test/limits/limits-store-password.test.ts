@@ -57,8 +57,8 @@ function storeLimits(top: Record<string, unknown>): Record<string, unknown> {
   return { onStoreDown: 'refuse', ...top };
 }
 
-async function gateway(limits: Record<string, unknown>, top: Record<string, unknown>): Promise<TestGateway> {
-  const tg = await startTestGateway(rawService({ urls: [replica.url] }, { limits }), { limits: storeLimits(top) });
+async function gateway(limits: Record<string, unknown>, top: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<TestGateway> {
+  const tg = await startTestGateway(rawService({ urls: [replica.url] }, { limits }), { limits: storeLimits(top), ...extra });
   gateways.push(tg);
   return tg;
 }
@@ -93,7 +93,7 @@ describe('limits.store with a password', { skip: REDIS_SKIP }, () => {
   });
 
   test('two gateways share requestsPerMinute through a Redis with an ACL user: the password in the URL at one, in a file at the other', async () => {
-    const a = await gateway({ requestsPerMinute: 2 }, { store: `redis://sluice:${ENCODED}@127.0.0.1:${redis.port}`, prefix: 'pw1:' });
+    const a = await gateway({ requestsPerMinute: 2 }, { store: `redis://sluice:${ENCODED}@127.0.0.1:${redis.port}`, prefix: 'pw1:' }, { admin: { host: '127.0.0.1', port: 0 } });
     const b = await gateway({ requestsPerMinute: 2 }, { store: `redis://sluice@127.0.0.1:${redis.port}/0`, storePasswordFile: passwordFile('ok', `${PASSWORD}\n`), prefix: 'pw1:' });
     for (const tg of [a, b]) await eventually(() => logged(tg, 'limit store reachable').length === 1, 10_000, 'the gateways to reach the store');
     // Two of the four in all, whichever gateway admits them.
@@ -104,6 +104,12 @@ describe('limits.store with a password', { skip: REDIS_SKIP }, () => {
       assert.equal(logged(tg, 'limit store reachable')[0]!.store, `redis://sluice:***@127.0.0.1:${redis.port}/0`);
       assert.equal(logged(tg, 'limit store authentication failed').length, 0);
       assertNoPassword(tg);
+    }
+    // Nor on the admin listener: /status, the overview page's data, /metrics.
+    const admin = `http://127.0.0.1:${a.gateway.adminPort!}`;
+    for (const path of ['/status', '/metrics', '/']) {
+      const text = await (await fetch(`${admin}${path}`)).text();
+      assert.ok(!text.includes(PASSWORD) && !text.includes(ENCODED), `a password in ${path}`);
     }
   });
 
