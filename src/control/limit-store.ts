@@ -110,7 +110,7 @@ export class LimitStore {
     this.client.connect().catch((err: unknown) => this.failed(err));
     this.timer = setInterval(() => {
       if (this.up) this.syncAll();
-      // Connected but refusing (NOAUTH, NOPERM, a store still loading): asked again, as a reconnect would.
+      // Connected but refusing PING (NOPERM, a store still loading): asked again, as a reconnect would be.
       else if (this.client.isReady && !this.closed && performance.now() - this.probedAt >= RETRY_MAX_MS) this.probe();
     }, LIMIT_STORE_SYNC_MS).unref();
     void this.listen();

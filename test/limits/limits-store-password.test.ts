@@ -3,14 +3,16 @@
 // (test/helpers/redis.ts: the default user's password and an ACL user with only the commands the
 // store needs), real gateways on port 0, a real replica. Two gateways share a limit, one with the
 // password in the URL (percent-encoded), one with it in limits.storePasswordFile; a wrong or
-// missing password is an outage (onStoreDown) with its own log line; the password file is read
-// again on reload; no log line ever holds the password.
+// missing password, or a user not allowed PING, is an outage (onStoreDown) with its own log line
+// and ends when Redis takes the gateway again; the password file is read again on reload; no log
+// line, /status, /metrics or page ever holds the password.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { createClient } from 'redis';
 import { Agent, request } from 'undici';
 import { parseConfig } from '../../src/config/load.js';
 import { AUTH, metric, rawService, secret, startTestGateway, type TestGateway } from '../helpers/gateway.js';
@@ -157,5 +159,25 @@ describe('limits.store with a password', { skip: REDIS_SKIP }, () => {
     tg.gateway.reload(parseConfig({ listen: { host: '127.0.0.1', port: 0 }, services: [rawService({ urls: [replica.url] }, { limits: { requestsPerMinute: 1 } })], limits: storeLimits(top) }));
     assert.equal(logged(tg, 'limit store password reloaded').length, 1);
     assertNoPassword(tg);
+  });
+
+  test('a user without PING (NOPERM) is logged with its code and asked again: PING granted in Redis ends the outage, no request needed', async () => {
+    const own = await startRedis({ password: ADMIN_PASSWORD, users: [`noping on >${PASSWORD} ~pw* ${COMMANDS.replace('+ping ', '')}`] });
+    const admin = createClient({ url: `redis://:${encodeURIComponent(ADMIN_PASSWORD)}@127.0.0.1:${own.port}` });
+    try {
+      const tg = await gateway({ requestsPerMinute: 1 }, { store: `redis://noping:${ENCODED}@127.0.0.1:${own.port}`, prefix: 'pw5:' });
+      await eventually(() => logged(tg, 'limit store authentication failed').length === 1, 10_000, 'the refusal to be logged');
+      assert.equal(logged(tg, 'limit store authentication failed')[0]!.code, 'NOPERM');
+      await admin.connect();
+      await admin.sendCommand(['ACL', 'SETUSER', 'noping', '+ping']);
+      // The connection stays; the gateway asks again by itself (no request sent meanwhile).
+      await eventually(() => logged(tg, 'limit store reachable').length === 1, 10_000, 'the store to be asked again');
+      assert.equal(logged(tg, 'limit store unreachable').length, 0, 'no reconnect');
+      assert.equal(await decided(tg), 200);
+      assertNoPassword(tg);
+    } finally {
+      await admin.close().catch(() => undefined);
+      await own.close();
+    }
   });
 });
