@@ -15,10 +15,11 @@ import { after, before, describe, test } from 'node:test';
 import { createClient } from 'redis';
 import { Agent, request } from 'undici';
 import { parseConfig } from '../../src/config/load.js';
-import { AUTH, metric, rawService, secret, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metric, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
 import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 import { eventually } from '../helpers/wait.js';
+import { type CliGateway, startCliGateway } from '../helpers/workers.js';
 
 // Characters a URL's user info must percent-encode, so that the decoding is tested too.
 const PASSWORD = secret('s3cret@sluice:store/pw%#1');
@@ -29,6 +30,7 @@ const WRONG = secret('not-the-password-of-anyone-7');
 const COMMANDS = '+ping +eval +get +set +hdel +hgetall +hincrby +hset +pexpire +pttl +time +zadd +zrangebyscore +zrem';
 
 let redis: TestRedis;
+let cli: CliGateway | undefined;
 let replica: TestReplica;
 let dir: string;
 const gateways: TestGateway[] = [];
@@ -87,6 +89,7 @@ describe('limits.store with a password', { skip: REDIS_SKIP }, () => {
   });
 
   after(async () => {
+    if (cli !== undefined && cli.child.exitCode === null) cli.child.kill('SIGKILL');
     for (const tg of gateways) await tg.close();
     await agent.close();
     await replica?.close();
@@ -179,5 +182,25 @@ describe('limits.store with a password', { skip: REDIS_SKIP }, () => {
       await admin.close().catch(() => undefined);
       await own.close();
     }
+  });
+
+  test('sluice serve with workers: 2: SIGHUP reads the password file again, the store takes it, the log never holds it', async () => {
+    const file = passwordFile('hup', `${WRONG}\n`);
+    cli = await startCliGateway({
+      workers: 2,
+      limits: { store: `redis://sluice@127.0.0.1:${redis.port}`, storePasswordFile: file, prefix: 'pw6:', onStoreDown: 'allow' },
+      services: [{ slug: 'svc', tokens: [{ name: 'test', sha256: TEST_TOKEN_SHA256, limits: { requestsPerMinute: 1 } }], replicas: { urls: [replica.url] } }],
+    });
+    const gw = cli;
+    const lines = (msg: string): Record<string, unknown>[] => gw.logs.filter((l) => l.msg === msg);
+    await eventually(() => lines('limit store authentication failed').length === 1, 10_000, 'the wrong password to be refused');
+    assert.equal(lines('limit store authentication failed')[0]!.code, 'WRONGPASS');
+    writeFileSync(file, `${PASSWORD}\n`);
+    gw.child.kill('SIGHUP');
+    await eventually(() => lines('limit store password reloaded').length === 1, 10_000, 'the password file to be read again');
+    await eventually(() => lines('limit store reachable').length === 1, 10_000, 'the store to take the new password');
+    assert.equal(lines('limit store reachable')[0]!.store, `redis://sluice:***@127.0.0.1:${redis.port}/0`);
+    assert.equal(lines('config changes other than tokens take effect on restart').length, 0, 'the file changed, not the config');
+    for (const p of [PASSWORD, ENCODED, WRONG]) assert.ok(!gw.output().includes(p), 'a password in the output');
   });
 });
