@@ -1,7 +1,8 @@
 // The schema of limits per caller (docs/configuration.md#limits-per-caller): `limits` of a token or
 // a service, and the top-level `limits` that says where the counters live.
 import { z } from 'zod';
-import { DEFAULTS, int, RULE, strict } from './rules.js';
+import { parseRedisUrl, shownRedisUrl, storeCredentialProblems } from './redis-store.js';
+import { ALWAYS, DEFAULTS, int, isRecord, nonEmptyString, RULE, strict } from './rules.js';
 
 /** `tokens[].limits` and `services[].limits`: every key optional. */
 export const limits = strict(
@@ -15,15 +16,12 @@ export const limits = strict(
   .optional()
   .describe(RULE.limits);
 
-const REDIS_URL_RE = /^redis:\/\/[^\s/?#@]+:(\d{1,5})(\/(\d{1,5}))?$/;
-
+// A problem's value is the URL with its password replaced (`sluice check` prints it).
 const store = z
   .string({ error: RULE.store })
   .superRefine((url, ctx) => {
-    const m = REDIS_URL_RE.exec(url);
-    if (m === null || Number(m[1]) < 1 || Number(m[1]) > 65_535 || Number(m[3] ?? 0) > 65_535) {
-      ctx.addIssue({ code: 'custom', message: RULE.store, input: url });
-    }
+    const parsed = parseRedisUrl(url);
+    if ('problem' in parsed) ctx.addIssue({ code: 'custom', message: parsed.problem, input: shownRedisUrl(url) });
   })
   .describe(RULE.store);
 
@@ -31,6 +29,7 @@ const store = z
 export const limitStore = strict(
   {
     store: store.optional(),
+    storePasswordFile: nonEmptyString(RULE.file).describe(RULE.storePasswordFile).optional(),
     prefix: z
       .string({ error: RULE.limitsPrefix })
       .regex(/^[\x21-\x7e]{1,64}$/, { error: RULE.limitsPrefix })
@@ -39,4 +38,7 @@ export const limitStore = strict(
     onStoreDown: z.enum(['allow', 'refuse'], { error: RULE.onStoreDown }).describe(RULE.onStoreDown).prefault(DEFAULTS.onStoreDown),
   },
   RULE.limitStore,
-);
+).superRefine((l, ctx) => {
+  // The password file is read here (by `check`, `serve` and a SIGHUP reload), as the TLS files are.
+  if (isRecord(l)) for (const p of storeCredentialProblems(l)) ctx.addIssue({ code: 'custom', path: [p.key], input: p.value, message: p.rule });
+}, ALWAYS);

@@ -89,6 +89,8 @@ function validate(raw: unknown, overridden: Map<string, string>): Config {
   throw new ConfigError(toProblems(result.error.issues, overridden));
 }
 
+const SECRET_KEY_RE = /pass|secret|token|key/i;
+
 function toProblems(issues: readonly z.core.$ZodIssue[], overridden: Map<string, string>): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
   const seen = new Set<string>();
@@ -105,7 +107,8 @@ function toProblems(issues: readonly z.core.$ZodIssue[], overridden: Map<string,
         const hint = suggest(k, keysAt(path));
         add({
           key: formatKey([...path, k]),
-          value: isRecord(issue.input) ? issue.input[k] : undefined,
+          // An unknown key named like a secret (`limits.storePassword`) may hold one: not echoed.
+          value: SECRET_KEY_RE.test(k) ? '[redacted]' : isRecord(issue.input) ? issue.input[k] : undefined,
           rule: hint === undefined ? RULE.unknownKey : `${RULE.unknownKey} (did you mean ${hint}?)`,
         });
       }

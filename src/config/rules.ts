@@ -3,6 +3,7 @@
 // same rule text, so whatever is wrong (type, range, format) the problem names the one rule the
 // value must follow.
 import { z } from 'zod';
+import { STORE_RULE } from './redis-store.js';
 
 // ---------------------------------------------------------------------------------------------
 // Limits and vocabularies
@@ -175,8 +176,9 @@ export const RULE = {
   requestsPerMinute: 'must be an integer from 1 to 1000000 (requests per rolling minute)',
   concurrent: 'must be an integer from 1 to 1000000 (requests in flight at once, queued ones included)',
   tokensPerMinute: 'must be an integer from 1 to 1000000000 (LLM tokens per rolling minute)',
-  limitStore: 'must be an object with optional store, prefix and onStoreDown',
-  store: 'must be redis://host:port or redis://host:port/db (db an integer from 0 to 65535)',
+  limitStore: 'must be an object with optional store, storePasswordFile, prefix and onStoreDown',
+  store: STORE_RULE,
+  storePasswordFile: 'must be a readable file holding the password of limits.store (one trailing newline is not part of it), only with limits.store and no password in its URL',
   limitsPrefix: 'must be 1 to 64 visible ASCII characters',
   onStoreDown: 'must be allow or refuse',
   models: 'must be a non-empty list of model names (what a request to a router names in its body\'s "model")',

@@ -26,6 +26,8 @@ export interface LimitsConfig {
 interface LimitStoreConfig {
   /** Absent: in the gateway, exact across its worker threads. */
   store?: string | undefined;
+  /** A file holding the store's password (read at start and on SIGHUP), when the URL has none. */
+  storePasswordFile?: string | undefined;
   /** Prefix of the store's keys. */
   prefix: string;
   /** What requests get while the store cannot be reached. */

@@ -4,8 +4,10 @@
 // leased of requestsPerMinute, slots of `concurrent`, the tokens other gateways counted. Worker
 // threads never talk to it: a token whose lease runs low rings the table's doorbell, and each
 // token is synced every LIMIT_STORE_SYNC_MS besides (tokens settled, slots given back, a stale
-// lease returned). Down (a failed or unanswered command, a lost connection): the table follows
-// `onStoreDown` until a sync succeeds again; the client reconnects by itself.
+// lease returned). Down (a failed or unanswered command, a lost connection, credentials refused):
+// the table follows `onStoreDown` until a sync succeeds again; the client reconnects by itself.
+// The password (in the URL or its file) goes only to the client: logs show the store as
+// `redis://user:***@host:port/db` (docs/security.md#the-limit-stores-password).
 import { randomUUID } from 'node:crypto';
 import { createClient } from 'redis';
 import type { Logger } from '../log/logger.js';
@@ -15,6 +17,7 @@ import { StoreCells } from '../limits/store-cells.js';
 import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS, LIMIT_STORE_SYNC_MS } from '../tunables.js';
 import { settlesWithin } from '../time/bounded-wait.js';
 import { LEAVE_SCRIPT, SYNC_SCRIPT } from './limit-store-script.js';
+import { parseRedisUrl, readStorePassword, shownTarget } from '../config/redis-store.js';
 
 /** What the gateway knows of one limited token's part in the store. */
 interface TokenSync {
@@ -29,7 +32,10 @@ interface TokenSync {
 }
 
 export interface LimitStoreOptions {
+  /** `limits.store`, valid (config/redis-store.ts). */
   url: string;
+  /** `limits.storePasswordFile`: read now and by `reloadPassword` (SIGHUP). */
+  passwordFile?: string | undefined;
   prefix: string;
   buffer: SharedArrayBuffer;
   /** The limited tokens now (limits/limit-cells.ts). */
@@ -37,9 +43,16 @@ export interface LimitStoreOptions {
   logger: Logger;
 }
 
-/** The store's URL without a password, for logs. */
-function shown(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//');
+/** The longest wait between two attempts of a store that is down (a reconnect, or a PING of a connected store that refused). */
+const RETRY_MAX_MS = 1000;
+
+/** The Redis errors that say the store refused who the gateway is: its code, for the log. */
+function authFailure(err: unknown): string | undefined {
+  const message = err instanceof Error ? err.message : '';
+  const code = /^(WRONGPASS|NOAUTH|NOPERM)\b/.exec(message)?.[1];
+  if (code !== undefined) return code;
+  // A password given to a Redis without one: `ERR AUTH <password> called without any password configured…`.
+  return /^ERR\b.*\bAUTH\b/.test(message) ? 'ERR' : undefined;
 }
 
 export class LimitStore {
@@ -50,12 +63,19 @@ export class LimitStore {
   private readonly gateway = randomUUID();
   private readonly syncs = new Map<number, TokenSync>();
   private readonly timer: NodeJS.Timeout;
+  /** The store as logs show it: its password replaced by `***`. */
+  private readonly shown: string;
+  /** What the client authenticates with at each connection (the password file's content changes on SIGHUP). */
+  private credentials: { username?: string; password?: string };
   private up = false;
+  /** A PING of a connected store that failed is being tried again. */
+  private probing = false;
+  private probedAt = 0;
   /** Resolves when the store first answers (the gateway waits a bounded time for it before listening). */
   readonly ready: Promise<void>;
   private resolveReady: () => void = () => {};
-  /** An outage was logged and its end not yet. */
-  private downLogged = false;
+  /** An outage was logged (which kind) and its end not yet. */
+  private downLogged: 'unreachable' | 'auth' | undefined;
   private closed = false;
 
   constructor(private readonly options: LimitStoreOptions) {
@@ -63,28 +83,75 @@ export class LimitStore {
     this.ready = new Promise((resolve) => {
       this.resolveReady = resolve;
     });
+    const target = parseRedisUrl(options.url);
+    if ('problem' in target) throw new Error(`limits.store ${target.problem}`); // the config was validated
+    let password = target.password;
+    if (options.passwordFile !== undefined) {
+      try {
+        password = readStorePassword(options.passwordFile);
+      } catch (err) {
+        // Read by the config's validation a moment ago: gone or changed since.
+        throw new Error(`limits.storePasswordFile ${options.passwordFile}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    this.credentials = { ...(target.username === undefined ? {} : { username: target.username }), ...(password === undefined ? {} : { password }) };
+    this.shown = shownTarget(target, password !== undefined);
     this.client = createClient({
-      url: options.url,
+      database: target.db,
       disableOfflineQueue: true,
       commandOptions: { timeout: LIMIT_STORE_COMMAND_MS },
-      socket: { connectTimeout: LIMIT_STORE_COMMAND_MS, reconnectStrategy: (retries) => Math.min(1000, 50 * 2 ** Math.min(retries, 5)) },
+      socket: { host: target.host, port: target.port, connectTimeout: LIMIT_STORE_COMMAND_MS, reconnectStrategy: (retries) => Math.min(RETRY_MAX_MS, 50 * 2 ** Math.min(retries, 5)) },
+      // Asked at each connection: a password reloaded from its file is used from the next one.
+      ...(password === undefined ? {} : { credentialsProvider: { type: 'async-credentials-provider' as const, credentials: () => Promise.resolve(this.credentials) } }),
     });
     this.client.on('error', (err: unknown) => this.failed(err));
     // Connected (again): up once it answers, then every token synced.
-    this.client.on('ready', () => {
-      this.client.ping().then(
+    this.client.on('ready', () => this.probe());
+    this.client.connect().catch((err: unknown) => this.failed(err));
+    this.timer = setInterval(() => {
+      if (this.up) this.syncAll();
+      // Connected but refusing PING (NOPERM, a store still loading): asked again, as a reconnect would be.
+      else if (this.client.isReady && !this.closed && performance.now() - this.probedAt >= RETRY_MAX_MS) this.probe();
+    }, LIMIT_STORE_SYNC_MS).unref();
+    void this.listen();
+  }
+
+  /** Up once the store answers a PING, then every token synced. */
+  private probe(): void {
+    if (this.probing) return;
+    this.probing = true;
+    this.probedAt = performance.now();
+    this.client
+      .ping()
+      .then(
         () => {
           this.reachable();
           this.syncAll();
         },
         (err: unknown) => this.failed(err),
-      );
-    });
-    this.client.connect().catch((err: unknown) => this.failed(err));
-    this.timer = setInterval(() => {
-      if (this.up) this.syncAll();
-    }, LIMIT_STORE_SYNC_MS).unref();
-    void this.listen();
+      )
+      .finally(() => {
+        this.probing = false;
+      });
+  }
+
+  /**
+   * SIGHUP: the password file read again; a new password is used from the next connection (the
+   * one open stays authenticated). An unreadable file keeps the password the store has.
+   */
+  reloadPassword(): void {
+    const file = this.options.passwordFile;
+    if (file === undefined) return;
+    let password: string;
+    try {
+      password = readStorePassword(file);
+    } catch (err) {
+      this.options.logger.error({ store: this.shown, file, reason: err instanceof Error ? err.message : String(err) }, 'limit store password not reloaded');
+      return;
+    }
+    if (password === this.credentials.password) return;
+    this.credentials = { ...this.credentials, password };
+    this.options.logger.info({ store: this.shown, file }, 'limit store password reloaded');
   }
 
   /** Answers the doorbell: syncs each token whose lease a thread found low or empty. */
@@ -194,9 +261,9 @@ export class LimitStore {
       this.cells.setFull(t.cell, false);
     }
     this.cells.setUp(true);
-    this.options.logger.info({ store: shown(this.options.url) }, 'limit store reachable');
+    this.options.logger.info({ store: this.shown }, 'limit store reachable');
     this.resolveReady();
-    this.downLogged = false;
+    this.downLogged = undefined;
   }
 
   private failed(err: unknown): void {
@@ -205,9 +272,20 @@ export class LimitStore {
     this.up = false;
     this.cells.setUp(false);
     for (const t of this.options.tokens()) this.cells.wake(t.cell);
-    if (this.downLogged) return;
-    this.downLogged = true;
-    this.options.logger.warn({ store: shown(this.options.url), err: err instanceof Error ? err.message : String(err) }, 'limit store unreachable');
+    // One line per outage, and another when its kind changes (a store back with other credentials).
+    const code = authFailure(err);
+    const kind = code === undefined ? 'unreachable' : 'auth';
+    if (this.downLogged === kind) return;
+    this.downLogged = kind;
+    const message = this.withoutPassword(err instanceof Error ? err.message : String(err));
+    if (code === undefined) this.options.logger.warn({ store: this.shown, err: message }, 'limit store unreachable');
+    else this.options.logger.error({ store: this.shown, code, err: message }, 'limit store authentication failed');
+  }
+
+  /** A message with the password, should a server or library ever quote it, replaced by `***`. */
+  private withoutPassword(message: string): string {
+    const password = this.credentials.password;
+    return password === undefined ? message : message.split(password).join('***');
   }
 
   async close(): Promise<void> {

@@ -123,7 +123,7 @@ export class Metrics implements ReplicaEvents {
   limitStoreErrors(read: () => number): void {
     new Counter({
       name: 'sluice_limit_store_errors_total',
-      help: 'Failures of the shared store of the limits per caller (limits.store): failed or unanswered commands, lost connections.',
+      help: 'Failures of the shared store of the limits per caller (limits.store): failed or unanswered commands, lost connections, refused credentials.',
       registers: [this.registry],
       collect() {
         this.reset();

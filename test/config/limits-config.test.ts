@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../../src/config/load.js';
+import { parseRedisUrl, readStorePassword, shownRedisUrl } from '../../src/config/redis-store.js';
 import { problemsOf } from '../helpers/config.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
@@ -52,7 +53,7 @@ test('top-level limits: store must be a redis URL, prefix visible ASCII, onStore
 test('a redis store is accepted: host:port with an optional db', () => {
   assert.deepEqual(parseConfig(config(undefined, { store: 'redis://cache:6379/2' })).limits, { store: 'redis://cache:6379/2', prefix: 'sluice:', onStoreDown: 'allow' });
   assert.equal(parseConfig(config(undefined, { store: 'redis://10.0.0.7:6380' })).limits.store, 'redis://10.0.0.7:6380');
-  for (const url of ['redis://cache', 'redis://cache:6379/x', 'redis://cache:70000', 'redis://cache:6379/2?x=1', 'rediss://cache:6379', 'redis://user:pw@cache:6379', 'redis://cache:6379/']) {
+  for (const url of ['redis://cache', 'redis://cache:6379/x', 'redis://cache:70000', 'redis://cache:6379/2?x=1', 'rediss://cache:6379', 'redis://cache:6379/']) {
     assert.match(rules(config(undefined, { store: url })).get('limits.store') ?? 'accepted', /^must be redis:\/\/host:port or redis:\/\/host:port\/db/, url);
   }
 });
@@ -80,4 +81,88 @@ test('sluice check: a redis store passes; a malformed one fails with its key and
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a redis store with a password: [username]:password@, percent-decoded', () => {
+  assert.deepEqual(parseRedisUrl('redis://:pw@cache:6379'), { host: 'cache', port: 6379, db: 0, password: 'pw' });
+  assert.deepEqual(parseRedisUrl('redis://sluice:p%40ss%3Aw%2Fd%25@cache:6379/3'), { host: 'cache', port: 6379, db: 3, username: 'sluice', password: 'p@ss:w/d%' });
+  // After the first ':', a ':' is the password's; a username may be percent-encoded too.
+  assert.deepEqual(parseRedisUrl('redis://us%C3%A9r:a:b@10.0.0.7:6380'), { host: '10.0.0.7', port: 6380, db: 0, username: 'usér', password: 'a:b' });
+  assert.deepEqual(parseRedisUrl('redis://sluice@cache:6379'), { host: 'cache', port: 6379, db: 0, username: 'sluice' });
+  assert.equal(parseConfig(config(undefined, { store: 'redis://sluice:pw@cache:6379/1' })).limits.store, 'redis://sluice:pw@cache:6379/1');
+});
+
+test('a malformed user info is refused with its rule, and the problem never shows the password', () => {
+  const cases: [string, RegExp][] = [
+    ['redis://sluice:pw-secret-1@x@cache:6379', /user info must be percent-encoded \(@ as %40/],
+    ['redis://sluice:pw-secret-1%zz@cache:6379', /% not followed by two hex digits/],
+    ['redis://sluice:@cache:6379', /the password after ':' is empty/],
+    ['redis://@cache:6379', /'@' without a username or password/],
+    ['redis://sluice:pw-secret-1@cache:6379/x', /^must be redis:\/\/host:port or redis:\/\/host:port\/db \(db an integer from 0 to 65535\), with \[username\]:password@/],
+    ['redis://sluice@cache:6379', /has a username without a password: give it as redis:\/\/username:password@host:port, or in limits.storePasswordFile/],
+  ];
+  for (const [url, rule] of cases) {
+    const p = problemsOf(config(undefined, { store: url })).find((x) => x.key === 'limits.store');
+    assert.ok(p !== undefined, url);
+    assert.match(p.rule, rule, url);
+    assert.ok(!String(p.value).includes('pw-secret-1'), `${url} shown as ${String(p.value)}`);
+  }
+  assert.equal(shownRedisUrl('redis://sluice:pw-secret-1@x@cache:6379'), 'redis://sluice:***@cache:6379');
+  assert.equal(shownRedisUrl('redis://pw-secret-1@cache:6379'), 'redis://:***@cache:6379', 'without a colon, what is there may be a password');
+  assert.equal(shownRedisUrl('redis://cache:6379/0'), 'redis://cache:6379/0');
+});
+
+test('limits.storePasswordFile: read when the config is; missing, empty, beside a URL password or without a store: named with its rule', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-store-pw-'));
+  try {
+    const file = join(dir, 'pw');
+    writeFileSync(file, 'pw-secret-2\n');
+    const ok = parseConfig(config(undefined, { store: 'redis://sluice@cache:6379', storePasswordFile: file }));
+    assert.deepEqual(ok.limits, { store: 'redis://sluice@cache:6379', storePasswordFile: file, prefix: 'sluice:', onStoreDown: 'allow' });
+    assert.equal(parseConfig(config(undefined, { store: 'redis://cache:6379', storePasswordFile: file })).limits.storePasswordFile, file, 'the default user');
+    const rule = (top: Record<string, unknown>): string | undefined => rules(config(undefined, top)).get('limits.storePasswordFile');
+    assert.equal(rule({ store: 'redis://cache:6379', storePasswordFile: join(dir, 'missing') }), 'cannot be read (ENOENT: no such file)');
+    assert.equal(rule({ store: 'redis://cache:6379', storePasswordFile: dir }), 'cannot be read (EISDIR: is a directory)');
+    writeFileSync(join(dir, 'empty'), '\n');
+    assert.equal(rule({ store: 'redis://cache:6379', storePasswordFile: join(dir, 'empty') }), 'must hold the password; the file is empty');
+    assert.equal(rule({ store: 'redis://sluice:pw@cache:6379', storePasswordFile: file }), 'must not be set when limits.store has a password: keep the password in one place');
+    assert.equal(rule({ storePasswordFile: file }), 'must be set only with limits.store');
+    assert.equal(rule({ store: 'redis://cache:6379', storePasswordFile: '' }), 'must be a non-empty file path');
+    for (const p of problemsOf(config(undefined, { store: 'redis://sluice:pw@cache:6379', storePasswordFile: file }))) assert.ok(!JSON.stringify(p).includes('pw-secret-2'));
+    // One trailing newline is not part of the password; the rest is.
+    assert.equal(readStorePassword(file), 'pw-secret-2');
+    writeFileSync(file, ' pw \r\n');
+    assert.equal(readStorePassword(file), ' pw ');
+    writeFileSync(file, 'pw\n\n');
+    assert.equal(readStorePassword(file), 'pw\n');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('sluice check: a store password is never printed, whatever is wrong with the URL', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-limits-'));
+  try {
+    const file = join(dir, 'config.json');
+    writeFileSync(file, JSON.stringify(config({ requestsPerMinute: 10 }, { store: 'redis://sluice:pw-secret-3@127.0.0.1:6379/1' })));
+    const good = await check(file);
+    assert.equal(good.code, 0, good.out);
+    assert.ok(!good.out.includes('pw-secret-3'));
+    writeFileSync(file, JSON.stringify(config({ requestsPerMinute: 10 }, { store: 'redis://sluice:pw-secret-3@127.0.0.1' })));
+    const bad = await check(file);
+    assert.equal(bad.code, 1);
+    assert.match(bad.out, /limits\.store: "redis:\/\/sluice:\*\*\*@127\.0\.0\.1" — must be redis:/);
+    assert.ok(!bad.out.includes('pw-secret-3'), bad.out);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('an unknown key named like a secret (limits.storePassword) is named without echoing its value', () => {
+  const problems = problemsOf(config(undefined, { store: 'redis://cache:6379', storePassword: 'pw-secret-4', prefx: 'x:' }));
+  const byKey = new Map(problems.map((p) => [p.key, p]));
+  assert.match(byKey.get('limits.storePassword')?.rule ?? '', /^unknown key/);
+  assert.equal(byKey.get('limits.storePassword')?.value, '[redacted]');
+  assert.equal(byKey.get('limits.prefx')?.value, 'x:', 'other unknown keys show what was there');
+  assert.ok(!JSON.stringify(problems).includes('pw-secret-4'));
 });
