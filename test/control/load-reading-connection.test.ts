@@ -62,8 +62,10 @@ async function rawReplica(mode: Mode): Promise<RawReplica> {
         socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${text.length}\r\n\r\n${text}`);
         return;
       case 'close-after':
-        // A kept-alive answer (no `Connection: close`), then the replica closes the connection.
-        socket.end(`HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${text.length}\r\n\r\n${text}`);
+        // A kept-alive answer (no `Connection: close`); the replica closes the connection while it
+        // is idle, 20 ms later (its own pace), before the next reading 100 ms after this one.
+        socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${text.length}\r\n\r\n${text}`);
+        setTimeout(() => socket.end(), 20);
         return;
       case 'chunked': {
         // Lines and the metric's name split across chunks; the last line has no newline.
@@ -146,14 +148,17 @@ test('a reading sends GET with Host, Accept, Accept-Encoding: identity and User-
   assert.ok(replica.connections < replica.scrapes, `${replica.scrapes} readings over ${replica.connections} connections: kept alive`);
 });
 
-test('a replica that closes the kept-alive connection after every answer: each next reading reconnects and succeeds', async () => {
+test('a replica that closes the kept-alive connection between readings: each next reading reconnects and succeeds', async () => {
   const replica = await rawReplica('close-after');
   const tg = await gateway(replica);
-  await eventually(async () => (await waiting(tg)) === 7, 10_000, 'the reading 2 + 5');
-  await eventually(() => replica.scrapes >= 5, 10_000, 'five readings');
+  await eventually(() => replica.scrapes >= 10, 10_000, 'ten readings');
   assert.ok(replica.connections >= replica.scrapes, `${replica.scrapes} readings over ${replica.connections} connections: none carried two`);
-  assert.equal(await waiting(tg), 7);
-  assert.deepEqual(failures(tg), [], 'no reading failed');
+  // Readings go on succeeding on new connections. A reading written just as the replica closes
+  // may fail, as with any client (a loop stalled past the replica's 20 ms): at most one run of
+  // failures, where a reader that wrote to a closed connection would fail every other reading.
+  const scrapes = replica.scrapes;
+  await eventually(async () => replica.scrapes >= scrapes + 2 && (await waiting(tg)) === 7, 10_000, 'a valid reading after two more');
+  assert.ok(failures(tg).length <= 1, `${failures(tg).length} runs of failed readings: ${JSON.stringify(failures(tg).map((l) => l.problem))}`);
   assert.equal(tg.logs.filter((l) => l.level === 50).length, 0, 'nothing at error level');
 });
 
