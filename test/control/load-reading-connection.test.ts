@@ -1,7 +1,8 @@
 // The load reader's own HTTP client (src/control/service/load-fetch.ts) against a replica written
 // on a raw socket, so that the test decides how each answer is framed and when a connection
-// closes: the request a reading sends, readings kept alive on one connection, a replica that closes
-// the kept-alive connection after every answer (each next reading reconnects and succeeds), a
+// closes: the request a reading sends, readings kept alive on one connection (closed with the
+// gateway), a replica that closes the idle connection between readings (each next reading
+// reconnects and succeeds), a
 // chunked exposition whose lines are split across chunks, and a body over 1 MiB delimited by the
 // connection's close (no Content-Length: the reading fails at the byte past the limit and the
 // connection is dropped).
@@ -21,6 +22,8 @@ interface RawReplica {
   mode: Mode;
   /** Connections accepted, and GET /metrics requests received. */
   connections: number;
+  /** Connections open now. */
+  openNow(): number;
   scrapes: number;
   /** The head of the first GET /metrics. */
   firstHead: string;
@@ -108,6 +111,7 @@ async function rawReplica(mode: Mode): Promise<RawReplica> {
     url: '',
     mode,
     connections: 0,
+    openNow: () => sockets.size,
     scrapes: 0,
     firstHead: '',
     cut: 0,
@@ -146,6 +150,15 @@ test('a reading sends GET with Host, Accept, Accept-Encoding: identity and User-
   const scrapes = replica.scrapes;
   await eventually(() => replica.scrapes >= scrapes + 4, 10_000, 'four more readings');
   assert.ok(replica.connections < replica.scrapes, `${replica.scrapes} readings over ${replica.connections} connections: kept alive`);
+});
+
+test("the gateway's close closes the reading's kept-alive connection", async () => {
+  const replica = await rawReplica('keep');
+  const tg = await startTestGateway(rawService({ urls: [replica.url], load: { preset: 'vllm', intervalMs: 100 } }), { workers: 1 });
+  await eventually(async () => (await waiting(tg)) === 7, 10_000, 'the reading 2 + 5');
+  assert.ok(replica.openNow() >= 1, 'the reading connection is open');
+  await tg.close();
+  await eventually(() => replica.openNow() === 0, 10_000, 'the connection closed');
 });
 
 test('a replica that closes the kept-alive connection between readings: each next reading reconnects and succeeds', async () => {

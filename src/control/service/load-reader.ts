@@ -18,8 +18,8 @@
 // - A reading's deadline is twice the interval (at most 10 s): a reading that arrives later would
 //   be nearly stale, and a hanging endpoint must not hold the replica's one fetch for long. A
 //   request never waits for a reading.
-// - Connections: one kept-alive connection per replica (load-fetch.ts, Sluice's own upstream
-//   client), closed when the replica leaves rotation or the service closes.
+// - Connections: one kept-alive raw socket per replica (load-fetch.ts, read by the upstream
+//   response parser), closed when the replica leaves rotation or the service closes.
 import type { LoadConfig, ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
 import type { SlotControl } from '../../replicas/slot-control.js';
@@ -121,8 +121,8 @@ export class LoadReader implements ReadingSink {
       if (state.valid && now - state.readAt > LOAD_STALE_INTERVALS * this.load.intervalMs) {
         this.failed(r, state, `stale (no reading for ${Math.round(now - state.readAt)} ms)`);
       }
-      // The whole reading's deadline, checked here: a body that trickles in passes none of the
-      // connection's own (connect, status line, body idle), each as long as the whole.
+      // The whole reading's deadline, checked here, at the interval (no timer per reading): a
+      // reading still under way past it is cut, and the next one starts.
       state.fetch.overdue(now);
       if (!state.fetch.reading) {
         state.takenAtStart = this.slots.taken(r.slot);
