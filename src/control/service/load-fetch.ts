@@ -88,7 +88,15 @@ export class ExpositionRead implements ResponseSink {
     this.startedAt = now;
     this.bytes = 0;
     this.scanner.reset();
-    if (this.socket === undefined) this.connect();
+    if (this.socket === undefined) {
+      try {
+        this.connect();
+      } catch (err) {
+        // A synchronous failure (a port net.connect refuses): a failed reading like any other.
+        this.done(errorCode(err));
+        return;
+      }
+    }
     this.parser.reset(true);
     // Before the connect completes, net.Socket holds the write for it.
     this.socket!.write(this.head, 'latin1');
