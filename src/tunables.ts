@@ -88,12 +88,12 @@ export const AUTH_FAILURE_LIMIT = 20;
 /** Tick length: every deadline fires between its value and its value plus two ticks. */
 export const TICK_MS = 100;
 
-// used by upstream/connection.ts
+// used by upstream/connection.ts and control/service/load-fetch.ts
 /** How long an idle connection is kept when the replica sends no `Keep-Alive: timeout` hint (below
  *  the 5 s idle timeout of common servers: uvicorn, Node's http). */
 export const UPSTREAM_KEEP_ALIVE_MS = 4_000;
 
-// used by upstream/connection.ts
+// used by upstream/connection.ts and control/service/load-fetch.ts
 /** With a hint of T seconds, an idle connection is closed before T*1000 - this (and the ticks). */
 export const UPSTREAM_KEEP_ALIVE_MARGIN_MS = 500;
 

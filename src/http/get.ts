@@ -1,6 +1,7 @@
-// An HTTP GET with one deadline for the whole exchange (connect, head and body), for the control
-// plane's reads of a replica: readiness probes (control/service/probe.ts) and load readings
-// (control/service/load-fetch.ts). Off the hot path: a few closures and one timer per GET.
+// An HTTP GET with one deadline for the whole exchange (connect, head and body), through node:http,
+// for the control plane's readiness probes (control/sources/probe.ts). Off the hot path: a few
+// closures and one timer per GET. Load readings, four a second per replica, use the upstream
+// client instead (control/service/load-fetch.ts).
 //
 // - The deadline runs until the answer's body has ended or the request is destroyed, also after
 //   the caller has settled on the head alone (a probe): then a body still arriving when it passes

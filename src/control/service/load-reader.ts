@@ -18,13 +18,13 @@
 // - A reading's deadline is twice the interval (at most 10 s): a reading that arrives later would
 //   be nearly stale, and a hanging endpoint must not hold the replica's one fetch for long. A
 //   request never waits for a reading.
-// - Connections: one keep-alive agent for the service, at most one socket per replica.
-import { Agent } from 'node:http';
+// - Connections: one kept-alive raw socket per replica (load-fetch.ts, read by the upstream
+//   response parser), closed when the replica leaves rotation or the service closes.
 import type { LoadConfig, ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
 import type { SlotControl } from '../../replicas/slot-control.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
-import { readExposition } from './load-fetch.js';
+import { ExpositionRead, type ReadingSink } from './load-fetch.js';
 import { type MetricSamples, MetricScanner } from './metric-scanner.js';
 import type { ManagedReplica } from './replica.js';
 import { LOAD_READ_MAX_TIMEOUT_MS, LOAD_STALE_INTERVALS } from '../../tunables.js';
@@ -47,9 +47,12 @@ export interface LoadSnapshot {
 
 /** One replica's reading state. */
 class ReplicaLoad {
-  fetching = false;
   /** Reads this replica's body as it arrives (one reading at a time, so one scanner). */
   readonly scanner: MetricScanner;
+  /** The readings of its endpoint, one at a time, on one kept-alive connection. */
+  readonly fetch: ExpositionRead;
+  /** The replica's requests taken when the reading under way began (slot-control.ts `publishReading`). */
+  takenAtStart = 0;
   valid = false;
   /** performance.now() when the last valid reading began (0: none). */
   readAt = 0;
@@ -63,15 +66,15 @@ class ReplicaLoad {
   /** A configured cache metric the server does not export (logged once). */
   cacheMissingLogged = false;
 
-  constructor(names: readonly string[]) {
+  constructor(names: readonly string[], sink: ReadingSink, r: ManagedReplica, path: string, timeoutMs: number) {
     this.scanner = new MetricScanner(names);
+    this.fetch = new ExpositionRead(sink, r, r.origin, path, this.scanner, timeoutMs);
   }
 }
 
-export class LoadReader {
+export class LoadReader implements ReadingSink {
   readonly timeoutMs: number;
   private readonly states = new Map<ManagedReplica, ReplicaLoad>();
-  private readonly agent = new Agent({ keepAlive: true, maxSockets: 1 });
   private readonly timer: NodeJS.Timeout;
   private closed = false;
   /** Every metric name read, once: the scanner's indexes. */
@@ -106,14 +109,25 @@ export class LoadReader {
     for (const r of this.replicas()) {
       if (r.state !== 'ready' || r.origin === '') continue;
       let state = this.states.get(r);
+      if (state !== undefined && state.fetch.origin !== r.origin) {
+        // Back at another address without leaving rotation in between: read it there afresh.
+        this.left(r);
+        state = undefined;
+      }
       if (state === undefined) {
-        state = new ReplicaLoad(this.names);
+        state = new ReplicaLoad(this.names, this, r, this.load.path, this.timeoutMs);
         this.states.set(r, state);
       }
       if (state.valid && now - state.readAt > LOAD_STALE_INTERVALS * this.load.intervalMs) {
         this.failed(r, state, `stale (no reading for ${Math.round(now - state.readAt)} ms)`);
       }
-      if (!state.fetching) this.read(r, state);
+      // The whole reading's deadline, checked here, at the interval (no timer per reading): a
+      // reading still under way past it is cut, and the next one starts.
+      state.fetch.overdue(now);
+      if (!state.fetch.reading) {
+        state.takenAtStart = this.slots.taken(r.slot);
+        state.fetch.start(now);
+      }
     }
   }
 
@@ -122,6 +136,7 @@ export class LoadReader {
     const state = this.states.get(r);
     if (state === undefined) return;
     this.states.delete(r);
+    state.fetch.close();
     this.slots.clearReading(r.slot);
     if (state.valid) this.events?.replicaLoad(this.service.slug, r.id, null);
   }
@@ -142,43 +157,39 @@ export class LoadReader {
   close(): void {
     this.closed = true;
     clearInterval(this.timer);
-    this.agent.destroy();
+    for (const state of this.states.values()) state.fetch.close();
   }
 
-  private read(r: ManagedReplica, state: ReplicaLoad): void {
-    state.fetching = true;
-    const startedAt = performance.now();
-    const takenAtStart = this.slots.taken(r.slot);
+  /** A reading ended (load-fetch.ts): its result is published, unless it describes nothing current. */
+  readingDone(read: ExpositionRead, problem: string | undefined): void {
+    const r = read.replica;
+    const state = this.states.get(r);
+    // Gone, out of rotation or closed meanwhile: the result describes nothing current.
+    if (this.closed || state === undefined || state.fetch !== read || r.state !== 'ready') return;
+    if (problem !== undefined) {
+      this.failed(r, state, problem);
+      return;
+    }
     const scanner = state.scanner;
-    scanner.reset();
-    void readExposition(this.agent, r.origin + this.load.path, this.timeoutMs, scanner).then((result) => {
-      state.fetching = false;
-      // Gone, out of rotation or closed meanwhile: the result describes nothing current.
-      if (this.closed || this.states.get(r) !== state || r.state !== 'ready') return;
-      if (!result.ok) {
-        this.failed(r, state, result.problem);
-        return;
-      }
-      const waiting = firstMetric(scanner, this.waitingAt);
-      if (waiting === undefined) {
-        this.failed(r, state, `no ${this.load.waiting.join(' or ')} sample`);
-        return;
-      }
-      // Every sample is finite, but their sum can overflow (two near 1.8e308): no reading, like an
-      // infinite sample (docs/configuration.md#the-model-servers-own-queue).
-      if (!Number.isFinite(waiting.sum)) {
-        this.failed(r, state, `${this.load.waiting.join(' or ')} sums past the largest number`);
-        return;
-      }
-      const cache = firstMetric(scanner, this.cacheAt);
-      if (cache === undefined && this.load.cacheUsage.length > 0 && !state.cacheMissingLogged) {
-        state.cacheMissingLogged = true;
-        this.log.warn({ service: this.service.slug, replica: r.id, metric: this.load.cacheUsage.join(' or ') }, 'load reading has no cache usage; the replica is never treated as full');
-      }
-      const running = firstMetric(scanner, this.runningAt);
-      state.running = running === undefined || !Number.isFinite(running.sum) ? null : Math.max(0, running.sum);
-      this.succeeded(r, state, startedAt, takenAtStart, Math.max(0, waiting.sum), cache === undefined ? null : cache.max);
-    });
+    const waiting = firstMetric(scanner, this.waitingAt);
+    if (waiting === undefined) {
+      this.failed(r, state, `no ${this.load.waiting.join(' or ')} sample`);
+      return;
+    }
+    // Every sample is finite, but their sum can overflow (two near 1.8e308): no reading, like an
+    // infinite sample (docs/configuration.md#the-model-servers-own-queue).
+    if (!Number.isFinite(waiting.sum)) {
+      this.failed(r, state, `${this.load.waiting.join(' or ')} sums past the largest number`);
+      return;
+    }
+    const cache = firstMetric(scanner, this.cacheAt);
+    if (cache === undefined && this.load.cacheUsage.length > 0 && !state.cacheMissingLogged) {
+      state.cacheMissingLogged = true;
+      this.log.warn({ service: this.service.slug, replica: r.id, metric: this.load.cacheUsage.join(' or ') }, 'load reading has no cache usage; the replica is never treated as full');
+    }
+    const running = firstMetric(scanner, this.runningAt);
+    state.running = running === undefined || !Number.isFinite(running.sum) ? null : Math.max(0, running.sum);
+    this.succeeded(r, state, read.startedAt, state.takenAtStart, Math.max(0, waiting.sum), cache === undefined ? null : cache.max);
   }
 
   private succeeded(r: ManagedReplica, state: ReplicaLoad, startedAt: number, takenAtStart: number, waiting: number, cacheUsage: number | null): void {
