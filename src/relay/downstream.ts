@@ -118,7 +118,11 @@ export class Downstream {
    */
   write(chunk: Buffer): boolean {
     if (this.closed) return true;
-    if (this.held !== undefined) this.writeHeld();
+    if (this.held !== undefined) {
+      this.writeHeld();
+      // The held piece ended a known-length answer: nothing more is written.
+      if (this.closed) return true;
+    }
     if (this.reading && chunk.length <= HOLD_MAX_BYTES) {
       this.held = chunk;
       return this.writable;
@@ -141,10 +145,6 @@ export class Downstream {
    * data write of at most HOLD_MAX_BYTES, the head and the end's 5 bytes never overflows.
    */
   duringRead(parse: () => void): boolean {
-    if (this.reading) {
-      parse();
-      return this.writable;
-    }
     this.reading = true;
     try {
       parse();
