@@ -22,7 +22,7 @@ import { loadUwsBuild, uws, uwsBuild } from '../http/uws-build.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { LimitCells, limitedTokens } from '../limits/limit-cells.js';
 import { createLimitBuffer, LimitControl } from '../limits/limit-control.js';
-import { LimitStore } from './limit-store.js';
+import type { LimitStore } from './limit-store.js';
 import { settlesWithin } from '../time/bounded-wait.js';
 import type { RoutersReload, TokensReload } from '../replicas/messages.js';
 import { LIMIT_STORE_COMMAND_MS, LIMIT_SWEEP_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
@@ -32,7 +32,7 @@ import { RequestIds } from '../relay/request-ids.js';
 import { FLAG_COUNT, FLAG_DRAINING, FLAG_READY } from '../replicas/messages.js';
 import { checkPortFree } from './port-check.js';
 import type { KindOptions } from './service/kind-policy.js';
-import { kindOf } from './kinds/kinds.js';
+import { kindOf, loadKinds } from './kinds/kinds.js';
 import { Pools } from './pools/pools.js';
 import { registerPoolMetrics } from '../metrics/pool-metrics.js';
 import { ServiceControl } from './service/service-control.js';
@@ -105,6 +105,7 @@ class ControlPlane implements Gateway, OpsSource {
   constructor(
     private readonly config: Config,
     options: GatewayOptions,
+    loaded: Loaded,
   ) {
     this.logger = options.logger;
     // A certificate uWS cannot use fails the start with its reason before any replica set or
@@ -118,7 +119,7 @@ class ControlPlane implements Gateway, OpsSource {
     this.limitCells = new LimitCells(new LimitControl(this.limitBuffer));
     this.tokens = this.tokensOf(config);
     this.registry.rateLimited(() => this.limitCells.refusals());
-    this.limitStore = store === undefined ? undefined : new LimitStore({ url: store, passwordFile: storePasswordFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger });
+    this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger });
     this.registry.limitStoreErrors(() => this.limitStore?.errors ?? 0);
     this.limitSweep = setInterval(() => this.limitCells.sweep(), LIMIT_SWEEP_MS).unref();
     const ops = config.admin === undefined ? this : undefined;
@@ -351,12 +352,23 @@ class ControlPlane implements Gateway, OpsSource {
   }
 }
 
+/**
+ * What only some configs need, imported when the config does (a gateway without them carries
+ * neither the code nor its heap): the Redis client of a shared limit store, and each replica kind's
+ * own modules (the Kubernetes client: about 28 MB of heap).
+ */
+interface Loaded {
+  LimitStore: typeof LimitStore | undefined;
+}
+
 /** Builds the gateway and starts listening. Rejects with a one-line reason if it cannot. */
 export async function startGateway(config: Config, options: GatewayOptions): Promise<Gateway> {
   // The front end's build, chosen before anything uses uWS (the CLI has chosen it already, from
   // SLUICE_UWS_BUILD; otherwise the newest that loads); workers load the same one.
   await loadUwsBuild();
-  const gateway = new ControlPlane(config, options);
+  await loadKinds(config.services);
+  const loaded: Loaded = { LimitStore: config.limits.store === undefined ? undefined : (await import('./limit-store.js')).LimitStore };
+  const gateway = new ControlPlane(config, options, loaded);
   try {
     await gateway.listen();
   } catch (err) {

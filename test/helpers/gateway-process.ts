@@ -26,15 +26,18 @@ export interface GatewayProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `sluice serve` with `config` (listen port and, if `admin` is true, the admin listener filled in). */
-export async function startGatewayProcess(config: Record<string, unknown>, options: { admin?: boolean } = {}): Promise<GatewayProcess> {
+/**
+ * Starts `sluice serve` with `config` (listen port and, if `admin` is true, the admin listener
+ * filled in). `nodeArgs` go to node before the CLI (`--import` a fixture), `env` adds to the process's.
+ */
+export async function startGatewayProcess(config: Record<string, unknown>, options: { admin?: boolean; nodeArgs?: string[]; env?: Record<string, string> } = {}): Promise<GatewayProcess> {
   const port = await closedPort();
   const adminPort = options.admin === true ? await closedPort() : undefined;
   const dir = mkdtempSync(join(tmpdir(), 'sluice-proc-'));
   const configFile = join(dir, 'config.json');
   const full = { ...config, listen: { host: '127.0.0.1', port }, ...(adminPort === undefined ? {} : { admin: { host: '127.0.0.1', port: adminPort } }) };
   writeFileSync(configFile, JSON.stringify(full));
-  const child = spawn(process.execPath, [CLI, 'serve', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), CLI, 'serve', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...options.env } });
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));

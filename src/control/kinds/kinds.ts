@@ -16,3 +16,9 @@ export function kindOf(service: ServiceConfig): ReplicaKind {
   if (kind === undefined) throw new Error(`service ${service.slug}: no kind of replicas is configured`);
   return kind;
 }
+
+/** Loads what the kinds of `services` need before their policies are built (`ReplicaKind.load`). */
+export async function loadKinds(services: readonly ServiceConfig[]): Promise<void> {
+  const kinds = new Set(services.map(kindOf));
+  for (const kind of kinds) await kind.load?.();
+}

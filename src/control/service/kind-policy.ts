@@ -28,6 +28,12 @@ export interface ReplicaKind {
   /** Slots in the service's shared table: every replica that may hold a place at once, plus
    *  room for replicas gone whose last requests are still ending. */
   slotCapacity(service: ServiceConfig): number;
+  /**
+   * Loads what the kind's policies need and the gateway does not load otherwise (the Kubernetes
+   * client: about 28 MB of heap a gateway without Kubernetes services should not carry). The
+   * gateway awaits it, for each kind its services use, before it builds any policy.
+   */
+  load?(): Promise<void>;
   /** The policy of one service; may throw (a failed start: no Kubernetes credentials). */
   policy(service: ServiceConfig, host: ReplicaHost): ReplicaKindPolicy;
 }

@@ -1,12 +1,23 @@
 // Replicas run by Kubernetes (`replicas.kubernetes`): the pods behind a Service, scaled through
 // their Deployment (endpoint-replicas.ts, the policy; the source: src/control/sources/kubernetes/).
+// The policy and the Kubernetes client behind it are imported only by a gateway with such a
+// service (`load`): the client's modules hold about 28 MB of heap and 75 MB of memory, which
+// every major collection of a gateway without them would otherwise mark again.
 import type { ReplicaKind } from '../../service/kind-policy.js';
-import { EndpointReplicas } from './endpoint-replicas.js';
+import type { EndpointReplicas } from './endpoint-replicas.js';
+
+let policyClass: typeof EndpointReplicas | undefined;
 
 export const kubernetesKind: ReplicaKind = {
   name: 'kubernetes',
   configured: (service) => service.replicas.kubernetes !== undefined,
   // Room beyond `max` for pods someone else adds (an HPA) and for terminating ones.
   slotCapacity: (service) => Math.min(1024, service.replicas.max * 2 + 16),
-  policy: (service, host) => new EndpointReplicas(service, host),
+  load: async () => {
+    policyClass ??= (await import('./endpoint-replicas.js')).EndpointReplicas;
+  },
+  policy: (service, host) => {
+    if (policyClass === undefined) throw new Error(`service ${service.slug}: the kubernetes kind was not loaded before its policy was built`);
+    return new policyClass(service, host);
+  },
 };
