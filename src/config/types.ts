@@ -28,6 +28,8 @@ interface LimitStoreConfig {
   store?: string | undefined;
   /** A file holding the store's password (read at start and on SIGHUP), when the URL has none. */
   storePasswordFile?: string | undefined;
+  /** With rediss://: a PEM file of the CA certificates to trust (read at start and on SIGHUP). */
+  storeCaFile?: string | undefined;
   /** Prefix of the store's keys. */
   prefix: string;
   /** What requests get while the store cannot be reached. */
