@@ -33,6 +33,8 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'log.level': 'lowest level logged (env `LOG_LEVEL`); `info` logs one line per request',
   'limits.store': 'not set: in the gateway, exact across its worker threads; `redis://[[username]:password@]host:port[/db]`: in that Redis, shared by every gateway naming it (keys under `limits.prefix`); `rediss://…`: the same over TLS (the certificate verified, its name checked against the host); logs show it with the password as `***`',
   'limits.storeCaFile': 'with `rediss://`: PEM file of the CA certificates to trust instead of the ones Node.js trusts (a private CA), read at start and on SIGHUP; a changed file is used from the next connection',
+  'limits.storeCertFile': 'with `rediss://`: PEM file of the client certificate (then any intermediates) the gateway presents, for a Redis with `tls-auth-clients yes`; read at start and on SIGHUP, used from the next connection',
+  'limits.storeKeyFile': 'the private key of `limits.storeCertFile` (unencrypted PEM), read with it',
   'limits.storePasswordFile': 'file holding the password of `limits.store` (keeps it out of the config), read at start and on SIGHUP; a changed password is used from the next connection',
   'limits.prefix': 'prefix of the keys in the shared store',
   'limits.onStoreDown': 'while the shared store cannot be reached: `allow` (requests pass, unlimited) or `refuse` (`503 limits_unavailable`); applies with the redis store',

@@ -32,6 +32,8 @@ export const limitStore = strict(
     store: store.optional(),
     storePasswordFile: nonEmptyString(RULE.file).describe(RULE.storePasswordFile).optional(),
     storeCaFile: nonEmptyString(RULE.file).describe(RULE.storeCaFile).optional(),
+    storeCertFile: nonEmptyString(RULE.file).describe(RULE.storeCertFile).optional(),
+    storeKeyFile: nonEmptyString(RULE.file).describe(RULE.storeKeyFile).optional(),
     prefix: z
       .string({ error: RULE.limitsPrefix })
       .regex(/^[\x21-\x7e]{1,64}$/, { error: RULE.limitsPrefix })
@@ -41,6 +43,6 @@ export const limitStore = strict(
   },
   RULE.limitStore,
 ).superRefine((l, ctx) => {
-  // The password and CA files are read here (by `check`, `serve` and a SIGHUP reload), as listen.tls's files are.
+  // The password and TLS files are read here (by `check`, `serve` and a SIGHUP reload), as listen.tls's files are.
   if (isRecord(l)) for (const p of [...storeCredentialProblems(l), ...storeTlsProblems(l)]) ctx.addIssue({ code: 'custom', path: [p.key], input: p.value, message: p.rule });
 }, ALWAYS);

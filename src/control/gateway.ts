@@ -114,12 +114,12 @@ class ControlPlane implements Gateway, OpsSource {
     // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
     this.workers = resolveWorkers(config.workers);
     this.registry = new Metrics(config.services.map((s) => s.slug));
-    const { store, storePasswordFile, storeCaFile, prefix, onStoreDown } = config.limits;
+    const { store, storePasswordFile, storeCaFile, storeCertFile, storeKeyFile, prefix, onStoreDown } = config.limits;
     this.limitBuffer = createLimitBuffer(2 * limitedTokens(config) + LIMIT_TABLE_SPARE, this.workers, store === undefined ? undefined : { refuseWhenDown: onStoreDown === 'refuse' });
     this.limitCells = new LimitCells(new LimitControl(this.limitBuffer));
     this.tokens = this.tokensOf(config);
     this.registry.rateLimited(() => this.limitCells.refusals());
-    this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, caFile: storeCaFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger });
+    this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, caFile: storeCaFile, certFile: storeCertFile, keyFile: storeKeyFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger });
     this.registry.limitStoreErrors(() => this.limitStore?.errors ?? 0);
     this.limitSweep = setInterval(() => this.limitCells.sweep(), LIMIT_SWEEP_MS).unref();
     const ops = config.admin === undefined ? this : undefined;

@@ -6,8 +6,8 @@
 // token is synced every LIMIT_STORE_SYNC_MS besides (tokens settled, slots given back, a stale
 // lease returned). Down (a failed or unanswered command, a lost connection, credentials refused):
 // the table follows `onStoreDown` until a sync succeeds again; the client reconnects by itself.
-// `rediss://`: over TLS, the store's certificate verified against Node's CAs or those of
-// `limits.storeCaFile`; a TLS failure is an outage like refused credentials.
+// `rediss://`: over TLS (control/limit-store-tls.ts: the CA and client certificate files); a
+// failed handshake is an outage like refused credentials.
 // The password (in the URL or its file) goes only to the client: logs show the store as
 // `redis://user:***@host:port/db` (docs/security.md#the-limit-stores-password).
 import { randomUUID } from 'node:crypto';
@@ -20,7 +20,7 @@ import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS, LIMI
 import { settlesWithin } from '../time/bounded-wait.js';
 import { LEAVE_SCRIPT, SYNC_SCRIPT } from './limit-store-script.js';
 import { parseRedisUrl, readStorePassword, shownTarget } from '../config/redis-store.js';
-import { readStoreCa } from '../config/store-tls.js';
+import { StoreTls, type StoreTlsFiles, tlsFailure } from './limit-store-tls.js';
 
 /** What the gateway knows of one limited token's part in the store. */
 interface TokenSync {
@@ -34,13 +34,12 @@ interface TokenSync {
   readonly pushed: Map<number, number>;
 }
 
-export interface LimitStoreOptions {
+/** The TLS files (with rediss://): `limits.storeCaFile`, `storeCertFile`, `storeKeyFile`, read now and by `reloadFiles` (SIGHUP). */
+export interface LimitStoreOptions extends StoreTlsFiles {
   /** `limits.store`, valid (config/redis-store.ts). */
   url: string;
   /** `limits.storePasswordFile`: read now and by `reloadFiles` (SIGHUP). */
   passwordFile?: string | undefined;
-  /** `limits.storeCaFile` (with rediss://): read now and by `reloadFiles` (SIGHUP). */
-  caFile?: string | undefined;
   prefix: string;
   buffer: SharedArrayBuffer;
   /** The limited tokens now (limits/limit-cells.ts). */
@@ -60,17 +59,6 @@ function authFailure(err: unknown): string | undefined {
   return /^ERR\b.*\bAUTH\b/.test(message) ? 'ERR' : undefined;
 }
 
-// OpenSSL's verification results as Node names them (UNABLE_TO_VERIFY_LEAF_SIGNATURE,
-// DEPTH_ZERO_SELF_SIGNED_CERT, CERT_HAS_EXPIRED, …), Node's own TLS errors
-// (ERR_TLS_CERT_ALTNAME_INVALID) and OpenSSL's (ERR_SSL_TLSV1_ALERT_UNKNOWN_CA, ERR_SSL_WRONG_VERSION_NUMBER).
-const TLS_CODE = /^(?:ERR_TLS_|ERR_SSL_|UNABLE_TO_|CERT_|CRL_|ERROR_IN_C|DEPTH_ZERO_SELF_SIGNED_CERT$|SELF_SIGNED_CERT_IN_CHAIN$|INVALID_CA$|INVALID_PURPOSE$|PATH_LENGTH_EXCEEDED$|HOSTNAME_MISMATCH$)/;
-
-/** The errors that say the TLS handshake with the store failed: its code, for the log. */
-function tlsFailure(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && TLS_CODE.test(code) ? code : undefined;
-}
-
 export class LimitStore {
   /** Failures of the store: failed or unanswered commands, lost connections (sluice_limit_store_errors_total). */
   errors = 0;
@@ -83,12 +71,8 @@ export class LimitStore {
   private readonly shown: string;
   /** What the client authenticates with at each connection (the password file's content changes on SIGHUP). */
   private credentials: { username?: string; password?: string };
-  /**
-   * With limits.storeCaFile: the certificates the client trusts. node-redis keeps this array (its
-   * socket options are copied shallowly) and Node builds each connection's TLS context from it, so
-   * what it holds when the client connects is what that connection trusts: SIGHUP refills it.
-   */
-  private readonly ca: string[] | undefined;
+  /** With rediss://: what the client trusts and presents (refilled on SIGHUP). */
+  private readonly tls: StoreTls | undefined;
   private up = false;
   /** A PING of a connected store that failed is being tried again. */
   private probing = false;
@@ -116,22 +100,15 @@ export class LimitStore {
         throw new Error(`limits.storePasswordFile ${options.passwordFile}: ${err instanceof Error ? err.message : String(err)}`);
       }
     }
-    if (options.caFile !== undefined) {
-      try {
-        this.ca = readStoreCa(options.caFile);
-      } catch (err) {
-        throw new Error(`limits.storeCaFile ${options.caFile}: ${err instanceof Error ? err.message : String(err)}`);
-      }
-    }
     this.credentials = { ...(target.username === undefined ? {} : { username: target.username }), ...(password === undefined ? {} : { password }) };
     this.shown = shownTarget(target, password !== undefined);
+    if (target.tls === true) this.tls = new StoreTls(options, this.shown, options.logger);
     const socket = { host: target.host, port: target.port, connectTimeout: LIMIT_STORE_COMMAND_MS, reconnectStrategy: (retries: number) => Math.min(RETRY_MAX_MS, 50 * 2 ** Math.min(retries, 5)) };
     this.client = createClient({
       database: target.db,
       disableOfflineQueue: true,
       commandOptions: { timeout: LIMIT_STORE_COMMAND_MS },
-      // TLS: Node verifies the certificate (rejectUnauthorized) and checks its name against the host (SNI for a name).
-      socket: target.tls === true ? { ...socket, tls: true as const, ...(this.ca === undefined ? {} : { ca: this.ca }) } : socket,
+      socket: this.tls === undefined ? socket : { ...socket, ...this.tls.socketOptions() },
       // Asked at each connection: a password reloaded from its file is used from the next one.
       ...(password === undefined ? {} : { credentialsProvider: { type: 'async-credentials-provider' as const, credentials: () => Promise.resolve(this.credentials) } }),
     });
@@ -166,10 +143,10 @@ export class LimitStore {
       });
   }
 
-  /** SIGHUP: the password and CA files read again, each used from the next connection. */
+  /** SIGHUP: the password and TLS files read again, each used from the next connection. */
   reloadFiles(): void {
     this.reloadPassword();
-    this.reloadCa();
+    this.tls?.reload();
   }
 
   /**
@@ -189,23 +166,6 @@ export class LimitStore {
     if (password === this.credentials.password) return;
     this.credentials = { ...this.credentials, password };
     this.options.logger.info({ store: this.shown, file }, 'limit store password reloaded');
-  }
-
-  /** The CA file read again; new certificates are trusted from the next connection (the one open stays). An unreadable file keeps those in use. */
-  private reloadCa(): void {
-    const file = this.options.caFile;
-    const ca = this.ca;
-    if (file === undefined || ca === undefined) return;
-    let certificates: string[];
-    try {
-      certificates = readStoreCa(file);
-    } catch (err) {
-      this.options.logger.error({ store: this.shown, file, reason: err instanceof Error ? err.message : String(err) }, 'limit store CA not reloaded');
-      return;
-    }
-    if (certificates.length === ca.length && certificates.every((c, i) => c === ca[i])) return;
-    ca.splice(0, ca.length, ...certificates);
-    this.options.logger.info({ store: this.shown, file, certificates: certificates.length }, 'limit store CA reloaded');
   }
 
   /** Answers the doorbell: syncs each token whose lease a thread found low or empty. */

@@ -230,3 +230,25 @@ test('sluice check: a rediss:// store with a CA file passes; a missing CA file f
     ca.remove();
   }
 });
+
+test('limits.storeCertFile and storeKeyFile: both or neither, only with rediss://, the key of that certificate', () => {
+  const ca = makeCa('client-ca');
+  try {
+    const client = ca.issue('client');
+    const other = ca.issue('other');
+    const tls = { store: 'rediss://cache:6379', storeCertFile: client.certFile, storeKeyFile: client.keyFile };
+    assert.deepEqual(parseConfig(config(undefined, tls)).limits, { ...tls, prefix: 'sluice:', onStoreDown: 'allow' });
+    const problems = (top: Record<string, unknown>): Record<string, string> => Object.fromEntries([...rules(config(undefined, top))].filter(([k]) => k.startsWith('limits.store')));
+    assert.deepEqual(problems({ ...tls, store: 'redis://cache:6379' }), {
+      'limits.storeCertFile': 'must be set only with a rediss:// limits.store (TLS)',
+      'limits.storeKeyFile': 'must be set only with a rediss:// limits.store (TLS)',
+    });
+    assert.deepEqual(problems({ store: 'rediss://cache:6379', storeCertFile: client.certFile }), { 'limits.storeKeyFile': 'must be set with limits.storeCertFile: the private key of the client certificate' });
+    assert.deepEqual(problems({ store: 'rediss://cache:6379', storeKeyFile: client.keyFile }), { 'limits.storeCertFile': 'must be set with limits.storeKeyFile: the client certificate of that key' });
+    assert.deepEqual(problems({ ...tls, storeKeyFile: other.keyFile }), { 'limits.storeKeyFile': `must be the private key of the certificate in limits.storeCertFile (${client.certFile}); it is another key` });
+    assert.deepEqual(problems({ ...tls, storeCertFile: join(ca.dir, 'gone.crt') }), { 'limits.storeCertFile': 'cannot be read (ENOENT: no such file)' });
+    assert.deepEqual(problems({ ...tls, storeCertFile: client.keyFile }), { 'limits.storeCertFile': 'must be a PEM certificate file (-----BEGIN CERTIFICATE-----); none found' });
+  } finally {
+    ca.remove();
+  }
+});

@@ -5,14 +5,16 @@
 // the CA by limits.storeCaFile; a CA that did not sign the store's certificate, a certificate for
 // another name, or a handshake the server refuses (it wants a client certificate) is an outage
 // (onStoreDown) logged once with its code and counted; a corrected CA file and SIGHUP (sluice
-// serve) end it; no log holds the password.
+// serve) end it; a client certificate (storeCertFile, storeKeyFile) satisfies a Redis with
+// tls-auth-clients yes, and is read again on reload; no log holds the password.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
+import { parseConfig } from '../../src/config/load.js';
 import { AUTH, metric, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
 import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
@@ -146,6 +148,42 @@ describe('limits.store over TLS (rediss://)', { skip: REDIS_SKIP }, () => {
       assert.deepEqual(await status(tg), { status: 503, error: 'limits_unavailable' });
       await eventually(async () => (await metric(tg, 'sluice_limit_store_errors_total'))! >= 2, 10_000, 'the failures to be counted');
       assert.equal(logged(tg, 'limit store TLS failed').length, 1);
+    } finally {
+      await strict.close();
+    }
+  });
+
+  test('storeCertFile and storeKeyFile present a client certificate to a Redis that wants one; one of another CA is refused until a reload reads the right one', async () => {
+    const strict = await startRedis(undefined, { ...ca.issue('strict2'), caFile: ca.certFile, authClients: true });
+    try {
+      const good = ca.issue('gateway-client');
+      const top = { store: `rediss://127.0.0.1:${strict.port}`, storeCaFile: ca.certFile, storeCertFile: good.certFile, storeKeyFile: good.keyFile, prefix: 'tls6:' };
+      const tg = await gateway({ requestsPerMinute: 1 }, top);
+      await eventually(() => logged(tg, 'limit store reachable').length === 1, 10_000, 'the store to take the client certificate');
+      assert.equal(await decided(tg), 200);
+      await eventually(async () => (await status(tg)).status === 429, 10_000, 'the limit to hold');
+
+      const wrong = otherCa.issue('stranger');
+      const certFile = join(dir, 'client.crt');
+      const keyFile = join(dir, 'client.key');
+      copyFileSync(wrong.certFile, certFile);
+      copyFileSync(wrong.keyFile, keyFile);
+      const rotated = { ...top, storeCertFile: certFile, storeKeyFile: keyFile, prefix: 'tls7:' };
+      const other = await gateway({ requestsPerMinute: 1 }, rotated);
+      await eventually(() => logged(other, 'limit store TLS failed').length === 1, 10_000, 'the stranger certificate to be refused');
+      assert.equal(logged(other, 'limit store TLS failed')[0]!.code, 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA');
+      assert.deepEqual(await status(other), { status: 503, error: 'limits_unavailable' });
+      copyFileSync(good.certFile, certFile);
+      copyFileSync(good.keyFile, keyFile);
+      // What SIGHUP does after reading the config again (cli/reload.ts).
+      const reloaded = (): void => other.gateway.reload(parseConfig({ listen: { host: '127.0.0.1', port: 0 }, services: [rawService({ urls: [replica.url] }, { limits: { requestsPerMinute: 1 } })], limits: { onStoreDown: 'refuse', ...rotated } }));
+      reloaded();
+      assert.equal(logged(other, 'limit store client certificate reloaded').length, 1);
+      await eventually(() => logged(other, 'limit store reachable').length === 1, 10_000, 'the store to take the new certificate');
+      assert.equal(await decided(other), 200);
+      // The same files again: nothing to log.
+      reloaded();
+      assert.equal(logged(other, 'limit store client certificate reloaded').length, 1);
     } finally {
       await strict.close();
     }
