@@ -2,6 +2,7 @@
 // a service, and the top-level `limits` that says where the counters live.
 import { z } from 'zod';
 import { parseRedisUrl, shownRedisUrl, storeCredentialProblems } from './redis-store.js';
+import { storeTlsProblems } from './store-tls.js';
 import { ALWAYS, DEFAULTS, int, isRecord, nonEmptyString, RULE, strict } from './rules.js';
 
 /** `tokens[].limits` and `services[].limits`: every key optional. */
@@ -30,6 +31,9 @@ export const limitStore = strict(
   {
     store: store.optional(),
     storePasswordFile: nonEmptyString(RULE.file).describe(RULE.storePasswordFile).optional(),
+    storeCaFile: nonEmptyString(RULE.file).describe(RULE.storeCaFile).optional(),
+    storeCertFile: nonEmptyString(RULE.file).describe(RULE.storeCertFile).optional(),
+    storeKeyFile: nonEmptyString(RULE.file).describe(RULE.storeKeyFile).optional(),
     prefix: z
       .string({ error: RULE.limitsPrefix })
       .regex(/^[\x21-\x7e]{1,64}$/, { error: RULE.limitsPrefix })
@@ -39,6 +43,6 @@ export const limitStore = strict(
   },
   RULE.limitStore,
 ).superRefine((l, ctx) => {
-  // The password file is read here (by `check`, `serve` and a SIGHUP reload), as the TLS files are.
-  if (isRecord(l)) for (const p of storeCredentialProblems(l)) ctx.addIssue({ code: 'custom', path: [p.key], input: p.value, message: p.rule });
+  // The password and TLS files are read here (by `check`, `serve` and a SIGHUP reload), as listen.tls's files are.
+  if (isRecord(l)) for (const p of [...storeCredentialProblems(l), ...storeTlsProblems(l)]) ctx.addIssue({ code: 'custom', path: [p.key], input: p.value, message: p.rule });
 }, ALWAYS);

@@ -1,6 +1,7 @@
 // `limits.store` and `limits.storePasswordFile` (docs/configuration.md#sharing-limits-across-gateways):
-// the Redis URL `redis://[[username]:password@]host:port[/db]` taken apart, the password file
-// read, and the URL as it may be shown (logs, config problems): the password replaced by `***`.
+// the Redis URL `redis://[[username]:password@]host:port[/db]` (`rediss://`: the same over TLS)
+// taken apart, the password file read, and the URL as it may be shown (logs, config problems): the
+// password replaced by `***`.
 // The password itself goes only to the Redis client (control/limit-store.ts).
 import { readFileSync } from 'node:fs';
 import { describeFsError } from './problems.js';
@@ -14,22 +15,25 @@ export interface RedisTarget {
   username?: string;
   /** Percent-decoded; absent: none in the URL (maybe in limits.storePasswordFile). */
   password?: string;
+  /** `rediss://`: TLS to the store (absent: plain TCP). */
+  tls?: true;
 }
 
 // userinfo (RFC 3986): unreserved / pct-encoded / sub-delims / ":"; the first ':' ends the username.
-const URL_RE = /^redis:\/\/(?:([A-Za-z0-9\-._~!$&'()*+,;=:%]*)@)?([^\s/?#@]+):(\d{1,5})(?:\/(\d{1,5}))?$/;
+const URL_RE = /^(rediss?):\/\/(?:([A-Za-z0-9\-._~!$&'()*+,;=:%]*)@)?([^\s/?#@]+):(\d{1,5})(?:\/(\d{1,5}))?$/;
 
 /** The URL's parts, or the rule it breaks (in words, without the password). */
 export function parseRedisUrl(url: string): RedisTarget | { problem: string } {
   const m = URL_RE.exec(url);
   if (m === null) {
-    return { problem: url.includes('@') && url.startsWith('redis://') ? `${STORE_RULE}; its user info must be percent-encoded (@ as %40, / as %2F, ? as %3F, # as %23, % as %25)` : STORE_RULE };
+    return { problem: url.includes('@') && /^rediss?:\/\//.test(url) ? `${STORE_RULE}; its user info must be percent-encoded (@ as %40, / as %2F, ? as %3F, # as %23, % as %25)` : STORE_RULE };
   }
-  const port = Number(m[3]);
-  const db = Number(m[4] ?? 0);
+  const port = Number(m[4]);
+  const db = Number(m[5] ?? 0);
   if (port < 1 || port > 65_535 || db > 65_535) return { problem: STORE_RULE };
-  const target: RedisTarget = { host: m[2]!, port, db };
-  const userinfo = m[1];
+  const target: RedisTarget = { host: m[3]!, port, db };
+  if (m[1] === 'rediss') target.tls = true;
+  const userinfo = m[2];
   if (userinfo === undefined) return target;
   const colon = userinfo.indexOf(':');
   const username = decode(colon < 0 ? userinfo : userinfo.slice(0, colon));
@@ -43,7 +47,7 @@ export function parseRedisUrl(url: string): RedisTarget | { problem: string } {
 }
 
 export const STORE_RULE =
-  'must be redis://host:port or redis://host:port/db (db an integer from 0 to 65535), with [username]:password@ before the host for a Redis that wants one (both percent-encoded)';
+  'must be redis://host:port or redis://host:port/db (db an integer from 0 to 65535), with [username]:password@ before the host for a Redis that wants one (both percent-encoded), or the same with rediss:// for TLS';
 
 function decode(s: string): string | undefined {
   try {
@@ -57,7 +61,7 @@ function decode(s: string): string | undefined {
 export function shownRedisUrl(url: string): string {
   const at = url.lastIndexOf('@');
   if (at < 0) return url;
-  const start = url.startsWith('redis://') ? 'redis://'.length : 0;
+  const start = url.startsWith('redis://') ? 'redis://'.length : url.startsWith('rediss://') ? 'rediss://'.length : 0;
   const userinfo = url.slice(start, at);
   const colon = userinfo.indexOf(':');
   // Without a ':', what is there may be a password written without one: not shown.
@@ -66,11 +70,11 @@ export function shownRedisUrl(url: string): string {
   return `${url.slice(0, start)}${shownUser}:***${url.slice(at)}`;
 }
 
-/** A parsed store as it may be shown (logs): `redis://user:***@host:6379/0`, `***` where a password is given (in the URL or its file). */
+/** A parsed store as it may be shown (logs): `redis://user:***@host:6379/0` (`rediss://` with TLS), `***` where a password is given (in the URL or its file). */
 export function shownTarget(t: RedisTarget, withPassword: boolean): string {
   const user = t.username === undefined ? '' : encodeURIComponent(t.username);
   const userinfo = withPassword ? `${user}:***@` : user === '' ? '' : `${user}@`;
-  return `redis://${userinfo}${t.host}:${t.port}/${t.db}`;
+  return `${t.tls === true ? 'rediss' : 'redis'}://${userinfo}${t.host}:${t.port}/${t.db}`;
 }
 
 /** The password in `file`: its content without one trailing newline (`\n` or `\r\n`). Throws StorePasswordError. */

@@ -1,6 +1,7 @@
 // listen.tls: the certificate and key files are checked when the config is loaded (by `check`,
 // `serve` and a SIGHUP reload), so a missing, unreadable or wrong file is reported as a config
-// problem naming the key and the file, instead of uWS failing later with no reason.
+// problem naming the key and the file, instead of uWS failing later with no reason. The same
+// checks serve the limit store's client certificate (config/store-tls.ts).
 // uWS reads both files itself (OpenSSL, PEM only); these checks use node:crypto on the same bytes.
 import { createHash, createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -25,14 +26,15 @@ const PEM_ENCRYPTED_KEY = /-----BEGIN ENCRYPTED PRIVATE KEY-----|Proc-Type: 4,EN
 /**
  * Reads both files and checks that the certificate file holds a PEM certificate (a chain may
  * follow it), the key file an unencrypted PEM private key, and that the key belongs to the
- * certificate. Returns every problem found (none when the pair can be served).
+ * certificate. Returns every problem found (none when the pair can be served). `certKey`: the
+ * certificate file's key, as a mismatched key's rule names it.
  */
-export function checkTlsFiles(tls: TlsFiles): TlsProblem[] {
+export function checkTlsFiles(tls: TlsFiles, certKey = 'listen.tls.certFile'): TlsProblem[] {
   const problems: TlsProblem[] = [];
   const cert = readCertificate(tls.certFile, problems);
   const key = readPrivateKey(tls.keyFile, problems);
   if (cert !== undefined && key !== undefined && !matches(cert, key)) {
-    problems.push({ key: 'keyFile', value: tls.keyFile, rule: `must be the private key of the certificate in listen.tls.certFile (${tls.certFile}); it is another key` });
+    problems.push({ key: 'keyFile', value: tls.keyFile, rule: `must be the private key of the certificate in ${certKey} (${tls.certFile}); it is another key` });
   }
   return problems;
 }

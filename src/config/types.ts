@@ -28,6 +28,11 @@ interface LimitStoreConfig {
   store?: string | undefined;
   /** A file holding the store's password (read at start and on SIGHUP), when the URL has none. */
   storePasswordFile?: string | undefined;
+  /** With rediss://: a PEM file of the CA certificates to trust (read at start and on SIGHUP). */
+  storeCaFile?: string | undefined;
+  /** With rediss://: the client certificate (PEM, with any intermediates) and its key, for a Redis with `tls-auth-clients yes`. */
+  storeCertFile?: string | undefined;
+  storeKeyFile?: string | undefined;
   /** Prefix of the store's keys. */
   prefix: string;
   /** What requests get while the store cannot be reached. */

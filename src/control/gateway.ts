@@ -114,12 +114,12 @@ class ControlPlane implements Gateway, OpsSource {
     // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
     this.workers = resolveWorkers(config.workers);
     this.registry = new Metrics(config.services.map((s) => s.slug));
-    const { store, storePasswordFile, prefix, onStoreDown } = config.limits;
+    const { store, storePasswordFile, storeCaFile, storeCertFile, storeKeyFile, prefix, onStoreDown } = config.limits;
     this.limitBuffer = createLimitBuffer(2 * limitedTokens(config) + LIMIT_TABLE_SPARE, this.workers, store === undefined ? undefined : { refuseWhenDown: onStoreDown === 'refuse' });
     this.limitCells = new LimitCells(new LimitControl(this.limitBuffer));
     this.tokens = this.tokensOf(config);
     this.registry.rateLimited(() => this.limitCells.refusals());
-    this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger });
+    this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, caFile: storeCaFile, certFile: storeCertFile, keyFile: storeKeyFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger });
     this.registry.limitStoreErrors(() => this.limitStore?.errors ?? 0);
     this.limitSweep = setInterval(() => this.limitCells.sweep(), LIMIT_SWEEP_MS).unref();
     const ops = config.admin === undefined ? this : undefined;
@@ -338,8 +338,8 @@ class ControlPlane implements Gateway, OpsSource {
     // Throws (the reload is refused, nothing changed) when the limit table has no room for the new limited tokens.
     const services = this.tokensOf(config);
     this.tokens = services;
-    // The store's password file is read again (the rest of `limits` waits for a restart).
-    this.limitStore?.reloadPassword();
+    // The store's password and CA files are read again (the rest of `limits` waits for a restart).
+    this.limitStore?.reloadFiles();
     // The queue's depth series follow the tokens' priorities (a restart adds services).
     for (const { slug, tokens } of services) this.services.find((service) => service.slug === slug)?.tokensReloaded(tokens);
     if (this.local !== undefined) {

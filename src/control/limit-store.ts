@@ -6,6 +6,8 @@
 // token is synced every LIMIT_STORE_SYNC_MS besides (tokens settled, slots given back, a stale
 // lease returned). Down (a failed or unanswered command, a lost connection, credentials refused):
 // the table follows `onStoreDown` until a sync succeeds again; the client reconnects by itself.
+// `rediss://`: over TLS (control/limit-store-tls.ts: the CA and client certificate files); a
+// failed handshake is an outage like refused credentials.
 // The password (in the URL or its file) goes only to the client: logs show the store as
 // `redis://user:***@host:port/db` (docs/security.md#the-limit-stores-password).
 import { randomUUID } from 'node:crypto';
@@ -18,6 +20,7 @@ import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS, LIMI
 import { settlesWithin } from '../time/bounded-wait.js';
 import { LEAVE_SCRIPT, SYNC_SCRIPT } from './limit-store-script.js';
 import { parseRedisUrl, readStorePassword, shownTarget } from '../config/redis-store.js';
+import { StoreTls, type StoreTlsFiles, tlsFailure } from './limit-store-tls.js';
 
 /** What the gateway knows of one limited token's part in the store. */
 interface TokenSync {
@@ -31,10 +34,11 @@ interface TokenSync {
   readonly pushed: Map<number, number>;
 }
 
-export interface LimitStoreOptions {
+/** The TLS files (with rediss://): `limits.storeCaFile`, `storeCertFile`, `storeKeyFile`, read now and by `reloadFiles` (SIGHUP). */
+export interface LimitStoreOptions extends StoreTlsFiles {
   /** `limits.store`, valid (config/redis-store.ts). */
   url: string;
-  /** `limits.storePasswordFile`: read now and by `reloadPassword` (SIGHUP). */
+  /** `limits.storePasswordFile`: read now and by `reloadFiles` (SIGHUP). */
   passwordFile?: string | undefined;
   prefix: string;
   buffer: SharedArrayBuffer;
@@ -67,6 +71,8 @@ export class LimitStore {
   private readonly shown: string;
   /** What the client authenticates with at each connection (the password file's content changes on SIGHUP). */
   private credentials: { username?: string; password?: string };
+  /** With rediss://: what the client trusts and presents (refilled on SIGHUP). */
+  private readonly tls: StoreTls | undefined;
   private up = false;
   /** A PING of a connected store that failed is being tried again. */
   private probing = false;
@@ -75,7 +81,7 @@ export class LimitStore {
   readonly ready: Promise<void>;
   private resolveReady: () => void = () => {};
   /** An outage was logged (which kind) and its end not yet. */
-  private downLogged: 'unreachable' | 'auth' | undefined;
+  private downLogged: 'unreachable' | 'auth' | 'tls' | undefined;
   private closed = false;
 
   constructor(private readonly options: LimitStoreOptions) {
@@ -96,11 +102,13 @@ export class LimitStore {
     }
     this.credentials = { ...(target.username === undefined ? {} : { username: target.username }), ...(password === undefined ? {} : { password }) };
     this.shown = shownTarget(target, password !== undefined);
+    if (target.tls === true) this.tls = new StoreTls(options, this.shown, options.logger);
+    const socket = { host: target.host, port: target.port, connectTimeout: LIMIT_STORE_COMMAND_MS, reconnectStrategy: (retries: number) => Math.min(RETRY_MAX_MS, 50 * 2 ** Math.min(retries, 5)) };
     this.client = createClient({
       database: target.db,
       disableOfflineQueue: true,
       commandOptions: { timeout: LIMIT_STORE_COMMAND_MS },
-      socket: { host: target.host, port: target.port, connectTimeout: LIMIT_STORE_COMMAND_MS, reconnectStrategy: (retries) => Math.min(RETRY_MAX_MS, 50 * 2 ** Math.min(retries, 5)) },
+      socket: this.tls === undefined ? socket : { ...socket, ...this.tls.socketOptions() },
       // Asked at each connection: a password reloaded from its file is used from the next one.
       ...(password === undefined ? {} : { credentialsProvider: { type: 'async-credentials-provider' as const, credentials: () => Promise.resolve(this.credentials) } }),
     });
@@ -135,11 +143,17 @@ export class LimitStore {
       });
   }
 
+  /** SIGHUP: the password and TLS files read again, each used from the next connection. */
+  reloadFiles(): void {
+    this.reloadPassword();
+    this.tls?.reload();
+  }
+
   /**
-   * SIGHUP: the password file read again; a new password is used from the next connection (the
-   * one open stays authenticated). An unreadable file keeps the password the store has.
+   * The password file read again; a new password is used from the next connection (the one open
+   * stays authenticated). An unreadable file keeps the password the store has.
    */
-  reloadPassword(): void {
+  private reloadPassword(): void {
     const file = this.options.passwordFile;
     if (file === undefined) return;
     let password: string;
@@ -273,13 +287,15 @@ export class LimitStore {
     this.cells.setUp(false);
     for (const t of this.options.tokens()) this.cells.wake(t.cell);
     // One line per outage, and another when its kind changes (a store back with other credentials).
-    const code = authFailure(err);
-    const kind = code === undefined ? 'unreachable' : 'auth';
+    const auth = authFailure(err);
+    const tls = auth === undefined ? tlsFailure(err) : undefined;
+    const kind = auth !== undefined ? 'auth' : tls !== undefined ? 'tls' : 'unreachable';
     if (this.downLogged === kind) return;
     this.downLogged = kind;
     const message = this.withoutPassword(err instanceof Error ? err.message : String(err));
-    if (code === undefined) this.options.logger.warn({ store: this.shown, err: message }, 'limit store unreachable');
-    else this.options.logger.error({ store: this.shown, code, err: message }, 'limit store authentication failed');
+    if (auth !== undefined) this.options.logger.error({ store: this.shown, code: auth, err: message }, 'limit store authentication failed');
+    else if (tls !== undefined) this.options.logger.error({ store: this.shown, code: tls, err: message }, 'limit store TLS failed');
+    else this.options.logger.warn({ store: this.shown, err: message }, 'limit store unreachable');
   }
 
   /** A message with the password, should a server or library ever quote it, replaced by `***`. */

@@ -1,6 +1,6 @@
 // The config of limits per caller (docs/configuration.md#limits-per-caller): every problem named by
 // key and rule, and `limits.store` refused by `sluice check` (and so by the start) until the redis
-// store exists.
+// store exists; rediss:// and limits.storeCaFile (TLS to the store).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,8 +9,10 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../../src/config/load.js';
-import { parseRedisUrl, readStorePassword, shownRedisUrl } from '../../src/config/redis-store.js';
+import { parseRedisUrl, readStorePassword, shownRedisUrl, shownTarget } from '../../src/config/redis-store.js';
+import { readStoreCa } from '../../src/config/store-tls.js';
 import { problemsOf } from '../helpers/config.js';
+import { makeCa } from '../helpers/tls.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const DIGEST = 'ab'.repeat(32);
@@ -53,7 +55,7 @@ test('top-level limits: store must be a redis URL, prefix visible ASCII, onStore
 test('a redis store is accepted: host:port with an optional db', () => {
   assert.deepEqual(parseConfig(config(undefined, { store: 'redis://cache:6379/2' })).limits, { store: 'redis://cache:6379/2', prefix: 'sluice:', onStoreDown: 'allow' });
   assert.equal(parseConfig(config(undefined, { store: 'redis://10.0.0.7:6380' })).limits.store, 'redis://10.0.0.7:6380');
-  for (const url of ['redis://cache', 'redis://cache:6379/x', 'redis://cache:70000', 'redis://cache:6379/2?x=1', 'rediss://cache:6379', 'redis://cache:6379/']) {
+  for (const url of ['redis://cache', 'redis://cache:6379/x', 'redis://cache:70000', 'redis://cache:6379/2?x=1', 'rediss://cache', 'redis:/cache:6379', 'redisss://cache:6379', 'redis://cache:6379/']) {
     assert.match(rules(config(undefined, { store: url })).get('limits.store') ?? 'accepted', /^must be redis:\/\/host:port or redis:\/\/host:port\/db/, url);
   }
 });
@@ -165,4 +167,88 @@ test('an unknown key named like a secret (limits.storePassword) is named without
   assert.equal(byKey.get('limits.storePassword')?.value, '[redacted]');
   assert.equal(byKey.get('limits.prefx')?.value, 'x:', 'other unknown keys show what was there');
   assert.ok(!JSON.stringify(problems).includes('pw-secret-4'));
+});
+
+test('rediss://: the same grammar over TLS, accepted and shown with its scheme, the password as ***', () => {
+  assert.deepEqual(parseRedisUrl('rediss://cache.example.com:6380'), { host: 'cache.example.com', port: 6380, db: 0, tls: true });
+  assert.deepEqual(parseRedisUrl('rediss://sluice:p%40ss@cache:6379/2'), { host: 'cache', port: 6379, db: 2, username: 'sluice', password: 'p@ss', tls: true });
+  assert.equal(parseConfig(config(undefined, { store: 'rediss://:pw@cache:6379/1' })).limits.store, 'rediss://:pw@cache:6379/1');
+  assert.equal(shownRedisUrl('rediss://sluice:pw-secret-5@cache:6379'), 'rediss://sluice:***@cache:6379');
+  assert.equal(shownTarget({ host: 'cache', port: 6379, db: 0, username: 'sluice', password: 'pw-secret-5', tls: true }, true), 'rediss://sluice:***@cache:6379/0');
+  assert.equal(shownTarget({ host: 'cache', port: 6379, db: 3, tls: true }, false), 'rediss://cache:6379/3');
+  // A malformed rediss:// URL: the rule, the password never shown.
+  const p = problemsOf(config(undefined, { store: 'rediss://sluice:pw-secret-5@x@cache:6379' })).find((x) => x.key === 'limits.store')!;
+  assert.match(p.rule, /, or the same with rediss:\/\/ for TLS; its user info must be percent-encoded/);
+  assert.equal(p.value, 'rediss://sluice:***@cache:6379');
+});
+
+test('limits.storeCaFile: read when the config is; only with rediss://; a missing file or one without a certificate named with its rule', () => {
+  const ca = makeCa('config-ca');
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-store-ca-'));
+  try {
+    const ok = parseConfig(config(undefined, { store: 'rediss://cache:6379', storeCaFile: ca.certFile }));
+    assert.deepEqual(ok.limits, { store: 'rediss://cache:6379', storeCaFile: ca.certFile, prefix: 'sluice:', onStoreDown: 'allow' });
+    assert.deepEqual(readStoreCa(ca.certFile), [ca.cert.trim()]);
+    const bundle = join(dir, 'bundle.pem');
+    writeFileSync(bundle, `# two CAs\n${ca.cert}\n${ca.cert}`);
+    assert.equal(readStoreCa(bundle).length, 2);
+    const rule = (top: Record<string, unknown>): string | undefined => rules(config(undefined, top)).get('limits.storeCaFile');
+    assert.equal(parseConfig(config(undefined, { store: 'rediss://cache:6379', storeCaFile: bundle })).limits.storeCaFile, bundle);
+    assert.equal(rule({ store: 'redis://cache:6379', storeCaFile: ca.certFile }), 'must be set only with a rediss:// limits.store (TLS)');
+    assert.equal(rule({ storeCaFile: ca.certFile }), 'must be set only with a rediss:// limits.store (TLS)');
+    assert.equal(rule({ store: 'rediss://cache:6379', storeCaFile: join(dir, 'missing.pem') }), 'cannot be read (ENOENT: no such file)');
+    writeFileSync(join(dir, 'empty.pem'), '');
+    assert.equal(rule({ store: 'rediss://cache:6379', storeCaFile: join(dir, 'empty.pem') }), 'must hold one or more PEM certificates (-----BEGIN CERTIFICATE-----); none found');
+    // A key is not a certificate.
+    assert.equal(rule({ store: 'rediss://cache:6379', storeCaFile: ca.keyFile }), 'must hold one or more PEM certificates (-----BEGIN CERTIFICATE-----); none found');
+    writeFileSync(join(dir, 'broken.pem'), '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n');
+    assert.match(rule({ store: 'rediss://cache:6379', storeCaFile: join(dir, 'broken.pem') }) ?? '', /^must hold PEM certificates; certificate 1 cannot be parsed \(/);
+    assert.equal(rule({ store: 'rediss://cache:6379', storeCaFile: '' }), 'must be a non-empty file path');
+    // The problem names the file.
+    const p = problemsOf(config(undefined, { store: 'rediss://cache:6379', storeCaFile: join(dir, 'missing.pem') })).find((x) => x.key === 'limits.storeCaFile');
+    assert.equal(p?.value, join(dir, 'missing.pem'));
+  } finally {
+    ca.remove();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('sluice check: a rediss:// store with a CA file passes; a missing CA file fails naming the key and the file, exit 1', async () => {
+  const ca = makeCa('check-ca');
+  try {
+    const file = join(ca.dir, 'config.json');
+    writeFileSync(file, JSON.stringify(config({ requestsPerMinute: 10 }, { store: 'rediss://sluice:pw-secret-6@127.0.0.1:6379/1', storeCaFile: ca.certFile })));
+    const good = await check(file);
+    assert.equal(good.code, 0, good.out);
+    const missing = join(ca.dir, 'gone.pem');
+    writeFileSync(file, JSON.stringify(config({ requestsPerMinute: 10 }, { store: 'rediss://sluice:pw-secret-6@127.0.0.1:6379/1', storeCaFile: missing })));
+    const bad = await check(file);
+    assert.equal(bad.code, 1);
+    assert.ok(bad.out.includes(`limits.storeCaFile: ${JSON.stringify(missing)} — cannot be read (ENOENT: no such file)`), bad.out);
+    assert.ok(!good.out.includes('pw-secret-6') && !bad.out.includes('pw-secret-6'), 'the password printed');
+  } finally {
+    ca.remove();
+  }
+});
+
+test('limits.storeCertFile and storeKeyFile: both or neither, only with rediss://, the key of that certificate', () => {
+  const ca = makeCa('client-ca');
+  try {
+    const client = ca.issue('client');
+    const other = ca.issue('other');
+    const tls = { store: 'rediss://cache:6379', storeCertFile: client.certFile, storeKeyFile: client.keyFile };
+    assert.deepEqual(parseConfig(config(undefined, tls)).limits, { ...tls, prefix: 'sluice:', onStoreDown: 'allow' });
+    const problems = (top: Record<string, unknown>): Record<string, string> => Object.fromEntries([...rules(config(undefined, top))].filter(([k]) => k.startsWith('limits.store')));
+    assert.deepEqual(problems({ ...tls, store: 'redis://cache:6379' }), {
+      'limits.storeCertFile': 'must be set only with a rediss:// limits.store (TLS)',
+      'limits.storeKeyFile': 'must be set only with a rediss:// limits.store (TLS)',
+    });
+    assert.deepEqual(problems({ store: 'rediss://cache:6379', storeCertFile: client.certFile }), { 'limits.storeKeyFile': 'must be set with limits.storeCertFile: the private key of the client certificate' });
+    assert.deepEqual(problems({ store: 'rediss://cache:6379', storeKeyFile: client.keyFile }), { 'limits.storeCertFile': 'must be set with limits.storeKeyFile: the client certificate of that key' });
+    assert.deepEqual(problems({ ...tls, storeKeyFile: other.keyFile }), { 'limits.storeKeyFile': `must be the private key of the certificate in limits.storeCertFile (${client.certFile}); it is another key` });
+    assert.deepEqual(problems({ ...tls, storeCertFile: join(ca.dir, 'gone.crt') }), { 'limits.storeCertFile': 'cannot be read (ENOENT: no such file)' });
+    assert.deepEqual(problems({ ...tls, storeCertFile: client.keyFile }), { 'limits.storeCertFile': 'must be a PEM certificate file (-----BEGIN CERTIFICATE-----); none found' });
+  } finally {
+    ca.remove();
+  }
 });

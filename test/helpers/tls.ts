@@ -1,7 +1,8 @@
 // Throwaway TLS material for tests, made with the `openssl` command: a self-signed certificate
-// for `localhost` and 127.0.0.1 (P-256, valid one day) and its key, in a temporary directory.
+// for `localhost` and 127.0.0.1 (P-256, valid one day) and its key, in a temporary directory; a
+// CA and the certificates it signs.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -33,4 +34,37 @@ export function encryptKey(keyFile: string): string {
   const out = keyFile.replace(/\.key$/, '.enc.key');
   execFileSync('openssl', ['pkey', '-in', keyFile, '-aes256', '-passout', 'pass:secret', '-out', out], { stdio: ['ignore', 'ignore', 'pipe'] });
   return out;
+}
+
+/** A throwaway certificate authority: its certificate (`certFile`, `cert`) signs others with `issue`. */
+export interface TestCa extends TestCertificate {
+  /** A new certificate for `name` signed by this CA (P-256, one day), its SAN `altNames` (`DNS:localhost,IP:127.0.0.1` by default), in the CA's directory. */
+  issue(name: string, altNames?: string): { certFile: string; keyFile: string };
+}
+
+/** A new CA (a self-signed certificate with `basicConstraints CA:TRUE`) and its key. */
+export function makeCa(name = 'ca', dir = mkdtempSync(join(tmpdir(), 'sluice-ca-'))): TestCa {
+  const certFile = join(dir, `${name}.crt`);
+  const keyFile = join(dir, `${name}.key`);
+  // prettier-ignore
+  openssl([
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+    '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', `/CN=${name}`,
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
+  const issue = (leaf: string, altNames = 'DNS:localhost,IP:127.0.0.1'): { certFile: string; keyFile: string } => {
+    const leafCert = join(dir, `${leaf}.crt`);
+    const leafKey = join(dir, `${leaf}.key`);
+    const csr = join(dir, `${leaf}.csr`);
+    const ext = join(dir, `${leaf}.ext`);
+    writeFileSync(ext, `subjectAltName=${altNames}\nbasicConstraints=CA:FALSE\n`);
+    openssl(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', leafKey, '-out', csr, '-subj', `/CN=${leaf}`]);
+    openssl(['x509', '-req', '-in', csr, '-CA', certFile, '-CAkey', keyFile, '-CAcreateserial', '-out', leafCert, '-days', '1', '-extfile', ext]);
+    return { certFile: leafCert, keyFile: leafKey };
+  };
+  return { dir, certFile, keyFile, cert: readFileSync(certFile, 'utf8'), issue, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+function openssl(args: string[]): void {
+  execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
 }
