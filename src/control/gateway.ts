@@ -353,9 +353,10 @@ class ControlPlane implements Gateway, OpsSource {
 }
 
 /**
- * What only some configs need, imported when the config does (a gateway without them carries
- * neither the code nor its heap): the Redis client of a shared limit store, and each replica kind's
- * own modules (the Kubernetes client: about 28 MB of heap).
+ * What only some configs need, imported when the config does (a gateway without it carries
+ * neither the code nor its heap): the limit store with its Redis client, when `limits.store` is
+ * set. The replica kinds' own modules (the Kubernetes client: about 28 MB of heap) are loaded
+ * by `loadKinds` before it.
  */
 interface Loaded {
   LimitStore: typeof LimitStore | undefined;
