@@ -13,9 +13,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { createClient } from 'redis';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import { parseConfig } from '../../src/config/load.js';
-import { AUTH, metric, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
+import { metric, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
+import { STORE_COMMANDS, storeAnswer, storeDecided } from '../helpers/limit-store.js';
 import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 import { eventually } from '../helpers/wait.js';
@@ -26,8 +27,6 @@ const PASSWORD = secret('s3cret@sluice:store/pw%#1');
 const ENCODED = secret(encodeURIComponent(PASSWORD));
 const ADMIN_PASSWORD = secret('the-default-users-password-42');
 const WRONG = secret('not-the-password-of-anyone-7');
-// The commands the store needs, on its keys only (docs/operations.md#running-the-limit-store).
-const COMMANDS = '+ping +eval +get +set +hdel +hgetall +hincrby +hset +pexpire +pttl +time +zadd +zrangebyscore +zrem';
 
 let redis: TestRedis;
 let cli: CliGateway | undefined;
@@ -36,19 +35,8 @@ let dir: string;
 const gateways: TestGateway[] = [];
 const agent = new Agent({ connections: 16, headersTimeout: 20_000 });
 
-async function status(tg: TestGateway): Promise<{ status: number; error: string | undefined }> {
-  const res = await request(tg.url('/x'), { method: 'POST', headers: { ...AUTH, 'content-type': 'application/json' }, body: '{}', dispatcher: agent });
-  await res.body.text();
-  return { status: res.statusCode, error: res.headers['x-sluice-error'] as string | undefined };
-}
-
-/** The status of a request the store decided on (a 503 limits_unavailable, too slow a store on a busy machine, used nothing: sent again). */
-async function decided(tg: TestGateway): Promise<number> {
-  for (let i = 0; ; i++) {
-    const a = await status(tg);
-    if (a.status !== 503 || a.error !== 'limits_unavailable' || i >= 20) return a.status;
-  }
-}
+const status = (tg: TestGateway): ReturnType<typeof storeAnswer> => storeAnswer(tg, agent);
+const decided = (tg: TestGateway): Promise<number> => storeDecided(tg, agent);
 
 function passwordFile(name: string, content: string): string {
   const file = join(dir, name);
@@ -79,7 +67,7 @@ function assertNoPassword(tg: TestGateway): void {
 
 describe('limits.store with a password', { skip: REDIS_SKIP }, () => {
   before(async () => {
-    redis = await startRedis({ password: ADMIN_PASSWORD, users: [`sluice on >${PASSWORD} ~pw* ${COMMANDS}`] });
+    redis = await startRedis({ password: ADMIN_PASSWORD, users: [`sluice on >${PASSWORD} ~pw* ${STORE_COMMANDS}`] });
     dir = mkdtempSync(join(tmpdir(), 'sluice-store-pw-'));
     replica = await startReplica(async (req: IncomingMessage, res: ServerResponse) => {
       await readBody(req);
@@ -166,7 +154,7 @@ describe('limits.store with a password', { skip: REDIS_SKIP }, () => {
   });
 
   test('a user without PING (NOPERM) is logged with its code and asked again: PING granted in Redis ends the outage, no request needed', async () => {
-    const own = await startRedis({ password: ADMIN_PASSWORD, users: [`noping on >${PASSWORD} ~pw* ${COMMANDS.replace('+ping ', '')}`] });
+    const own = await startRedis({ password: ADMIN_PASSWORD, users: [`noping on >${PASSWORD} ~pw* ${STORE_COMMANDS.replace('+ping ', '')}`] });
     const admin = createClient({ url: `redis://:${encodeURIComponent(ADMIN_PASSWORD)}@127.0.0.1:${own.port}` });
     try {
       const tg = await gateway({ requestsPerMinute: 1 }, { store: `redis://noping:${ENCODED}@127.0.0.1:${own.port}`, prefix: 'pw5:' });

@@ -13,9 +13,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Agent, request } from 'undici';
+import { Agent } from 'undici';
 import { parseConfig } from '../../src/config/load.js';
 import { AUTH, metric, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
+import { STORE_COMMANDS, storeAnswer, storeDecided } from '../helpers/limit-store.js';
 import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 import { makeCa, type TestCa } from '../helpers/tls.js';
@@ -25,8 +26,6 @@ import { type CliGateway, startCliGateway } from '../helpers/workers.js';
 const PASSWORD = secret('tls-store-s3cret/pw@1');
 const ENCODED = secret(encodeURIComponent(PASSWORD));
 const ADMIN_PASSWORD = secret('tls-default-users-password-9');
-// The commands the store needs, on its keys only (docs/operations.md#running-the-limit-store).
-const COMMANDS = '+ping +eval +get +set +hdel +hgetall +hincrby +hset +pexpire +pttl +time +zadd +zrangebyscore +zrem';
 
 let redis: TestRedis;
 let ca: TestCa;
@@ -37,19 +36,8 @@ let cli: CliGateway | undefined;
 const gateways: TestGateway[] = [];
 const agent = new Agent({ connections: 16, headersTimeout: 20_000 });
 
-async function status(tg: TestGateway): Promise<{ status: number; error: string | undefined }> {
-  const res = await request(tg.url('/x'), { method: 'POST', headers: { ...AUTH, 'content-type': 'application/json' }, body: '{}', dispatcher: agent });
-  await res.body.text();
-  return { status: res.statusCode, error: res.headers['x-sluice-error'] as string | undefined };
-}
-
-/** The status of a request the store decided on (a 503 limits_unavailable, too slow a store on a busy machine, used nothing: sent again). */
-async function decided(tg: TestGateway): Promise<number> {
-  for (let i = 0; ; i++) {
-    const a = await status(tg);
-    if (a.status !== 503 || a.error !== 'limits_unavailable' || i >= 20) return a.status;
-  }
-}
+const status = (tg: TestGateway): ReturnType<typeof storeAnswer> => storeAnswer(tg, agent);
+const decided = (tg: TestGateway): Promise<number> => storeDecided(tg, agent);
 
 async function gateway(limits: Record<string, unknown>, top: Record<string, unknown>): Promise<TestGateway> {
   const tg = await startTestGateway(rawService({ urls: [replica.url] }, { limits }), { limits: { onStoreDown: 'refuse', ...top } });
@@ -70,7 +58,7 @@ describe('limits.store over TLS (rediss://)', { skip: REDIS_SKIP }, () => {
     ca = makeCa('store-ca');
     otherCa = makeCa('other-ca');
     const server = ca.issue('redis');
-    redis = await startRedis({ password: ADMIN_PASSWORD, users: [`sluice on >${PASSWORD} ~tls* ${COMMANDS}`] }, { ...server, caFile: ca.certFile });
+    redis = await startRedis({ password: ADMIN_PASSWORD, users: [`sluice on >${PASSWORD} ~tls* ${STORE_COMMANDS}`] }, { ...server, caFile: ca.certFile });
     dir = mkdtempSync(join(tmpdir(), 'sluice-store-tls-'));
     replica = await startReplica(async (req: IncomingMessage, res: ServerResponse) => {
       await readBody(req);
