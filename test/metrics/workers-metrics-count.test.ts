@@ -5,6 +5,7 @@ import { after, test } from 'node:test';
 import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
 import { connectionsOnEveryWorker, type WorkerConnection } from '../helpers/workers.js';
+import { eventually } from '../helpers/wait.js';
 
 let tg: TestGateway | undefined;
 let replica: TestReplica | undefined;
@@ -45,6 +46,8 @@ test('workers: 2 — every request is counted once, whichever worker served it',
     assert.match(text, /^sluice_request_duration_seconds_count\{service="svc"\} 17$/m);
     assert.match(text, /^sluice_inflight_requests 0$/m);
   }
+  // The workers post their log lines to the main thread in batches, a moment after the answers.
+  await eventually(() => tg!.logs.filter((l) => l.msg === 'request').length >= 17, 10_000, 'the 17 access lines');
   const lines = tg.logs.filter((l) => l.msg === 'request');
   assert.equal(lines.filter((l) => l.worker === 0).length, 10);
   assert.equal(lines.filter((l) => l.worker === 1).length, 7);

@@ -162,7 +162,11 @@ for (const framing of ['content-length', 'chunked']) {
     caller.socket.resume();
     await eventually(() => caller.closed(), 30_000, 'the answer to end');
     assert.ok(received > size, `received ${received} bytes`);
-    const line = tg.logs.find((l) => l.msg === 'request' && String(l.path).endsWith('/big'));
+    // The data plane runs in worker threads (one per CPU by default), which post their log lines
+    // to the main thread in batches: the access line can arrive after the caller saw the close.
+    const bigLine = (): Record<string, unknown> | undefined => tg.logs.find((l) => l.msg === 'request' && String(l.path).endsWith('/big'));
+    await eventually(() => bigLine() !== undefined, 10_000, 'the access line of the big answer');
+    const line = bigLine();
     assert.equal(line?.outcome, 'ok');
     assert.equal(line?.bytesOut, size);
   });
