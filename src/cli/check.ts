@@ -1,6 +1,7 @@
 // `sluice check --config FILE`: exit 0 with the number of services and any warnings, or 1 with
 // every problem listed.
 import type { Config } from '../config/types.js';
+import { expiryWarnings, readCertificateDates } from '../config/certificate-expiry.js';
 import { tlsWarnings } from '../config/tls.js';
 import { loadOrReport } from './config-file.js';
 
@@ -10,6 +11,7 @@ export async function check(file: string, env: NodeJS.ProcessEnv): Promise<numbe
   const n = config.services.length;
   process.stdout.write(`config OK: ${n} ${n === 1 ? 'service' : 'services'}\n`);
   if (config.listen.tls !== undefined) for (const warning of tlsWarnings(config.listen.tls)) process.stdout.write(`warning: ${warning}\n`);
+  for (const warning of storeCertificateWarnings(config)) process.stdout.write(`warning: ${warning}\n`);
   for (const warning of await kubernetesWarnings(config, env)) process.stdout.write(`warning: ${warning}\n`);
   return 0;
 }
@@ -33,4 +35,13 @@ async function kubernetesWarnings(config: Config, env: NodeJS.ProcessEnv): Promi
     }
   }
   return warnings;
+}
+
+/** The limit store's CA and client certificate, as the running gateway warns about them (only with rediss://: the config refuses them otherwise). */
+function storeCertificateWarnings(config: Config): string[] {
+  const { storeCaFile, storeCertFile } = config.limits;
+  return [
+    ...(storeCaFile === undefined ? [] : expiryWarnings(`limits.storeCaFile ${storeCaFile}`, readCertificateDates(storeCaFile))),
+    ...(storeCertFile === undefined ? [] : expiryWarnings(`limits.storeCertFile ${storeCertFile}`, readCertificateDates(storeCertFile))),
+  ];
 }

@@ -5,6 +5,7 @@
 // uWS reads both files itself (OpenSSL, PEM only); these checks use node:crypto on the same bytes.
 import { createHash, createPrivateKey, type KeyObject, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { EXPIRY_WARNING_DAYS, expiryWarnings, readCertificateDates } from './certificate-expiry.js';
 import { describeFsError } from './problems.js';
 
 export interface TlsFiles {
@@ -41,25 +42,13 @@ export function checkTlsFiles(tls: TlsFiles, certKey = 'listen.tls.certFile'): T
 
 /**
  * Warnings about a certificate that can be served but that clients will refuse, or soon will:
- * expired, not valid yet, or expiring within `soonDays`. `check` prints them and `serve` logs
- * them; they do not stop a start (a gateway serving an expired certificate is visibly broken,
- * one refusing to start during a renewal incident is worse).
+ * any certificate of the file (the chain too) expired, not valid yet, or ending within `soonDays`
+ * (config/certificate-expiry.ts). `check` prints them and a running gateway logs them; they do not
+ * stop a start (a gateway serving an expired certificate is visibly broken, one refusing to start
+ * during a renewal incident is worse).
  */
-export function tlsWarnings(tls: TlsFiles, now = Date.now(), soonDays = 14): string[] {
-  let cert: X509Certificate;
-  try {
-    cert = new X509Certificate(readFileSync(tls.certFile));
-  } catch {
-    return []; // the loader has reported what is wrong with the file
-  }
-  const notBefore = Date.parse(cert.validFrom);
-  const notAfter = Date.parse(cert.validTo);
-  const where = `listen.tls.certFile ${tls.certFile}`;
-  if (now > notAfter) return [`${where}: the certificate expired on ${new Date(notAfter).toISOString()}`];
-  if (now < notBefore) return [`${where}: the certificate is not valid until ${new Date(notBefore).toISOString()}`];
-  const days = Math.floor((notAfter - now) / 86_400_000);
-  if (days < soonDays) return [`${where}: the certificate expires on ${new Date(notAfter).toISOString()} (in ${days} days)`];
-  return [];
+export function tlsWarnings(tls: TlsFiles, now = Date.now(), soonDays = EXPIRY_WARNING_DAYS): string[] {
+  return expiryWarnings(`listen.tls.certFile ${tls.certFile}`, readCertificateDates(tls.certFile), now, soonDays);
 }
 
 /** A digest of both files' contents, to notice a renewed certificate on SIGHUP (undefined if unreadable). */
