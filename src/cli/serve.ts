@@ -2,7 +2,7 @@
 // SIGTERM or SIGINT (a second one exits at once), its tokens reloaded on SIGHUP, its logs flushed
 // before the process exits (docs/operations.md#signals).
 import { loadConfigFile } from '../config/load.js';
-import { tlsFingerprint, tlsWarnings } from '../config/tls.js';
+import { tlsFingerprint } from '../config/tls.js';
 import type { Config } from '../config/types.js';
 import type { Gateway, TestHooks } from '../control/gateway.js';
 import { createLogger, type Logger } from '../log/logger.js';
@@ -35,7 +35,6 @@ export interface RunOptions {
 /** Starts the gateway and keeps it until a signal stops it; a failed start exits the process with 1. */
 export async function runGateway(options: RunOptions): Promise<void> {
   const { config, logger } = options;
-  if (config.listen.tls !== undefined) for (const warning of tlsWarnings(config.listen.tls)) logger.warn({ warning }, 'TLS certificate warning');
   const lifecycle = new Lifecycle(options);
   // Handlers go in before the start: a signal during the start must not kill the process with
   // its default action (SIGHUP would) or skip the drain; it is acted on once the gateway is up.

@@ -35,6 +35,8 @@ import type { KindOptions } from './service/kind-policy.js';
 import { kindOf, loadKinds } from './kinds/kinds.js';
 import { Pools } from './pools/pools.js';
 import { registerPoolMetrics } from '../metrics/pool-metrics.js';
+import { registerCertificateMetrics } from '../metrics/certificate-metrics.js';
+import { CertificateWatch } from './certificate-watch.js';
 import { ServiceControl } from './service/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from './service/tuning.js';
 import type { KubernetesTuning } from './sources/kubernetes/kubernetes-source.js';
@@ -77,6 +79,8 @@ class ControlPlane implements Gateway, OpsSource {
   readonly workers: number;
   private readonly logger: Logger;
   private readonly registry: Metrics;
+  /** The listener's and the limit store's certificates: warned about as they end, and their metric. */
+  private readonly certificates: CertificateWatch;
   private readonly flagsBuffer = new SharedArrayBuffer(4 * FLAG_COUNT);
   private readonly flags = new Int32Array(this.flagsBuffer);
   private readonly authFailures = createAuthLimiterBuffer();
@@ -111,6 +115,8 @@ class ControlPlane implements Gateway, OpsSource {
     // A certificate uWS cannot use fails the start with its reason before any replica set or
     // worker has started (each data plane then builds its own app).
     createApp(config.listen.tls).close();
+    this.certificates = new CertificateWatch(this.logger);
+    if (config.listen.tls !== undefined) this.certificates.inUseFile('listen', config.listen.tls.certFile);
     // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
     this.workers = resolveWorkers(config.workers);
     this.registry = new Metrics(config.services.map((s) => s.slug));
@@ -119,13 +125,14 @@ class ControlPlane implements Gateway, OpsSource {
     this.limitCells = new LimitCells(new LimitControl(this.limitBuffer));
     this.tokens = this.tokensOf(config);
     this.registry.rateLimited(() => this.limitCells.refusals());
-    this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, caFile: storeCaFile, certFile: storeCertFile, keyFile: storeKeyFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger });
+    this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, caFile: storeCaFile, certFile: storeCertFile, keyFile: storeKeyFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger, certificates: this.certificates });
     this.registry.limitStoreErrors(() => this.limitStore?.errors ?? 0);
     this.limitSweep = setInterval(() => this.limitCells.sweep(), LIMIT_SWEEP_MS).unref();
     const ops = config.admin === undefined ? this : undefined;
     const tuning = options.testHooks?.kubernetesTuning;
     this.pools = new Pools(config.pools, this.logger);
     registerPoolMetrics(this.registry.registry, () => this.pools.readings());
+    registerCertificateMetrics(this.registry.registry, () => this.certificates.readings());
     const kindOptions: KindOptions = { pools: this.pools.byName, ...(tuning === undefined ? {} : { kubernetes: { tuning } }) };
     const replicaTuning = options.testHooks?.replicaTuning ?? {};
     if (this.workers === 1) {
@@ -287,6 +294,7 @@ class ControlPlane implements Gateway, OpsSource {
 
   private async runClose(): Promise<void> {
     clearInterval(this.limitSweep);
+    this.certificates.close();
     await this.limitStore?.close();
     Atomics.store(this.flags, FLAG_DRAINING, 1);
     if (this.adminSocket !== undefined) uws().us_listen_socket_close(this.adminSocket);

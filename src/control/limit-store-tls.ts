@@ -7,6 +7,7 @@
 // client (test/limits/limits-store-tls.test.ts shows a refill ending an outage).
 import type { Logger } from '../log/logger.js';
 import { readStoreCa, readStoreClientCertificate } from '../config/store-tls.js';
+import type { CertificatesInUse } from './certificate-watch.js';
 
 export interface StoreTlsFiles {
   caFile?: string | undefined;
@@ -33,6 +34,7 @@ export class StoreTls {
     private readonly files: StoreTlsFiles,
     private readonly shown: string,
     private readonly logger: Logger,
+    private readonly certificates: CertificatesInUse | undefined,
   ) {
     if (files.caFile !== undefined) {
       try {
@@ -40,11 +42,13 @@ export class StoreTls {
       } catch (err) {
         throw new Error(`limits.storeCaFile ${files.caFile}: ${reason(err)}`);
       }
+      certificates?.inUse('limit_store_ca', files.caFile, this.ca.join('\n'));
     }
     if (files.certFile !== undefined && files.keyFile !== undefined) {
       const { cert, key } = readStoreClientCertificate(files.certFile, files.keyFile);
       this.cert = [cert];
       this.key = [key];
+      certificates?.inUse('limit_store_client', files.certFile, cert);
     }
   }
 
@@ -65,6 +69,7 @@ export class StoreTls {
       }
       if (certificates !== undefined && refill(this.ca, certificates)) {
         this.logger.info({ store: this.shown, file: caFile, certificates: certificates.length }, 'limit store CA reloaded');
+        this.certificates?.inUse('limit_store_ca', caFile, certificates.join('\n'));
       }
     }
     if (certFile !== undefined && keyFile !== undefined && this.cert !== undefined && this.key !== undefined) {
@@ -79,6 +84,7 @@ export class StoreTls {
         refill(this.cert, [pair.cert]);
         refill(this.key, [pair.key]);
         this.logger.info({ store: this.shown, certFile, keyFile }, 'limit store client certificate reloaded');
+        this.certificates?.inUse('limit_store_client', certFile, pair.cert);
       }
     }
   }

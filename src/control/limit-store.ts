@@ -20,6 +20,7 @@ import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS, LIMI
 import { settlesWithin } from '../time/bounded-wait.js';
 import { LEAVE_SCRIPT, SYNC_SCRIPT } from './limit-store-script.js';
 import { parseRedisUrl, readStorePassword, shownTarget } from '../config/redis-store.js';
+import type { CertificatesInUse } from './certificate-watch.js';
 import { StoreTls, type StoreTlsFiles, tlsFailure } from './limit-store-tls.js';
 
 /** What the gateway knows of one limited token's part in the store. */
@@ -45,6 +46,8 @@ export interface LimitStoreOptions extends StoreTlsFiles {
   /** The limited tokens now (limits/limit-cells.ts). */
   tokens: () => readonly LimitedToken[];
   logger: Logger;
+  /** Told of the CA and client certificate in use (with rediss://), at start and after a reload that changed them. */
+  certificates?: CertificatesInUse | undefined;
 }
 
 /** The longest wait between two attempts of a store that is down (a reconnect, or a PING of a connected store that refused). */
@@ -102,7 +105,7 @@ export class LimitStore {
     }
     this.credentials = { ...(target.username === undefined ? {} : { username: target.username }), ...(password === undefined ? {} : { password }) };
     this.shown = shownTarget(target, password !== undefined);
-    if (target.tls === true) this.tls = new StoreTls(options, this.shown, options.logger);
+    if (target.tls === true) this.tls = new StoreTls(options, this.shown, options.logger, options.certificates);
     const socket = { host: target.host, port: target.port, connectTimeout: LIMIT_STORE_COMMAND_MS, reconnectStrategy: (retries: number) => Math.min(RETRY_MAX_MS, 50 * 2 ** Math.min(retries, 5)) };
     this.client = createClient({
       database: target.db,
