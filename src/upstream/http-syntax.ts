@@ -57,7 +57,9 @@ export function hasTab(buf: Buffer, start: number, end: number): boolean {
 /**
  * `*( ";" token [ "=" ( token / quoted-string ) ] )` (RFC 9112 section 7.1.1), or why not. The
  * optional whitespace (BWS) the RFC allows around `;` and `=` is refused, as llhttp does: no
- * replica needs it, and a chunk line two parsers read differently is how smuggling starts.
+ * replica needs it, and a chunk line two parsers read differently is how smuggling starts. The
+ * reasons tell apart what llhttp lets through (an empty name or value, a value that is neither a
+ * token nor one quoted string, a control character such as DEL in a quoted string) from the rest.
  */
 export function chunkExtensionProblem(buf: Buffer, start: number, end: number): string | undefined {
   let i = start;
@@ -65,7 +67,8 @@ export function chunkExtensionProblem(buf: Buffer, start: number, end: number): 
     if (buf[i] !== 59) return 'invalid chunk extension'; // ;
     const name = ++i;
     while (i < end && TOKEN[buf[i]!] === 1) i++;
-    if (i === name) return i < end && buf[i] === 61 ? 'empty chunk extension name or value' : 'invalid chunk extension';
+    // `;;`, `;=v` or a `;` that ends the line.
+    if (i === name) return i === end || buf[i] === 59 || buf[i] === 61 ? EMPTY_EXTENSION : 'invalid chunk extension';
     if (i === end || buf[i] === 59) continue;
     if (buf[i] !== 61) return 'invalid chunk extension'; // =
     i++;
@@ -74,7 +77,8 @@ export function chunkExtensionProblem(buf: Buffer, start: number, end: number): 
       i++;
       while (i < end && buf[i] !== 34) {
         if (buf[i] === 92) i++;
-        if (i >= end || TEXT[buf[i]!] === 0) return 'invalid chunk extension';
+        if (i >= end) return 'invalid chunk extension';
+        if (TEXT[buf[i]!] === 0) return 'control character in a chunk extension';
         i++;
       }
       if (i >= end) return 'invalid chunk extension';
@@ -82,11 +86,16 @@ export function chunkExtensionProblem(buf: Buffer, start: number, end: number): 
     } else {
       const value = i;
       while (i < end && TOKEN[buf[i]!] === 1) i++;
-      if (i === value) return i === end || buf[i] === 59 ? 'empty chunk extension name or value' : 'invalid chunk extension';
+      if (i === value) return i === end || buf[i] === 59 ? EMPTY_EXTENSION : 'invalid chunk extension';
     }
+    // The value goes on past its token or its closing quote (`a=b"c"`, `a="b"c`); whitespace
+    // there is the BWS refused above.
+    if (i < end && buf[i] !== 59) return buf[i] === 32 || buf[i] === HTAB ? 'invalid chunk extension' : 'chunk extension value neither a token nor a quoted string';
   }
   return undefined;
 }
+
+const EMPTY_EXTENSION = 'empty chunk extension name or value';
 
 /** The bounds of the item `listItem` found last (module state: parsing is synchronous). */
 const item = { start: 0, end: 0 };
@@ -179,7 +188,8 @@ export function statusLineProblem(buf: Buffer, start: number, end: number): stri
     if (d < 0 || d > 9) return 'invalid status line';
     status = status * 10 + d;
   }
-  if (n > 12 && buf[start + 12] !== 32) return 'invalid status line';
+  // llhttp takes `\r\r` after the status code as the line's end.
+  if (n > 12 && buf[start + 12] !== 32) return buf[start + 12] === 13 ? 'bare CR in the status line' : 'invalid status line';
   for (let i = start + 13; i < end; i++) if (TEXT[buf[i]!] === 0) return 'invalid reason phrase';
   if (status < 100 || status > 599) return 'status code out of range';
   if (status === 101) return '101 Switching Protocols was not asked for';

@@ -28,8 +28,14 @@ const CASES = Number(process.env['FUZZ_CASES'] ?? 3000);
  * - chunk sizes over 13 hex digits (beyond safe integers; no replica sends them);
  * - an empty line (CRLF or LF) before the status line, which llhttp skips: RFC 9112 section 2.2
  *   allows that robustness for requests only;
- * - a chunk extension with an empty name or value (`;=b`, `;a=`): RFC 9112 section 7.1.1 wants
- *   a token (or a quoted string for the value) there.
+ * - a chunk extension with an empty name or value (`;=b`, `;a=`, `;;a`, a `;` that ends the
+ *   line), or a value that is neither a token nor one quoted string (`;a=b"c"`, `;a="b"c`):
+ *   RFC 9112 section 7.1.1 wants a token for the name and a token or a quoted string for the
+ *   value;
+ * - a control character (DEL, …) inside a chunk extension's quoted string: RFC 9110 section 5.6.4
+ *   leaves them out of qdtext;
+ * - a bare CR after the status code (`HTTP/1.1 200\r\r…`), which llhttp takes as the line's end:
+ *   RFC 9112 section 2.2 says a bare CR is refused or replaced, never a line ending.
  */
 const STRICTER = new Set([
   'invalid reason phrase',
@@ -40,6 +46,9 @@ const STRICTER = new Set([
   'chunk size too large',
   'empty line before the status line',
   'empty chunk extension name or value',
+  'chunk extension value neither a token nor a quoted string',
+  'control character in a chunk extension',
+  'bare CR in the status line',
 ]);
 
 /**
