@@ -2,8 +2,8 @@
 // splits a byte stream into the requests a strict server would see, and stops at the first byte
 // that is not valid. One documented exception: chunked bodies are decoded the way uWS decodes
 // them (docs/security.md), since Sluice only ever sees uWS's decoded bytes; and
-// a field value loses what uWS strips from its start (`:` and bytes at or below 0x20 or from
-// 0x80 up) and its end (the same bytes but `:`); and a field line with an empty name ends the fields uWS reports (the lines after it
+// a field value loses what uWS strips from its start and its end (bytes at or below 0x20 or
+// from 0x80 up; a colon after the separator stays, as uWS keeps it); and a field line with an empty name ends the fields uWS reports (the lines after it
 // are checked but their fields are not seen) — so the oracle checks everything except these
 // three known uWS leniencies.
 
@@ -64,7 +64,7 @@ function parseOne(bytes: Buffer, start: number): { request: StrictRequest; end: 
       continue;
     }
     const name = line.slice(0, colon);
-    const value = line.slice(colon + 1).replace(/^[:\x00-\x20\x80-\xff]+/, '').replace(/[\x00-\x20\x80-\xff]+$/, '');
+    const value = line.slice(colon + 1).replace(/^[\x00-\x20\x80-\xff]+/, '').replace(/[\x00-\x20\x80-\xff]+$/, '');
     if (!TCHAR.test(name) || !FIELD_VALUE.test(value)) return undefined; // also: obs-fold, space before the colon
     if (!hidden) fields.push([name.toLowerCase(), value]);
   }

@@ -62,7 +62,7 @@ const UWS_CHUNK_TODO =
   "uWS's chunked decoder accepts this chunk line (it ends a chunk-size line at any byte <= 0x20 and reads on to LF, and counts ';' and 'g' as hex digits) and Sluice only sees the decoded bytes";
 
 const UWS_HEAD_TODO =
-  "uWS strips ':' and bytes at or below 0x20 or from 0x80 up from the start of a field value (and such bytes from its end), and stops reporting fields at a line with an empty name; Sluice only sees what uWS reports";
+  'uWS strips bytes at or below 0x20 or from 0x80 up from the start and the end of a field value, and stops reporting fields at a line with an empty name; Sluice only sees what uWS reports';
 
 const CASES: Case[] = [
   // Content-Length and Transfer-Encoding together, in both orders.
@@ -136,7 +136,8 @@ const CASES: Case[] = [
   { name: 'non-ASCII bytes in Content-Type (a forwarded value)', head: 'Content-Type: text/caf\xc3\xa9; q=1\r\nContent-Length: 2\r\n', body: '{}', expect: 'sluice' },
   { name: 'a method that is not a token', rawHead: (p) => `P?ST ${p} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TEST_TOKEN}\r\nContent-Length: 2\r\n`, body: '{}', expect: 'sluice' },
   // What uWS strips or hides before Sluice sees the headers (see UWS_HEAD_TODO).
-  { name: 'a colon before the Content-Length value', head: 'Content-Length: :2\r\n', body: '{}', expect: 'sluice', todo: UWS_HEAD_TODO },
+  // A second colon is kept in the value (both builds): uWS's own Content-Length check refuses it.
+  { name: 'a colon before the Content-Length value', head: 'Content-Length: :2\r\n', body: '{}', expect: 'uws 400' },
   { name: 'a byte 0xff before the Content-Length value', head: 'Content-Length: \xff2\r\n', body: '{}', expect: 'sluice', todo: UWS_HEAD_TODO },
   { name: 'a byte 0xff after the Content-Length value', head: 'Content-Length: 2\xff\r\n', body: '{}', expect: 'sluice', todo: UWS_HEAD_TODO },
   { name: 'a field line with an empty name before Content-Length', head: ': x\r\nContent-Length: 2\r\n', body: '{}', expect: 'silent', todo: UWS_HEAD_TODO },
