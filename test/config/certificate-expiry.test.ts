@@ -14,7 +14,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { tlsWarnings } from '../../src/config/tls.js';
 import { CertificateWatch } from '../../src/control/certificate-watch.js';
 import { createLogger } from '../../src/log/logger.js';
-import { metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { logged, metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { closedPort } from '../helpers/replica.js';
 import { makeCa, makeCertificate } from '../helpers/tls.js';
 import { eventually } from '../helpers/wait.js';
@@ -77,7 +77,7 @@ test('the watch warns when a certificate comes into use and again at each look, 
   cleanups.push(() => cert.remove());
   // A look every 20 ms stands in for the day between two.
   const watch = new CertificateWatch(createLogger('info', sink), 20);
-  const warnings = (): Record<string, unknown>[] => lines.filter((l) => l.msg === 'TLS certificate warning');
+  const warnings = (): Record<string, unknown>[] => logged({ logs: lines }, 'TLS certificate warning');
   watch.inUseFile('listen', cert.certFile);
   assert.equal(warnings().length, 1, 'warned as it came into use');
   assert.equal(warnings()[0]!.certificate, 'listen');
@@ -127,7 +127,7 @@ test('a running gateway: warnings for what ends within 14 days, the metric for e
   copyFileSync(client.keyFile, keyFile);
   const { tg, config } = await gatewayWithCertificates({ listen: { certFile: listen.certFile, keyFile: listen.keyFile }, ca: caFile, cert: certFile, key: keyFile });
 
-  const warned = (): Record<string, unknown>[] => tg.logs.filter((l) => l.msg === 'TLS certificate warning');
+  const warned = (): Record<string, unknown>[] => logged(tg, 'TLS certificate warning');
   // The listener's and the CA's end in a day; the client certificate's in 30.
   assert.deepEqual(warned().map((l) => [l.certificate, l.file]).sort(), [['limit_store_ca', caFile], ['listen', listen.certFile]]);
   assert.match(String(warned().find((l) => l.certificate === 'listen')!.warning), /^listen\.tls\.certFile \S+: the certificate expires on \S+ \(in 0 days\)$/);

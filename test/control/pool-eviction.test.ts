@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { Agent } from 'undici';
-import { metricSamples, startTestGateway } from '../helpers/gateway.js';
-import { events, journalLines, logged, open, pooled, POOL_REPLICA, post, scratch } from '../helpers/pool.js';
+import { logged, metricSamples, startTestGateway } from '../helpers/gateway.js';
+import { events, journalLines, open, pooled, POOL_REPLICA, post, scratch } from '../helpers/pool.js';
 import { eventually, within } from '../helpers/wait.js';
 
 const agent = new Agent({ connections: 20 });

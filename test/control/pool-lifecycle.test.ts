@@ -9,8 +9,8 @@ import { Agent } from 'undici';
 import { reloadTokens } from '../../src/cli/reload.js';
 import { parseConfig } from '../../src/config/load.js';
 import { createLogger } from '../../src/log/logger.js';
-import { metric, metricSamples, startTestGateway, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
-import { events, logged, open, pooled, post, scratch } from '../helpers/pool.js';
+import { logged, metric, metricSamples, startTestGateway, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
+import { events, open, pooled, post, scratch } from '../helpers/pool.js';
 import { eventually, within } from '../helpers/wait.js';
 
 const agent = new Agent({ connections: 20 });

@@ -91,6 +91,11 @@ export async function startTestGateway(services: RawService | RawService[], extr
 }
 
 /** The value of one Prometheus sample from the gateway's /metrics, e.g. `sluice_queue_depth{service="svc"}`. */
+/** The log lines with message `msg` of a gateway (in this process or a `sluice serve` child). */
+export function logged(tg: { logs: readonly Record<string, unknown>[] }, msg: string): Record<string, unknown>[] {
+  return tg.logs.filter((line) => line.msg === msg);
+}
+
 export async function metric(tg: TestGateway, sample: string): Promise<number | undefined> {
   const text = await (await fetch(`${tg.origin}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${sample} `));

@@ -64,8 +64,3 @@ export async function post(tg: TestGateway, slug: string, path: string, agent: A
   }
   return { status: res.statusCode, body, headers: res.headers };
 }
-
-/** Log lines with message `msg`. */
-export function logged(tg: TestGateway, msg: string): Record<string, unknown>[] {
-  return tg.logs.filter((line) => line.msg === msg);
-}

@@ -15,7 +15,7 @@ import { after, before, describe, test } from 'node:test';
 import { createClient } from 'redis';
 import { Agent } from 'undici';
 import { parseConfig } from '../../src/config/load.js';
-import { metric, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
+import { logged, metric, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
 import { STORE_COMMANDS, storeAnswer, storeDecided } from '../helpers/limit-store.js';
 import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
@@ -53,10 +53,6 @@ async function gateway(limits: Record<string, unknown>, top: Record<string, unkn
   const tg = await startTestGateway(rawService({ urls: [replica.url] }, { limits }), { limits: storeLimits(top), ...extra });
   gateways.push(tg);
   return tg;
-}
-
-function logged(tg: TestGateway, msg: string): Record<string, unknown>[] {
-  return tg.logs.filter((l) => l.msg === msg);
 }
 
 /** No log line holds the password in any form (close() checks every registered secret too). */

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Agent } from 'undici';
 import { parseConfig } from '../../src/config/load.js';
-import { AUTH, metric, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, logged, metric, rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
 import { STORE_COMMANDS, storeAnswer, storeDecided } from '../helpers/limit-store.js';
 import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
 import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
@@ -43,10 +43,6 @@ async function gateway(limits: Record<string, unknown>, top: Record<string, unkn
   const tg = await startTestGateway(rawService({ urls: [replica.url] }, { limits }), { limits: { onStoreDown: 'refuse', ...top } });
   gateways.push(tg);
   return tg;
-}
-
-function logged(tg: { logs: Record<string, unknown>[] }, msg: string): Record<string, unknown>[] {
-  return tg.logs.filter((l) => l.msg === msg);
 }
 
 function assertNoPassword(text: string): void {
