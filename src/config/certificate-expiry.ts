@@ -19,10 +19,15 @@ export const EXPIRY_WARNING_DAYS = 14;
 const DAY_MS = 86_400_000;
 const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
 
+/** The PEM certificate blocks of `text`, in file order (a chain, a CA bundle). */
+export function pemCertificates(text: string): string[] {
+  return text.match(PEM_CERTIFICATE) ?? [];
+}
+
 /** The certificates of PEM text, in file order; one that cannot be parsed is skipped (the config's checks report it). */
 export function certificateDates(pem: string): CertificateDates[] {
   const dates: CertificateDates[] = [];
-  for (const block of pem.match(PEM_CERTIFICATE) ?? []) {
+  for (const block of pemCertificates(pem)) {
     let cert: X509Certificate;
     try {
       cert = new X509Certificate(block);

@@ -6,11 +6,10 @@
 // start and on SIGHUP.
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { pemCertificates } from './certificate-expiry.js';
 import { describeFsError } from './problems.js';
 import { parseRedisUrl } from './redis-store.js';
 import { checkTlsFiles } from './tls.js';
-
-const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
 
 /** The PEM certificates in `file`, each parsed once. Throws StoreTlsError. */
 export function readStoreCa(file: string): string[] {
@@ -20,7 +19,7 @@ export function readStoreCa(file: string): string[] {
   } catch (err) {
     throw new StoreTlsError(`cannot be read (${describeFsError(err)})`);
   }
-  const certificates = text.match(PEM_CERTIFICATE) ?? [];
+  const certificates = pemCertificates(text);
   if (certificates.length === 0) throw new StoreTlsError('must hold one or more PEM certificates (-----BEGIN CERTIFICATE-----); none found');
   certificates.forEach((pem, i) => {
     try {
