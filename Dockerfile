@@ -22,7 +22,10 @@ RUN npm run build
 FROM node:24-trixie-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
+# Both uWebSockets.js builds ship a binary per platform and Node ABI (about 250 MB); only the one
+# this Node loads is kept (the runtime stage runs the same Node), so the image is ~240 MB smaller.
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
+ && find node_modules -name 'uws_*.node' ! -name "uws_$(node -p 'process.platform + "_" + process.arch + "_" + process.versions.modules').node" -delete
 
 FROM node:24-trixie-slim
 # SLUICE_HOST overrides listen.host: reachable from outside the container. The port is the

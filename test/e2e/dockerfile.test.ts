@@ -14,12 +14,12 @@ import { dirname, join } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DEFAULTS } from '../../src/config/schema.js';
+import { DOCKERFILE, all, envOf, execForm, healthcheckCommand, one, readDockerfile } from '../helpers/dockerfile.js';
 import { TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { closedPort } from '../helpers/replica.js';
 import { eventually } from '../helpers/wait.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const DOCKERFILE = join(ROOT, 'Dockerfile');
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   bin: Record<string, string>;
   files: string[];
@@ -29,64 +29,8 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
 const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
 const operations = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8');
 
-interface Instruction {
-  keyword: string;
-  args: string;
-  line: number;
-}
-
-interface Stage {
-  from: string;
-  name: string | undefined;
-  instructions: Instruction[];
-}
-
-/** Dockerfile instructions by stage: comments dropped, `\` continuations joined. */
-function parseDockerfile(text: string): Stage[] {
-  const stages: Stage[] = [];
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const start = i;
-    let line = lines[i]!.trim();
-    if (line === '' || line.startsWith('#')) continue;
-    while (line.endsWith('\\') && i + 1 < lines.length) {
-      i++;
-      const next = lines[i]!.trim();
-      line = `${line.slice(0, -1).trimEnd()} ${next.startsWith('#') ? '' : next}`.trimEnd();
-    }
-    const [keyword = '', ...rest] = line.split(/\s+/);
-    const instruction = { keyword: keyword.toUpperCase(), args: rest.join(' '), line: start + 1 };
-    if (instruction.keyword === 'FROM') {
-      const m = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(instruction.args);
-      stages.push({ from: m?.[1] ?? '', name: m?.[2], instructions: [] });
-    } else {
-      stages.at(-1)?.instructions.push(instruction);
-    }
-  }
-  return stages;
-}
-
-const stages = parseDockerfile(readFileSync(DOCKERFILE, 'utf8'));
+const stages = readDockerfile();
 const final = stages.at(-1)!;
-const all = (stage: Stage, keyword: string): Instruction[] => stage.instructions.filter((i) => i.keyword === keyword);
-const one = (stage: Stage, keyword: string): Instruction => {
-  const found = all(stage, keyword);
-  assert.equal(found.length, 1, `exactly one ${keyword} in the stage FROM ${stage.from}`);
-  return found[0]!;
-};
-/** An exec-form argument list (`["node", "x"]`), or undefined for the shell form. */
-function execForm(args: string): string[] | undefined {
-  if (!args.startsWith('[')) return undefined;
-  const parsed: unknown = JSON.parse(args);
-  assert.ok(Array.isArray(parsed) && parsed.every((a) => typeof a === 'string'), `not a JSON list of strings: ${args}`);
-  return parsed as string[];
-}
-/** ENV KEY=value pairs of a stage. */
-function envOf(stage: Stage): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const i of all(stage, 'ENV')) for (const m of i.args.matchAll(/(\w+)=("[^"]*"|\S+)/g)) env[m[1]!] = m[2]!.replace(/^"|"$/g, '');
-  return env;
-}
 
 test('two linters from the npm registry find nothing in the Dockerfile', async () => {
   const require = createRequire(import.meta.url);
@@ -123,7 +67,7 @@ test('multi-stage: built with npm ci and the build script, run with production d
   assert.equal(all(final, 'RUN').length, 0, 'the runtime stage installs nothing itself');
   const fromDeps = all(final, 'COPY').find((c) => c.args.endsWith(' node_modules'));
   assert.ok(fromDeps !== undefined, 'node_modules comes from another stage');
-  const depsStage = stages.find((s) => fromDeps.args.startsWith(`--from=${s.name} `));
+  const depsStage = stages.find((s) => fromDeps.flags['from'] === s.name);
   assert.ok(depsStage !== undefined && all(depsStage, 'RUN').some((r) => r.args.includes('--omit=dev')), 'node_modules holds production dependencies only');
   // Every stage runs the same Node major, one the package supports.
   const majors = new Set(stages.map((s) => /^node:(\d+)/.exec(s.from)?.[1]));
@@ -134,8 +78,8 @@ test('multi-stage: built with npm ci and the build script, run with production d
 
 test('the runtime stage holds every path package.json ships, and runs the bin directly as a non-root user', () => {
   const copied = all(final, 'COPY').map((c) => {
-    const parts = c.args.split(/\s+/).filter((p) => !p.startsWith('--'));
-    return { from: /--from=(\S+)/.exec(c.args)?.[1], src: parts.slice(0, -1), dest: parts.at(-1)! };
+    const parts = c.args.split(/\s+/);
+    return { from: c.flags['from'], src: parts.slice(0, -1), dest: parts.at(-1)! };
   });
   for (const path of [...pkg.files, 'package.json']) {
     const hit = copied.find((c) => c.src.some((s) => s === path || s.endsWith(`/${path}`)) && (c.dest === path || c.dest === `${path}/` || c.dest === './' || path.startsWith(c.dest)));
@@ -160,8 +104,7 @@ test('the runtime stage holds every path package.json ships, and runs the bin di
 });
 
 test('the HEALTHCHECK asks /healthz with node, in exec form', () => {
-  const hc = one(final, 'HEALTHCHECK').args;
-  const cmd = execForm(hc.slice(hc.indexOf('CMD ') + 4));
+  const cmd = healthcheckCommand(final);
   assert.ok(cmd !== undefined, 'exec form');
   assert.equal(cmd[0], 'node', 'no curl or wget in the slim image');
   assert.match(cmd.join(' '), /\/healthz/);
@@ -209,8 +152,7 @@ test("the image's start command with the image's environment serves, passes its 
   const listening = JSON.parse(output.split('\n').find((l) => l.includes('gateway listening'))!) as { host: string; port: number };
   assert.deepEqual({ host: listening.host, port: listening.port }, { host: '0.0.0.0', port });
 
-  const hc = one(final, 'HEALTHCHECK').args;
-  const [hcNode, ...hcArgs] = execForm(hc.slice(hc.indexOf('CMD ') + 4))!;
+  const [hcNode, ...hcArgs] = healthcheckCommand(final)!;
   assert.equal(hcNode, 'node');
   const healthy = spawn(process.execPath, hcArgs, { env, stdio: 'ignore' });
   assert.deepEqual(await once(healthy, 'exit'), [0, null], 'HEALTHCHECK passes while serving');

@@ -1,16 +1,19 @@
 // examples/kubernetes/: every manifest parses; kinds and API versions are ones a current cluster
 // serves; names that refer to each other match; the Role grants exactly the calls of the Role in
-// docs/kubernetes.md; the gateways outlive their drain; probes point at the ops endpoints.
+// docs/kubernetes.md; the gateways outlive their drain; probes point at the ops endpoints; both
+// Deployments run the image as the Dockerfile builds it (which .ci/container builds and runs).
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { basename, dirname, join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { ALLOWED_CALLS } from '../fixtures/fake-kube-api.js';
+import { all, envOf, execForm, healthcheckCommand, one, readDockerfile } from '../helpers/dockerfile.js';
 import { parseConfig } from '../../src/config/load.js';
 
-const DIR = fileURLToPath(new URL('../../../examples/kubernetes/', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const DIR = join(ROOT, 'examples/kubernetes/');
 
 type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; [key: string]: unknown };
 // Narrow helpers for reading nested manifest fields.
@@ -138,7 +141,55 @@ describe('examples/kubernetes manifests', () => {
     assert.ok(container.ports.some((p: Any) => p.name === port.targetPort));
     assert.equal(find('Namespace', kube.namespace)['kind'], 'Namespace');
   });
+
+  test('both Deployments run the image as the Dockerfile builds it: its tag, entrypoint, user, port, health endpoint and config path', () => {
+    const image = readDockerfile().at(-1)!;
+    const env = envOf(image);
+    const gateway = find('Deployment', 'sluice')['spec'].template.spec;
+    const model = find('Deployment', sluiceConfig().services[0].replicas.kubernetes.deployment)['spec'].template.spec;
+    const container = gateway.containers[0];
+    // The image the comments and docs/kubernetes.md build.
+    const tags = [read('examples/kubernetes/sluice.yaml'), read('docs/kubernetes.md')].map((t) => /`docker build -t (\S+) \.`/.exec(t)?.[1]);
+    assert.deepEqual(tags, [container.image, container.image], 'the docker build line names the image the manifests run');
+    assert.equal(model.containers[0].image, container.image, 'the model server is the one in the same image');
+    // The image's ENTRYPOINT runs (no `command`), with its CMD's subcommand and its SLUICE_CONFIG.
+    assert.equal(container.command, undefined, 'the ENTRYPOINT is the image\'s: exec form, SIGTERM reaches Node');
+    assert.equal(container.workingDir, undefined, 'the image\'s WORKDIR');
+    assert.equal(container.args[0], execForm(one(image, 'CMD').args)![0]);
+    const configArg = container.args[container.args.indexOf('--config') + 1];
+    assert.equal(configArg, env['SLUICE_CONFIG'], 'the config where the image looks for it');
+    const mount = container.volumeMounts.find((m: Any) => m.mountPath === dirname(env['SLUICE_CONFIG']!));
+    assert.equal(mount?.readOnly, true, `the ConfigMap mounted read-only at ${dirname(env['SLUICE_CONFIG']!)}`);
+    const volume = gateway.volumes.find((v: Any) => v.name === mount.name);
+    assert.ok(basename(env['SLUICE_CONFIG']!) in find('ConfigMap', volume.configMap.name)['data'], 'the ConfigMap holds the file SLUICE_CONFIG names');
+    // The port the image exposes, and the health endpoint its HEALTHCHECK asks.
+    const httpPort = container.ports.find((p: Any) => p.name === 'http');
+    assert.equal(String(httpPort.containerPort), one(image, 'EXPOSE').args);
+    const healthPath = /'(\/\w+)'/.exec(healthcheckCommand(image)!.join(' '))?.[1];
+    assert.equal(container.livenessProbe.httpGet.path, healthPath, 'liveness asks what the HEALTHCHECK asks');
+    // The user: USER names `node`, which Kubernetes cannot check against runAsNonRoot; the pod
+    // names its uid, 1000 in the node images (the uid .ci/container sees the built image run as).
+    assert.equal(one(image, 'USER').args, 'node');
+    assert.equal(gateway.securityContext.runAsNonRoot, true);
+    assert.equal(gateway.securityContext.runAsUser, 1000);
+    // Read-only: the image writes nothing at run time (.ci/container runs it on a read-only root).
+    assert.equal(container.securityContext.readOnlyRootFilesystem, true);
+    // Kubernetes stops a container with SIGTERM whatever its STOPSIGNAL: the image's is that one.
+    assert.equal(one(image, 'STOPSIGNAL').args, 'SIGTERM');
+    // The model server: the file the image ships, run from its WORKDIR, on the port it is told.
+    const [node, script] = model.containers[0].command as string[];
+    assert.equal(node, 'node');
+    const copied = all(image, 'COPY').map((c) => c.args.split(/\s+/).at(-1)!.replace(/\/$/, ''));
+    assert.ok(copied.some((dest) => script!.startsWith(`${dest}/`)), `the image copies ${script}`);
+    assert.ok(existsSync(join(ROOT, script!.replace(/^dist\//, '').replace(/\.js$/, '.ts'))), `${script} is built from a source file`);
+    assert.ok(!posix.isAbsolute(script!), 'relative to the image\'s WORKDIR');
+    const modelEnv = Object.fromEntries((model.containers[0].env as Any[]).map((e) => [e.name, e.value]));
+    assert.equal(Number(modelEnv['PORT']), model.containers[0].ports.find((p: Any) => p.name === 'http').containerPort);
+    assert.equal(modelEnv['HOST'], '0.0.0.0');
+  });
 });
+
+const read = (path: string): string => readFileSync(join(ROOT, path), 'utf8');
 
 /** The Sluice config inside the ConfigMap. */
 function sluiceConfig(): Any {
