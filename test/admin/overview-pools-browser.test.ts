@@ -2,35 +2,26 @@
 // who holds which unit, and who waits, live. Without chromium (a developer machine) the test is
 // skipped; with CI=true it must run.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { Agent } from 'undici';
-import { chromium } from 'playwright-core';
+import { openBrowser, SKIP_WITHOUT_CHROMIUM } from '../helpers/browser.js';
 import { startTestGateway } from '../helpers/gateway.js';
 import { open, pooled, post, scratch } from '../helpers/pool.js';
 import { eventually, within } from '../helpers/wait.js';
-
-const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
-const IN_CI = process.env['CI'] === 'true' || process.env['CI'] === '1';
-const SKIP = !existsSync(CHROMIUM) && !IN_CI ? `no chromium at ${CHROMIUM}: run .ci/install-chromium (Debian) or set CHROMIUM_PATH` : false;
 
 declare const document: any;
 
 const agent = new Agent({ connections: 10 });
 after(() => agent.close());
 
-test('the overview page shows the pool: the unit a replica holds, and the service waiting for it', { skip: SKIP }, async (t) => {
+test('the overview page shows the pool: the unit a replica holds, and the service waiting for it', { skip: SKIP_WITHOUT_CHROMIUM }, async (t) => {
   const dir = scratch();
   const journal = join(dir, 'journal');
   const gate = join(dir, 'gate');
   const tg = await startTestGateway([pooled('a', 'gpu', journal), pooled('b', 'gpu', journal)], { pools: [{ name: 'gpu', size: 1 }], workers: 1, admin: { host: '127.0.0.1', port: 0 } });
   t.after(() => tg.close());
-  const profile = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
-  t.after(() => rmSync(profile, { recursive: true, force: true }));
-  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
-  t.after(() => context.close());
+  const context = await openBrowser(t);
   const page = context.pages()[0] ?? (await context.newPage());
   const problems: string[] = [];
   page.on('console', (msg) => {

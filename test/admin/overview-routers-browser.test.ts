@@ -3,25 +3,22 @@
 // a cold service, and its limited token's use. Without chromium (a developer machine) the test is
 // skipped; with CI=true it must run.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { chromium } from 'playwright-core';
 import { sha256Hex } from '../../src/cli/token.js';
+import { openBrowser, SKIP_WITHOUT_CHROMIUM } from '../helpers/browser.js';
 import { secret, startTestGateway, TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { GATED_MODEL_SERVER } from '../helpers/overview.js';
 import { readBody, startReplica } from '../helpers/replica.js';
 import { within } from '../helpers/wait.js';
 
-const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
-const IN_CI = process.env['CI'] === 'true' || process.env['CI'] === '1';
-const SKIP = !existsSync(CHROMIUM) && !IN_CI ? `no chromium at ${CHROMIUM}: run .ci/install-chromium (Debian) or set CHROMIUM_PATH` : false;
 const ROUTER_TOKEN = secret('slc_router_token_for_the_overview_browser_test_0123');
 
 declare const document: any;
 
-test('the overview page shows the router: its models and their state, cold → starting → ready, and its limited token', { skip: SKIP }, async (t) => {
+test('the overview page shows the router: its models and their state, cold → starting → ready, and its limited token', { skip: SKIP_WITHOUT_CHROMIUM }, async (t) => {
   const replica = await startReplica(async (req, res) => {
     await readBody(req);
     res.end('{}');
@@ -44,10 +41,7 @@ test('the overview page shows the router: its models and their state, cold → s
     writeFileSync(gate, 'open');
     await tg.close();
   });
-  const profile = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
-  t.after(() => rmSync(profile, { recursive: true, force: true }));
-  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
-  t.after(() => context.close());
+  const context = await openBrowser(t);
   const page = context.pages()[0] ?? (await context.newPage());
   const problems: string[] = [];
   page.on('console', (msg) => {
