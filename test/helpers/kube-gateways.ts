@@ -74,17 +74,19 @@ export class KubeCluster {
   ) {}
 
   /**
-   * The API server with one Deployment at 0 per name, each with its controller simulator. It sends
+   * The API server with one Deployment at 0 per name, each with its controller simulator (its pods
+   * run `command`, the model server by default). It sends
    * a bookmark to every watch each `bookmarkEveryMs` (default 200; 0: only on `api.bookmark()`, as
    * a real API server that sends them about once a minute looks to a test).
    */
-  static async start(deployments: { name?: string; env?: Record<string, string> }[] = [{}], options: { bookmarkEveryMs?: number } = {}): Promise<KubeCluster> {
+  static async start(deployments: { name?: string; env?: Record<string, string>; command?: string[] }[] = [{}], options: { bookmarkEveryMs?: number } = {}): Promise<KubeCluster> {
     const api = await startFakeKube({ bookmarkEveryMs: options.bookmarkEveryMs ?? 200 });
     const cluster = new KubeCluster(api, writeKubeconfig(api.url));
     for (const d of deployments) {
       const name = d.name ?? 'llama';
       api.addDeployment(NS, name, 0);
-      cluster.sims.set(name, new KubeControllerSim(api, { namespace: NS, deployment: name, service: name, env: d.env ?? {} }));
+      const sim = new KubeControllerSim(api, { namespace: NS, deployment: name, service: name, env: d.env ?? {}, ...(d.command === undefined ? {} : { command: d.command }) });
+      cluster.sims.set(name, sim);
     }
     return cluster;
   }
