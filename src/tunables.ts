@@ -186,11 +186,13 @@ export const PORT_QUARANTINE_MS = 60_000;
 
 // ── Kubernetes ─────────────────────────────────────────────────────────────────────────────────────
 
-// used by control/sources/kubernetes/endpoint-watch.ts
+// used by control/sources/kubernetes/watch-request.ts
 /**
- * An accepted watch that stays up this long is working, even without a line (the API server sends
- * a bookmark about once a minute). One that ends or breaks sooner is a failure, so an API server
- * or proxy that accepts watches and cuts them at once is retried with a backoff, not in a loop.
+ * A watch the API server answered (200) that stays up this long is working, even without a line
+ * (the API server sends a bookmark about once a minute). A watch open this long, answered or not
+ * (a Node.js server sends the status line of a silent watch only with its first line), is resumed
+ * at once when it ends or breaks. One that ends or breaks sooner is a failure, so an API server or
+ * proxy that accepts watches and cuts them at once is retried with a backoff, not in a loop.
  */
 export const WATCH_HELD_MS = 1_000;
 

@@ -9,7 +9,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
 import type { KubernetesTuning } from '../../src/control/sources/kubernetes/kubernetes-source.js';
-import type { FakeKubeApi, KubeRequest } from '../fixtures/fake-kube-api.js';
+import type { FakeKubeApi, FakeKubeOptions, KubeRequest } from '../fixtures/fake-kube-api.js';
 import { KubeControllerSim } from '../fixtures/kube-controller-sim.js';
 import { pidAlive } from '../fixtures/replica-harness.js';
 import { assertNoSecrets, AUTH, secret, TEST_TOKEN_SHA256 } from './gateway.js';
@@ -74,17 +74,20 @@ export class KubeCluster {
   ) {}
 
   /**
-   * The API server with one Deployment at 0 per name, each with its controller simulator. It sends
+   * The API server with one Deployment at 0 per name, each with its controller simulator (its pods
+   * run `command`, the model server by default). It sends
    * a bookmark to every watch each `bookmarkEveryMs` (default 200; 0: only on `api.bookmark()`, as
-   * a real API server that sends them about once a minute looks to a test).
+   * a real API server that sends them about once a minute looks to a test); `options` are the
+   * API server's (FakeKubeOptions).
    */
-  static async start(deployments: { name?: string; env?: Record<string, string> }[] = [{}], options: { bookmarkEveryMs?: number } = {}): Promise<KubeCluster> {
-    const api = await startFakeKube({ bookmarkEveryMs: options.bookmarkEveryMs ?? 200 });
+  static async start(deployments: { name?: string; env?: Record<string, string>; command?: string[] }[] = [{}], options: Omit<FakeKubeOptions, 'token'> = {}): Promise<KubeCluster> {
+    const api = await startFakeKube({ ...options, bookmarkEveryMs: options.bookmarkEveryMs ?? 200 });
     const cluster = new KubeCluster(api, writeKubeconfig(api.url));
     for (const d of deployments) {
       const name = d.name ?? 'llama';
       api.addDeployment(NS, name, 0);
-      cluster.sims.set(name, new KubeControllerSim(api, { namespace: NS, deployment: name, service: name, env: d.env ?? {} }));
+      const sim = new KubeControllerSim(api, { namespace: NS, deployment: name, service: name, env: d.env ?? {}, ...(d.command === undefined ? {} : { command: d.command }) });
+      cluster.sims.set(name, sim);
     }
     return cluster;
   }

@@ -12,13 +12,13 @@ import {
   type KubernetesTuning,
 } from '../../src/control/sources/kubernetes/kubernetes-source.js';
 import { createLogger } from '../../src/log/logger.js';
-import { FakeKubeApi } from '../fixtures/fake-kube-api.js';
+import { FakeKubeApi, type FakeKubeOptions } from '../fixtures/fake-kube-api.js';
 
 /** The service account token of the tests: it must never appear in a log line. */
 export const KUBE_TOKEN = 'eyJhbGciOiJSUzI1NiJ9.sluice-test-service-account-token.c2VjcmV0LXNpZ25hdHVyZQ';
 export const NS = 'models';
 
-export async function startFakeKube(options: { bookmarkEveryMs?: number } = {}): Promise<FakeKubeApi> {
+export async function startFakeKube(options: Omit<FakeKubeOptions, 'token'> = {}): Promise<FakeKubeApi> {
   const api = new FakeKubeApi({ token: KUBE_TOKEN, ...options });
   await api.start();
   return api;

@@ -1,10 +1,12 @@
 // The Kubernetes source's EndpointSlice watch, with the real client library against the fake API
-// server: what it reports, and how it gets through 410 Gone, broken watches and an absent API server
-// (a watch that was working resumes at once when cut; failures in a row back off).
+// server: what it reports, and how it gets through 410 Gone, ERROR events, broken watches and an
+// absent API server (a watch that was working, or open a second, resumes at once when cut; an
+// ERROR event is acted on when it comes; failures in a row back off).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { KubeEndpoint } from '../../src/control/sources/kubernetes/kubernetes-source.js';
-import type { FakeKubeApi, KubeRequest } from '../fixtures/fake-kube-api.js';
+import { WATCH_HELD_MS } from '../../src/tunables.js';
+import type { FakeKubeApi, FakeKubeOptions, KubeRequest } from '../fixtures/fake-kube-api.js';
 import { KUBE_TOKEN, NS, newSource, slice, startFakeKube, writeKubeconfig } from '../helpers/kube.js';
 import { eventually } from '../helpers/wait.js';
 
@@ -79,9 +81,16 @@ describe('kubernetes EndpointSlice watch', () => {
     }
   });
 
-  for (const goneAs of ['event', 'status'] as const) {
-    test(`history compacted while the watch was broken (410 as ${goneAs}): relists, keeps what is still there, sees what is new`, async () => {
-      api.goneAs = goneAs;
+  const goneVariants: { name: string; goneAs: FakeKubeOptions['goneAs']; afterErrorEvent: FakeKubeOptions['afterErrorEvent'] }[] = [
+    { name: 'an ERROR event, the stream ended after it', goneAs: 'event', afterErrorEvent: 'end' },
+    { name: 'the status', goneAs: 'status', afterErrorEvent: 'end' },
+    // A proxy or a fake API server may leave the stream open: the event itself relists.
+    { name: 'an ERROR event, the stream kept open after it', goneAs: 'event', afterErrorEvent: 'keep-open' },
+  ];
+  for (const { name, goneAs, afterErrorEvent } of goneVariants) {
+    test(`history compacted while the watch was broken (410 as ${name}): relists, keeps what is still there, sees what is new`, async () => {
+      api.goneAs = goneAs ?? 'event';
+      api.afterErrorEvent = afterErrorEvent ?? 'end';
       api.putEndpointSlice(slice('llama-keep', 8000, [['10.0.2.1', true]]));
       api.putEndpointSlice(slice('llama-old', 8000, [['10.0.2.2', true]]));
       const { source, log } = newSource(kubeconfig);
@@ -110,6 +119,7 @@ describe('kubernetes EndpointSlice watch', () => {
         await source.stop();
         for (const n of ['llama-keep', 'llama-new', 'llama-later']) api.deleteEndpointSlice(NS, n);
         api.goneAs = 'event';
+        api.afterErrorEvent = 'end';
       }
     });
   }
@@ -186,32 +196,102 @@ describe('kubernetes EndpointSlice watch', () => {
     }
   });
 
-  test('watches cut as soon as they are accepted are failures in a row: the backoff grows, one warning', async () => {
-    // No bookmarks: no watch ever delivers a line, and each is cut within milliseconds.
-    const flaky = await startFakeKube();
-    flaky.addDeployment(NS, 'llama', 0);
-    flaky.putEndpointSlice(slice('llama-f', 8000, [['10.0.9.1', true]]));
-    const { source, log } = newSource(writeKubeconfig(flaky.url), { tuning: { backoffBaseMs: 50, backoffMaxMs: 400 } });
-    const cutter = setInterval(() => flaky.breakWatches(), 5);
+  for (const watchHeaders of ['flushed', 'held'] as const) {
+    test(`watches cut as soon as they are sent (status line ${watchHeaders === 'flushed' ? 'sent at once' : 'held until a first line'}) are failures in a row: the backoff grows, one warning`, async () => {
+      // No bookmarks: no watch ever delivers a line, and each is cut within milliseconds.
+      const flaky = await startFakeKube({ watchHeaders });
+      flaky.addDeployment(NS, 'llama', 0);
+      flaky.putEndpointSlice(slice('llama-f', 8000, [['10.0.9.1', true]]));
+      const { source, log } = newSource(writeKubeconfig(flaky.url), { tuning: { backoffBaseMs: 50, backoffMaxMs: 400 } });
+      const cutter = setInterval(() => flaky.breakWatches(), 5);
+      source.start();
+      try {
+        const watches = (): KubeRequest[] => flaky.requests.filter((r) => r.verb === 'watch');
+        await eventually(() => watches().length >= 6, 30_000, 'six watches');
+        // 50, 100, 200, 400, 400 ms (±20%) between watches, not one per round trip: each gap is at
+        // least its backoff (a busy machine only lengthens them).
+        const at = watches().map((r) => r.at);
+        const gaps = at.slice(1, 6).map((t, i) => Math.round(t - at[i]!));
+        gaps.forEach((gap, i) => assert.ok(gap >= 0.8 * Math.min(50 * 2 ** i, 400) - 1, `gap ${i + 1} of ${gaps.join(', ')} ms: the backoff grows`));
+        const warnings = log.lines.filter((l) => l['msg'] === 'kubernetes API call failed; retrying with backoff');
+        assert.equal(warnings.length, 1, JSON.stringify(warnings));
+        assert.ok(!log.lines.some((l) => l['msg'] === 'kubernetes API call recovered'), 'a watch cut at once is no recovery');
+        assert.deepEqual(ids(source.endpoints()), ['10.0.9.1:8000'], 'the known endpoint stays');
+      } finally {
+        clearInterval(cutter);
+        await source.stop();
+        await flaky.close();
+      }
+    });
+  }
+
+  test("a silent watch whose status line the server holds until its first line (a Node.js server without flushHeaders()), open a second and cut, resumes at once, cut after cut, without a warning: the backoff is not waited", async () => {
+    // No bookmarks: nothing goes through the watches, so none of them is ever answered before its cut.
+    const holding = await startFakeKube({ watchHeaders: 'held' });
+    holding.addDeployment(NS, 'llama', 0);
+    holding.putEndpointSlice(slice('llama-h', 8000, [['10.0.11.1', true]]));
+    // A backoff no test run outlasts: a resume that waited it would never be seen.
+    const { source, log } = newSource(writeKubeconfig(holding.url), { tuning: { backoffBaseMs: 600_000, backoffMaxMs: 600_000 } });
     source.start();
+    const watches = (): KubeRequest[] => holding.requests.filter((r) => r.verb === 'watch');
     try {
-      const watches = (): KubeRequest[] => flaky.requests.filter((r) => r.verb === 'watch');
-      await eventually(() => watches().length >= 6, 30_000, 'six watches');
-      // 50, 100, 200, 400, 400 ms (±20%) between watches, not one per round trip: each gap is at
-      // least its backoff (a busy machine only lengthens them).
-      const at = watches().map((r) => r.at);
-      const gaps = at.slice(1, 6).map((t, i) => Math.round(t - at[i]!));
-      gaps.forEach((gap, i) => assert.ok(gap >= 0.8 * Math.min(50 * 2 ** i, 400) - 1, `gap ${i + 1} of ${gaps.join(', ')} ms: the backoff grows`));
-      const warnings = log.lines.filter((l) => l['msg'] === 'kubernetes API call failed; retrying with backoff');
-      assert.equal(warnings.length, 1, JSON.stringify(warnings));
-      assert.ok(!log.lines.some((l) => l['msg'] === 'kubernetes API call recovered'), 'a watch cut at once is no recovery');
-      assert.deepEqual(ids(source.endpoints()), ['10.0.9.1:8000'], 'the known endpoint stays');
+      await eventually(() => source.endpoints().length === 1 && holding.watchCount === 1, 5_000, 'the first list and watch');
+      for (let cut = 1; cut <= 3; cut++) {
+        const sent = watches().length;
+        // Open a while, as a watch is between two changes (one cut as soon as it is sent is a failure).
+        const opened = watches().at(-1)!.at;
+        await eventually(() => performance.now() - opened >= WATCH_HELD_MS, 5_000, 'the watch open for a second');
+        holding.cutWatches();
+        await eventually(() => holding.watchCount === 1 && watches().length === sent + 1, 30_000, `the watch to resume after cut ${cut} (without the 600 s backoff)`);
+      }
+      assert.deepEqual(log.lines.filter((l) => Number(l['level']) >= 40), [], 'no warning');
+      assert.equal(holding.requests.filter((r) => r.verb === 'list').length, 1, 'no relist');
+      holding.putEndpointSlice(slice('llama-h', 8000, [['10.0.11.1', true], ['10.0.11.2', true]]));
+      await eventually(() => source.endpoints().length === 2, 5_000, 'an event through the last watch');
     } finally {
-      clearInterval(cutter);
       await source.stop();
-      await flaky.close();
+      await holding.close();
     }
   });
+
+  for (const afterErrorEvent of ['end', 'keep-open'] as const) {
+    test(`an ERROR event other than 410 (a 200 whose one line is a Status 500, the stream ${afterErrorEvent === 'end' ? 'ended' : 'kept open'} after it) is a failure: each next watch waits its backoff, one warning with the status, then one recovery`, async () => {
+      const failing = await startFakeKube({ afterErrorEvent });
+      failing.addDeployment(NS, 'llama', 0);
+      failing.putEndpointSlice(slice('llama-e', 8000, [['10.0.10.1', true]]));
+      failing.failNext('watch', 'endpointslices', 500, 3, 'event');
+      const { source, log } = newSource(writeKubeconfig(failing.url), { tuning: { backoffBaseMs: 50, backoffMaxMs: 400 } });
+      source.start();
+      const watches = (): KubeRequest[] => failing.requests.filter((r) => r.verb === 'watch');
+      try {
+        await eventually(() => watches().length === 4 && failing.watchCount === 1, 10_000, 'three watches answered with the ERROR event, then one that works');
+        // 50, 100, 200 ms (±20%) between watches, not one per round trip.
+        const at = watches().map((r) => r.at);
+        const gaps = at.slice(1).map((t, i) => Math.round(t - at[i]!));
+        gaps.forEach((gap, i) => assert.ok(gap >= 0.8 * 50 * 2 ** i - 1, `gap ${i + 1} of ${gaps.join(', ')} ms: each watch waits its backoff`));
+        const failed = log.lines.filter((l) => String(l['msg']).startsWith('kubernetes API call failed'));
+        assert.deepEqual(
+          failed.map((l) => [l['msg'], l['call'], l['status'], l['reason'], l['failures']]),
+          [
+            ['kubernetes API call failed; retrying with backoff', 'endpointslices.watch', 500, 'InternalError', 1],
+            ['kubernetes API call failed again', 'endpointslices.watch', 500, 'InternalError', 2],
+            ['kubernetes API call failed again', 'endpointslices.watch', 500, 'InternalError', 3],
+          ],
+        );
+        assert.ok(!log.lines.some((l) => l['msg'] === 'endpointslice watch broken; resuming'), 'not taken for a working watch that broke');
+        // The fourth watch works: an event comes through it, and one line ends the three failures.
+        failing.putEndpointSlice(slice('llama-e', 8000, [['10.0.10.1', true], ['10.0.10.2', true]]));
+        await eventually(() => source.endpoints().length === 2, 5_000, 'an event through the fourth watch');
+        await eventually(() => log.lines.some((l) => l['msg'] === 'kubernetes API call recovered'), 5_000, 'the recovery line');
+        const recovered = log.lines.filter((l) => l['msg'] === 'kubernetes API call recovered');
+        assert.deepEqual(recovered.map((l) => [l['call'], l['failures']]), [['endpointslices.watch', 3]]);
+        assert.equal(failing.requests.filter((r) => r.verb === 'list').length, 1, 'no relist: only 410 relists');
+      } finally {
+        await source.stop();
+        await failing.close();
+      }
+    });
+  }
 
   test('a watch the server ends at its timeoutSeconds resumes from the last resourceVersion (bookmarks move it), without relisting', async () => {
     api.putEndpointSlice(slice('llama-t', 8000, [['10.0.6.1', true]]));

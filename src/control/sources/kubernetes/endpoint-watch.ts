@@ -8,25 +8,24 @@
 //
 // - list (labelSelector `kubernetes.io/service-name=<service>`), then watch from the list's
 //   resourceVersion with bookmarks and a server-side `timeoutSeconds`;
-// - a clean end of the watch resumes from the last resourceVersion seen (bookmarks move it);
-// - `410 Gone` (an ERROR event or the status) relists: the new list replaces the cache, so a
-//   slice that is still there is never dropped, and one deleted meanwhile goes;
-// - a watch is working once the API server has accepted it (200) and it has stayed up `WATCH_HELD_MS`,
-//   or sooner if a line came: that is a success (the backoff starts again from its base, and a
-//   recovery after failures is logged). When a working watch ends or breaks (a load balancer
-//   cutting long connections, an API server restart), the next one starts at once, without a
-//   warning: a backoff grown during an outage must not delay the next change by up to 10 s;
-// - any other error (refused, reset or ended before working, 5xx, a failed list) is a failure in a
-//   row: it resumes after a backoff, logged once; the cache is kept as it was, so known endpoints
-//   keep serving while the API server is away;
+// - each watch request (watch-request.ts) ends saying what comes next: `gone` (410 Gone, as an
+//   ERROR event or the status, acted on when it comes) lists again at once, no failure: the new
+//   list replaces the cache, so a slice that is still there is never dropped, and one deleted
+//   meanwhile goes; `resume` (a watch that was working, or open a second, ended or broke: a load
+//   balancer cutting long connections, an API server restart) starts the next one at once from the
+//   last resourceVersion seen (bookmarks move it), without a warning, so a backoff grown during an
+//   outage never delays the next change by up to 10 s; `failed` (refused, a status or an ERROR
+//   event other than 410, broken before it ran, a failed list) is a failure in a row: it resumes
+//   after a backoff, logged once; the cache is kept as it was, so known endpoints keep serving
+//   while the API server is away;
 // - no line (event or bookmark) for `stallMs`: the watch is aborted and resumed.
 import type { DiscoveryV1Api, KubeConfig, V1EndpointSlice } from '@kubernetes/client-node';
-import { Watch } from '@kubernetes/client-node';
 import type { Logger } from '../../../log/logger.js';
-import { type ApiTrouble, callOptions, describeApiError, sleep, statusOf } from './api-trouble.js';
+import { type ApiTrouble, callOptions, describeApiError, sleep } from './api-trouble.js';
 import { SERVICE_NAME_LABEL } from './endpoints.js';
+import { type WatchEnd, WatchRequest } from './watch-request.js';
 import { settlesWithin } from '../../../time/bounded-wait.js';
-import { WATCH_HELD_MS, WATCH_STOP_WAIT_MS } from '../../../tunables.js';
+import { WATCH_STOP_WAIT_MS } from '../../../tunables.js';
 
 export interface WatchTuning {
   /** `timeoutSeconds` asked of the API server: it ends the watch cleanly after this long. */
@@ -37,27 +36,13 @@ export interface WatchTuning {
   callTimeoutMs: number;
 }
 
-/** How one watch request ended: `ended` (clean end), `gone` (410), or the error that ended it. */
-interface WatchEnd {
-  outcome: 'ended' | 'gone' | unknown;
-  /** It was working before it ended (accepted and up `WATCH_HELD_MS`, or a line came). */
-  held: boolean;
-}
-
-/** `kind: Status` in an ERROR event. */
-interface WatchStatus {
-  code?: number;
-  reason?: string;
-  message?: string;
-}
-
 export class EndpointSliceWatch {
   /** Slice name → slice. */
   private readonly slices = new Map<string, V1EndpointSlice>();
   private resourceVersion = '';
   private readonly stopper = new AbortController();
   private running: Promise<void> | undefined;
-  private current: AbortController | undefined;
+  private current: WatchRequest | undefined;
 
   constructor(
     private readonly kubeConfig: KubeConfig,
@@ -78,7 +63,7 @@ export class EndpointSliceWatch {
   /** Ends the watch; waits for the loop, but not for a list call the API server leaves hanging. */
   async stop(): Promise<void> {
     this.stopper.abort();
-    this.current?.abort();
+    this.current?.stop();
     if (this.running === undefined) return;
     await settlesWithin(this.running, WATCH_STOP_WAIT_MS);
   }
@@ -98,17 +83,17 @@ export class EndpointSliceWatch {
           continue;
         }
       }
-      const { outcome, held } = await this.watchOnce();
       if (this.stopped) break;
-      if (outcome === 'gone') {
+      const end = await this.watchOnce();
+      if (this.stopped) break;
+      if (end.kind === 'gone') {
         this.log.info({ service: this.service, resourceVersion: this.resourceVersion }, 'endpointslice watch expired (410 Gone); relisting');
         this.resourceVersion = '';
-      } else if (held) {
-        // It worked until now: resume at once. If that fails too, it is the first failure in a row.
-        if (outcome !== 'ended') this.log.debug({ service: this.service, ...describeApiError(outcome) }, 'endpointslice watch broken; resuming');
-      } else {
-        const err = outcome === 'ended' ? Object.assign(new Error('watch ended before it was working'), { code: 'WATCH_ENDED' }) : outcome;
-        await sleep(this.trouble.failed('endpointslices.watch', err), this.stopper.signal);
+      } else if (end.kind === 'resume') {
+        // It ran: resume at once. If that fails too, it is the first failure in a row.
+        if (end.err !== undefined) this.log.debug({ service: this.service, ...describeApiError(end.err) }, 'endpointslice watch broken; resuming');
+      } else if (end.kind === 'failed') {
+        await sleep(this.trouble.failed('endpointslices.watch', end.err), this.stopper.signal);
       }
     }
   }
@@ -127,89 +112,32 @@ export class EndpointSliceWatch {
     this.changed(this.slices.values());
   }
 
-  /** One watch request: how it ended, and whether it was working before. */
-  private watchOnce(): Promise<WatchEnd> {
-    return new Promise((resolve) => {
-      let settled = false;
-      let gone = false;
-      let held = false;
-      let acceptedAt: number | undefined;
-      let stallTimer: NodeJS.Timeout | undefined;
-      let heldTimer: NodeJS.Timeout | undefined;
-      const controller = new AbortController();
-      this.current = controller;
-      let request: AbortController | undefined;
-      const hold = (): void => {
-        if (held) return;
-        held = true;
-        clearTimeout(heldTimer);
-        this.trouble.succeeded('endpointslices.watch');
-      };
-      const finish = (result: unknown): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(stallTimer);
-        // Measured here too: a busy event loop may not have run the timer yet.
-        if (acceptedAt !== undefined && Date.now() - acceptedAt >= WATCH_HELD_MS) hold();
-        clearTimeout(heldTimer);
-        this.current = undefined;
-        request?.abort();
-        resolve({ outcome: result, held });
-      };
-      const armStall = (): void => {
-        clearTimeout(stallTimer);
-        stallTimer = setTimeout(() => {
-          this.log.debug({ service: this.service, stallMs: this.tuning.watchStallMs }, 'endpointslice watch silent; restarting it');
-          finish(Object.assign(new Error('watch stalled'), { code: 'WATCH_STALLED' }));
-        }, this.tuning.watchStallMs);
-        stallTimer.unref();
-      };
-      controller.signal.addEventListener('abort', () => finish('ended'), { once: true });
-      armStall();
-      const watch = new Watch(this.kubeConfig);
-      watch
-        .watch(
-          `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(this.namespace)}/endpointslices`,
-          {
-            labelSelector: `${SERVICE_NAME_LABEL}=${this.service}`,
-            resourceVersion: this.resourceVersion,
-            allowWatchBookmarks: true,
-            timeoutSeconds: this.tuning.watchTimeoutSeconds,
-          },
-          (type: string, object: unknown) => {
-            if (settled) return;
-            armStall();
-            hold();
-            if (type === 'ERROR') {
-              const s = object as WatchStatus;
-              if (s.code === 410) gone = true;
-              else finish(Object.assign(new Error(s.message ?? 'watch error'), { statusCode: s.code, body: s }));
-              return;
-            }
-            this.apply(type, object as V1EndpointSlice);
-          },
-          (err: unknown) => {
-            if (gone || statusOf(err) === 410) finish('gone');
-            else if (err === null || err === undefined) finish('ended');
-            else finish(err);
-          },
-        )
-        .then(
-          (req: AbortController) => {
-            request = req;
-            if (settled) {
-              req.abort();
-              return;
-            }
-            // `watch()` resolves once the response is in; when it is not a 200 (or none came) it
-            // has called `done` with the error first. Still running here means accepted.
-            acceptedAt = Date.now();
-            heldTimer = setTimeout(hold, WATCH_HELD_MS);
-            heldTimer.unref();
-          },
-          (err: unknown) => finish(err),
-        );
-    });
+  /** One watch request from the last resourceVersion seen: how it ended. */
+  private async watchOnce(): Promise<WatchEnd> {
+    const request = new WatchRequest(
+      this.kubeConfig,
+      {
+        path: `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(this.namespace)}/endpointslices`,
+        query: {
+          labelSelector: `${SERVICE_NAME_LABEL}=${this.service}`,
+          resourceVersion: this.resourceVersion,
+          allowWatchBookmarks: true,
+          timeoutSeconds: this.tuning.watchTimeoutSeconds,
+        },
+        stallMs: this.tuning.watchStallMs,
+      },
+      {
+        line: (type, object) => this.apply(type, object as V1EndpointSlice),
+        working: () => this.trouble.succeeded('endpointslices.watch'),
+        stalled: () => this.log.debug({ service: this.service, stallMs: this.tuning.watchStallMs }, 'endpointslice watch silent; restarting it'),
+      },
+    );
+    this.current = request;
+    try {
+      return await request.ended;
+    } finally {
+      this.current = undefined;
+    }
   }
 
   private apply(type: string, slice: V1EndpointSlice): void {
