@@ -49,6 +49,8 @@ export class BodyFields implements ValueListener, StreamLook {
   private readonly walk = new TopLevelWalk(KEYS, KEEPS, this);
   /** The first model value walked (decoded), to tell a second one that differs. */
   private firstModel: string | undefined = undefined;
+  /** The last model value walked, decoded (undefined: none, or no string Python reads). */
+  private lastModel: string | undefined = undefined;
   private twoModels = false;
   /** The model the request was routed by, once routed. */
   private routed: string | undefined = undefined;
@@ -74,8 +76,10 @@ export class BodyFields implements ValueListener, StreamLook {
   }
 
   private modelWalked(v: KeptValue): void {
+    const decoded = stringOf(v);
+    this.lastModel = decoded;
     // A value that is no string, or cannot be decoded, differs from every other.
-    const model = (v.length <= MODEL_NAME_MAX_BYTES ? stringOf(v) : undefined) ?? `\u0000${v.count}`;
+    const model = decoded ?? `\u0000${v.count}`;
     if (this.routed !== undefined) {
       if (model !== this.routed && this.refused === undefined) this.refused = MODEL_AGAIN;
     } else if (this.firstModel === undefined) this.firstModel = model;
@@ -103,7 +107,8 @@ export class BodyFields implements ValueListener, StreamLook {
     if (v.count === 0) return NO_MODEL_KEY;
     if (v.kind !== 'string') return NOT_A_STRING;
     if (v.length > MODEL_NAME_MAX_BYTES) return TOO_LONG;
-    const model = stringOf(v);
+    // The last value walked was decoded as it ended (a single one is the first).
+    const model = this.lastModel;
     if (model === undefined) return NOT_JSON;
     this.routed = model;
     return model;

@@ -89,7 +89,8 @@ export class CallerBody {
   /**
    * The request reads its body's fields (body-fields.ts): every piece goes to `reader` as it
    * arrives, and the body is held, whatever its framing, until it is complete or `bytes` are held
-   * (as a chunked upload is: `onBodyStart` then says the first part is in). Before the first onData.
+   * (as a chunked upload is: `onBodyStart` then says the first part is in; an empty first piece
+   * says nothing, fact 21). Before the first onData.
    */
   read(reader: BodyReader, bytes: number): void {
     this.reader = reader;

@@ -7,7 +7,7 @@
 // The walk keeps its state between calls, so a body held in pieces, or still arriving, is walked
 // piece by piece, each byte once, and nothing of a piece is kept but the tracked values' bytes. It
 // reads the object as Python's `json` does (the parser of vLLM and SGLang), wherever that parser
-// accepts the body:
+// accepts the body (docs/architecture.md#fact-20):
 // - keys are compared decoded: `"m\u006fdel"` is `model`;
 // - a key that occurs twice counts with its last value (each value's end is also told to a
 //   listener, so a reader can tell a later value from an earlier one);
@@ -260,20 +260,19 @@ export class TopLevelWalk {
             keptFrom = state === STRING ? i + 1 : state === LITERAL ? i : -1;
           }
           break;
-        case STRING:
-          // Most of a body: up to the next quote or backslash in one tight loop.
-          if (this.escaped) this.escaped = false;
-          else {
-            while (c !== QUOTE && c !== BACKSLASH && ++i < end) c = b[i]!;
-            if (i === end) continue;
-            if (c === BACKSLASH) this.escaped = true;
-            else {
-              if (keptFrom >= 0) this.keep(b, keptFrom, i);
-              keptFrom = -1;
-              state = this.valueEnded();
-            }
+        case STRING: {
+          // Most of a body: up to the closing quote at once (stringEnd).
+          const q = this.stringEnd(b, i, end);
+          if (q < 0) {
+            i = end;
+            continue;
           }
+          i = q;
+          if (keptFrom >= 0) this.keep(b, keptFrom, i);
+          keptFrom = -1;
+          state = this.valueEnded();
           break;
+        }
         case NESTED:
           i = this.nested(b, i, end);
           if (this.depth === 0) state = this.valueEnded();
@@ -333,33 +332,73 @@ export class TopLevelWalk {
     const have = this.openLength;
     this.openLength += to - from;
     if (have >= room) return;
-    if (this.kept.length < room) {
-      const kept = new Uint8Array(room);
+    const end = Math.min(to, from + room - have);
+    const need = have + end - from;
+    if (this.kept.length < need) {
+      // Grown as needed (small typed arrays are cheap to make; most values are a few bytes).
+      const kept = new Uint8Array(Math.min(room, Math.max(need, 2 * this.kept.length, 32)));
       kept.set(this.kept.subarray(0, have));
       this.kept = kept;
     }
-    this.kept.set(b.subarray(from, Math.min(to, from + room - have)), have);
+    for (let i = from; i < end; i++) this.kept[have + i - from] = b[i]!;
   }
 
   /** Walks a nested value from `i` until it closes (`depth` 0) or `end`; returns where it stopped. */
   private nested(b: Uint8Array, i: number, end: number): number {
     let depth = this.depth;
-    let inString = this.inString;
-    let escaped = this.escaped;
     while (i < end) {
+      if (this.inString) {
+        const q = this.stringEnd(b, i, end);
+        if (q < 0) return end;
+        this.inString = false;
+        i = q + 1;
+        continue;
+      }
       const c = b[i++]!;
-      if (inString) {
-        if (escaped) escaped = false;
-        else if (c === BACKSLASH) escaped = true;
-        else if (c === QUOTE) inString = false;
-      } else if (c === QUOTE) inString = true;
-      else if (c === OPEN_OBJECT || c === OPEN_ARRAY) depth++;
-      else if ((c === CLOSE_OBJECT || c === CLOSE_ARRAY) && --depth === 0) break;
+      if (c === QUOTE) {
+        this.inString = true;
+        this.escaped = false;
+      } else if (c === OPEN_OBJECT || c === OPEN_ARRAY) depth++;
+      else if ((c === CLOSE_OBJECT || c === CLOSE_ARRAY) && --depth === 0) {
+        this.depth = 0;
+        return i;
+      }
+      this.depth = depth;
     }
     this.depth = depth;
-    this.inString = inString;
-    this.escaped = escaped;
     return i;
+  }
+
+  /**
+   * In a string at `b[i]`: where its closing quote is in `b[i..end)`, or -1 when the bytes end
+   * first (then `escaped` says whether the last of them escapes the next). A few bytes are looked
+   * at one by one; a longer string is searched natively for its next quote, and a quote after an
+   * odd run of backslashes is escaped (one found so is passed, and the search goes on).
+   */
+  private stringEnd(b: Uint8Array, i: number, end: number): number {
+    if (this.escaped) {
+      // The previous piece ended in an escape: this byte is the escaped one.
+      this.escaped = false;
+      if (++i >= end) return -1;
+    }
+    const low = i;
+    let from = i;
+    for (;;) {
+      let q = from;
+      const stop = Math.min(end, from + SHORT_STRING);
+      while (q < stop && b[q] !== QUOTE) q++;
+      if (q === stop) {
+        q = stop < end ? indexOf.call(b, QUOTE, stop) : -1;
+        if (q >= end) q = -1;
+      }
+      if (q < 0) {
+        this.escaped = oddBackslashes(b, end - 1, low);
+        return -1;
+      }
+      if (!oddBackslashes(b, q - 1, low)) return q;
+      from = q + 1;
+      if (from >= end) return -1;
+    }
   }
 
   /** A value ended: the key's last value, if it was a tracked key's. */
@@ -377,6 +416,21 @@ export class TopLevelWalk {
     }
     return AFTER_VALUE;
   }
+}
+
+/** Bytes of a string looked at one by one before the native search takes over. */
+const SHORT_STRING = 24;
+/** Buffer's native search for a byte, used on the Uint8Array views uWS hands over (no Buffer made per piece). */
+const indexOf = Buffer.prototype.indexOf as (this: Uint8Array, value: number, byteOffset: number) => number;
+
+/** Whether the run of backslashes ending at `b[k]` (and starting no lower than `low`) is odd: then it escapes the byte after it. */
+function oddBackslashes(b: Uint8Array, k: number, low: number): boolean {
+  let n = 0;
+  while (k >= low && b[k] === BACKSLASH) {
+    n++;
+    k--;
+  }
+  return (n & 1) === 1;
 }
 
 /** The character a one-character escape (`\n`, `\"`, ...) stands for, or -1 when Python reads none. */

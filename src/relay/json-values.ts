@@ -29,6 +29,8 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** The text of a kept literal or string (a string's undecoded), or undefined when only part of it was kept. */
 function textOf(v: KeptValue): string | undefined {
   if (v.length > v.bytes.length) return undefined;
+  const plain = printable(v.bytes);
+  if (plain !== undefined) return plain;
   try {
     return utf8.decode(v.bytes);
   } catch {
@@ -36,9 +38,28 @@ function textOf(v: KeptValue): string | undefined {
   }
 }
 
+/** Bytes that are all printable ASCII but a quote or a backslash, as the string they spell (most values: a model name, a number); else undefined. */
+function printable(b: Uint8Array): string | undefined {
+  let s = '';
+  for (let i = 0; i < b.length; i++) {
+    const c = b[i]!;
+    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return undefined;
+    s += String.fromCharCode(c);
+  }
+  return s;
+}
+
 /** A kept string value, its escapes decoded; undefined when it is no string, only part of it was kept, or Python refuses it. */
 export function stringOf(v: KeptValue): string | undefined {
   if (v.kind !== 'string') return undefined;
+  return decoded(v);
+}
+
+/** A kept string's text, its escapes decoded (none to decode in printable ASCII); undefined when Python refuses it. */
+function decoded(v: KeptValue): string | undefined {
+  if (v.length > v.bytes.length) return undefined;
+  const plain = printable(v.bytes);
+  if (plain !== undefined) return plain;
   const raw = textOf(v);
   if (raw === undefined) return undefined;
   try {
@@ -55,17 +76,12 @@ export function stringOf(v: KeptValue): string | undefined {
  */
 export function intOf(v: KeptValue): number | null | undefined {
   if (v.kind === 'nested') return undefined;
+  if (v.kind === 'string') {
+    const s = decoded(v);
+    return s === undefined ? undefined : intOfString(s);
+  }
   const text = textOf(v);
   if (text === undefined) return undefined;
-  if (v.kind === 'string') {
-    let s: string;
-    try {
-      s = JSON.parse(`"${text}"`) as string;
-    } catch {
-      return undefined;
-    }
-    return intOfString(s);
-  }
   if (text === 'null') return null;
   if (text === 'true') return 1;
   if (text === 'false') return 0;
@@ -132,17 +148,14 @@ function withoutLeadingZeros(s: string): string | undefined {
 /** A kept value as a boolean field reads it: true or false, null for JSON `null`, undefined when the replica refuses it. */
 export function boolOf(v: KeptValue): boolean | null | undefined {
   if (v.kind === 'nested') return undefined;
+  if (v.kind === 'string') {
+    const s = decoded(v);
+    if (s === undefined) return undefined;
+    const lower = asciiLower(s);
+    return TRUE_STRINGS.has(lower) ? true : FALSE_STRINGS.has(lower) ? false : undefined;
+  }
   const text = textOf(v);
   if (text === undefined) return undefined;
-  if (v.kind === 'string') {
-    let s: string;
-    try {
-      s = asciiLower(JSON.parse(`"${text}"`) as string);
-    } catch {
-      return undefined;
-    }
-    return TRUE_STRINGS.has(s) ? true : FALSE_STRINGS.has(s) ? false : undefined;
-  }
   if (text === 'true') return true;
   if (text === 'false') return false;
   if (text === 'null') return null;

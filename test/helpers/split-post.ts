@@ -1,5 +1,5 @@
 // A POST whose head and body reach the gateway in separate packets, as Python's `requests` sends
-// them (docs/architecture.md#fact-24): a raw socket, the head in one write, each part of the body in
+// them (docs/architecture.md#fact-21): a raw socket, the head in one write, each part of the body in
 // its own write `gapMs` later (a scripted pace). The answer is read until it is complete
 // (Content-Length or chunked framing) or the connection closes.
 import { connect } from 'node:net';

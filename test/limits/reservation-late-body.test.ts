@@ -1,7 +1,7 @@
 // tokensPerMinute against clients whose body comes after the head (docs/api.md#limits-per-caller),
 // black-box: the real gateway, a replica that holds requests, and a raw socket that writes the head,
 // then the body in later writes (as Python's `requests` does: uWS then hands over an empty first
-// piece, docs/architecture.md#fact-24). A request is admitted with its reservation in hand: the
+// piece, docs/architecture.md#fact-21). A request is admitted with its reservation in hand: the
 // reservation is read from the body, however it is cut, before the limit is decided; a
 // reservation above the limit counts as the limit, so reservations never wrap.
 import assert from 'node:assert/strict';

@@ -144,26 +144,30 @@ test('after the reservation: a later value asking for more, or no integer, is re
   assert.match(later('{"max_tokens":500,"max_tokens":5', '01}')!, /more tokens/);
 });
 
-test('the cost of the walk per KiB of a chat body and of a long string (printed)', () => {
-  const chat = Buffer.from(JSON.stringify({ model: 'llama-3.1-8b', messages: [{ role: 'system', content: 's'.repeat(200) }, { role: 'user', content: 'u "quoted" \\ '.repeat(60) }], max_tokens: 256, stream: true }));
-  const mib = Buffer.from(JSON.stringify({ model: 'llama-3.1-8b', prompt: 'p'.repeat(1024 * 1024 - 60) }));
-  const time = (n: number, body: Buffer): number => {
-    const start = performance.now();
-    for (let i = 0; i < n; i++) {
+test('the cost of the walk per KiB: a chat body, a long conversation, a 1 MiB prompt (printed)', () => {
+  const line = 'Explain, step by step, why the sky looks "blue" at noon.\n';
+  const chat = Buffer.from(JSON.stringify({ model: 'llama-3.1-8b', messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: line.repeat(15) }], max_tokens: 256, stream: true }));
+  const turns = Array.from({ length: 120 }, (_, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content: line.repeat(9) }));
+  const conversation = Buffer.from(JSON.stringify({ model: 'llama-3.1-8b', messages: turns, max_completion_tokens: 512, temperature: 0.2 }));
+  const mib = Buffer.from(JSON.stringify({ model: 'llama-3.1-8b', prompt: 'p'.repeat(1024 * 1024 - 60), max_tokens: 16 }));
+  const time = (body: Buffer): number => {
+    const read = (): void => {
       const fields = new BodyFields();
       fields.feed(body);
       fields.model(true);
       fields.reservation(1000);
-    }
+    };
+    const n = Math.max(20, Math.floor(20_000_000 / body.length));
+    for (let i = 0; i < n / 4; i++) read();
+    const start = performance.now();
+    for (let i = 0; i < n; i++) read();
     return ((performance.now() - start) / n) * 1000;
   };
-  time(5000, chat);
-  const chatUs = time(20_000, chat);
-  time(5, mib);
-  const mibUs = time(20, mib);
+  const shown = (name: string, body: Buffer): string => {
+    const us = time(body);
+    return `${name} (${(body.length / 1024).toFixed(1)} KiB) ${us.toFixed(2)} µs, ${((us / body.length) * 1024).toFixed(3)} µs per KiB`;
+  };
   assert.equal(fed(chat.toString()).fields.model(true), 'llama-3.1-8b');
-  console.log(
-    `# body-fields cost: a ${chat.length} B chat body ${chatUs.toFixed(2)} µs (${((chatUs / chat.length) * 1024).toFixed(2)} µs per KiB); ` +
-      `a 1 MiB string ${(mibUs / 1000).toFixed(2)} ms (${(mibUs / 1024).toFixed(2)} µs per KiB)`,
-  );
+  assert.equal(fed(conversation.toString()).fields.reservation(1000), 512);
+  console.log(`# body-fields cost: ${shown('a chat body', chat)}; ${shown('a conversation of 120 turns', conversation)}; ${shown('a 1 MiB prompt', mib)}`);
 });

@@ -246,3 +246,19 @@ test('generated documents: each tracked key keeps the value JSON.parse finds, in
   }
   assert.ok(seen.found > 1000 && seen.absent > 1000, JSON.stringify(seen));
 });
+
+test('strings long and short, with runs of backslashes before quotes, cut at every byte: read as JSON.parse reads them', () => {
+  const contents = ['', 'a', '\\', '\\\\', '"', '\\"', 'x'.repeat(30), `${'y'.repeat(40)}"${'z'.repeat(40)}`, `${'\\'.repeat(5)}"`, `${'w'.repeat(25)}\\${'\\'.repeat(3)}`, 'end\\\\\\"'];
+  for (const content of contents) {
+    const text = JSON.stringify({ a: content, n: [content, { k: content }], k: content, z: 1 });
+    const body = Buffer.from(text);
+    for (let cut = 1; cut < body.length; cut++) {
+      const walk = new TopLevelWalk(['k', 'z'], [256, 8]);
+      walk.feed(body.subarray(0, cut));
+      walk.feed(body.subarray(cut));
+      assert.equal(walk.outcome, 'closed', `${text} cut at ${cut}`);
+      assert.equal(JSON.parse(`"${Buffer.from(walk.values[0]!.bytes).toString()}"`), content, `${text} cut at ${cut}`);
+      assert.equal(Buffer.from(walk.values[1]!.bytes).toString(), '1', `${text} cut at ${cut}`);
+    }
+  }
+});
