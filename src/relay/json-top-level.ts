@@ -18,6 +18,8 @@
 // delimited, not checked; an escape in a value is skipped, not checked): a body Python refuses is
 // refused by the replica whatever the walk made of it.
 
+import { BACKSLASH, CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, ENDS_ESCAPED, hexDigit, isLiteralStart, isSpace, OPEN_ARRAY, OPEN_OBJECT, QUOTE, stringEnd, unescaped } from './json-bytes.js';
+
 /** What a value is, by its first byte. */
 export type ValueKind = 'string' | 'nested' | 'literal';
 
@@ -28,15 +30,6 @@ export type Outcome = 'open' | 'closed' | 'not-object' | 'malformed' | 'foreign'
 export interface ValueListener {
   onValue(key: number): void;
 }
-
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const COLON = 0x3a;
-const COMMA = 0x2c;
-const OPEN_OBJECT = 0x7b;
-const CLOSE_OBJECT = 0x7d;
-const OPEN_ARRAY = 0x5b;
-const CLOSE_ARRAY = 0x5d;
 
 // Where the walk is:
 /** Before the object: spaces, then `{`. */
@@ -369,36 +362,11 @@ export class TopLevelWalk {
     return i;
   }
 
-  /**
-   * In a string at `b[i]`: where its closing quote is in `b[i..end)`, or -1 when the bytes end
-   * first (then `escaped` says whether the last of them escapes the next). A few bytes are looked
-   * at one by one; a longer string is searched natively for its next quote, and a quote after an
-   * odd run of backslashes is escaped (one found so is passed, and the search goes on).
-   */
+  /** In a string at `b[i]`: where its closing quote is in `b[i..end)`, or -1 when the bytes end first (`escaped` then kept for the next piece). */
   private stringEnd(b: Uint8Array, i: number, end: number): number {
-    if (this.escaped) {
-      // The previous piece ended in an escape: this byte is the escaped one.
-      this.escaped = false;
-      if (++i >= end) return -1;
-    }
-    const low = i;
-    let from = i;
-    for (;;) {
-      let q = from;
-      const stop = Math.min(end, from + SHORT_STRING);
-      while (q < stop && b[q] !== QUOTE) q++;
-      if (q === stop) {
-        q = stop < end ? indexOf.call(b, QUOTE, stop) : -1;
-        if (q >= end) q = -1;
-      }
-      if (q < 0) {
-        this.escaped = oddBackslashes(b, end - 1, low);
-        return -1;
-      }
-      if (!oddBackslashes(b, q - 1, low)) return q;
-      from = q + 1;
-      if (from >= end) return -1;
-    }
+    const q = stringEnd(b, i, end, this.escaped);
+    this.escaped = q === ENDS_ESCAPED;
+    return q < 0 ? -1 : q;
   }
 
   /** A value ended: the key's last value, if it was a tracked key's. */
@@ -416,56 +384,4 @@ export class TopLevelWalk {
     }
     return AFTER_VALUE;
   }
-}
-
-/** Bytes of a string looked at one by one before the native search takes over. */
-const SHORT_STRING = 24;
-/** Buffer's native search for a byte, used on the Uint8Array views uWS hands over (no Buffer made per piece). */
-const indexOf = Buffer.prototype.indexOf as (this: Uint8Array, value: number, byteOffset: number) => number;
-
-/** Whether the run of backslashes ending at `b[k]` (and starting no lower than `low`) is odd: then it escapes the byte after it. */
-function oddBackslashes(b: Uint8Array, k: number, low: number): boolean {
-  let n = 0;
-  while (k >= low && b[k] === BACKSLASH) {
-    n++;
-    k--;
-  }
-  return (n & 1) === 1;
-}
-
-/** The character a one-character escape (`\n`, `\"`, ...) stands for, or -1 when Python reads none. */
-function unescaped(c: number): number {
-  switch (c) {
-    case QUOTE:
-    case BACKSLASH:
-    case 0x2f:
-      return c;
-    case 0x62:
-      return 0x08;
-    case 0x66:
-      return 0x0c;
-    case 0x6e:
-      return 0x0a;
-    case 0x72:
-      return 0x0d;
-    case 0x74:
-      return 0x09;
-    default:
-      return -1;
-  }
-}
-
-function hexDigit(c: number): number {
-  if (c >= 0x30 && c <= 0x39) return c - 0x30;
-  const lower = c | 0x20;
-  return lower >= 0x61 && lower <= 0x66 ? lower - 0x57 : -1;
-}
-
-/** A number, `true`, `false`, `null`, or Python's `NaN`, `Infinity` and `-Infinity`. */
-function isLiteralStart(c: number): boolean {
-  return c === 0x2d || (c >= 0x30 && c <= 0x39) || c === 0x74 || c === 0x66 || c === 0x6e || c === 0x4e || c === 0x49;
-}
-
-function isSpace(c: number): boolean {
-  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
