@@ -60,6 +60,9 @@ const NOT_OBJECT = 12;
 const MALFORMED = 13;
 const FOREIGN = 14;
 
+/** The bytes of a string inside a nested value looked for its end in line before the full search (json-bytes.ts). */
+const SHORT_NESTED_STRING = 32;
+
 const OUTCOMES: readonly Outcome[] = ['closed', 'not-object', 'malformed', 'foreign'];
 const KINDS: readonly ValueKind[] = ['string', 'nested', 'literal'];
 const UTF8_BOM = [0xef, 0xbb, 0xbf];
@@ -180,6 +183,15 @@ export class TopLevelWalk {
         case NEXT_KEY:
           if (isSpace(c)) break;
           if (c === QUOTE) {
+            // Most keys: whole in this piece and without an escape, compared at once.
+            let q = i + 1;
+            while (q < end && b[q] !== QUOTE && b[q] !== BACKSLASH) q++;
+            if (q < end && b[q] === QUOTE) {
+              this.key = this.keyOf(b, i + 1, q);
+              state = COLON_NEXT;
+              i = q;
+              break;
+            }
             state = KEY;
             this.candidates = (1 << this.keys.length) - 1;
             this.matched = 0;
@@ -261,20 +273,18 @@ export class TopLevelWalk {
             continue;
           }
           i = q;
-          if (keptFrom >= 0) this.keep(b, keptFrom, i);
+          state = this.valueEnded(b, keptFrom, i);
           keptFrom = -1;
-          state = this.valueEnded();
           break;
         }
         case NESTED:
           i = this.nested(b, i, end);
-          if (this.depth === 0) state = this.valueEnded();
+          if (this.depth === 0) state = this.valueEnded(b, -1, i);
           continue;
         case LITERAL:
           if (c === COMMA || c === CLOSE_OBJECT || c === CLOSE_ARRAY || isSpace(c)) {
-            if (keptFrom >= 0) this.keep(b, keptFrom, i);
+            state = this.valueEnded(b, keptFrom, i);
             keptFrom = -1;
-            state = this.valueEnded();
             continue; // the delimiter is looked at again, after the value
           }
           break;
@@ -300,6 +310,19 @@ export class TopLevelWalk {
       if (c === 0 || (at === 0 && (c === 0xfe || c === 0xff))) return true;
     }
     return false;
+  }
+
+  /** The tracked key whose name is `b[from..to)` (no escape in it), or -1. */
+  private keyOf(b: Uint8Array, from: number, to: number): number {
+    const length = to - from;
+    for (let k = 0; k < this.keys.length; k++) {
+      const key = this.keys[k]!;
+      if (key.length !== length) continue;
+      let i = 0;
+      while (i < length && key.charCodeAt(i) === b[from + i]) i++;
+      if (i === length) return k;
+    }
+    return -1;
   }
 
   /** One decoded character of a key (-1: none a tracked key has). */
@@ -341,6 +364,17 @@ export class TopLevelWalk {
     let depth = this.depth;
     while (i < end) {
       if (this.inString) {
+        // A short string without escapes (most in a nested value) ends here; else the full search.
+        if (!this.escaped) {
+          let j = i;
+          const stop = Math.min(end, i + SHORT_NESTED_STRING);
+          while (j < stop && b[j] !== QUOTE && b[j] !== BACKSLASH) j++;
+          if (j < stop && b[j] === QUOTE) {
+            this.inString = false;
+            i = j + 1;
+            continue;
+          }
+        }
         const q = this.stringEnd(b, i, end);
         if (q < 0) return end;
         this.inString = false;
@@ -369,15 +403,27 @@ export class TopLevelWalk {
     return q < 0 ? -1 : q;
   }
 
-  /** A value ended: the key's last value, if it was a tracked key's. */
-  private valueEnded(): number {
+  /**
+   * A value ended before `b[to]`: the key's last value, if it was a tracked key's (its bytes in
+   * this piece from `keptFrom`, -1: none; those of earlier pieces kept already).
+   */
+  private valueEnded(b: Uint8Array, keptFrom: number, to: number): number {
     const k = this.key;
     if (k >= 0) {
       const v = this.values[k]!;
+      const room = this.keeps[k]!;
       v.count++;
       v.kind = KINDS[this.kind]!;
+      if (keptFrom < 0) v.bytes = EMPTY;
+      else if (this.openLength === 0) {
+        // The whole value in this piece (most): copied from it at once.
+        v.bytes = b.slice(keptFrom, Math.min(to, keptFrom + room));
+        this.openLength = to - keptFrom;
+      } else {
+        this.keep(b, keptFrom, to);
+        v.bytes = this.kept.slice(0, Math.min(this.openLength, room));
+      }
       v.length = this.openLength;
-      v.bytes = this.kind === 1 ? EMPTY : this.kept.slice(0, Math.min(this.openLength, this.keeps[k]!));
       this.openLength = 0;
       this.key = -1;
       this.listener?.onValue(k);
