@@ -60,9 +60,6 @@ const NOT_OBJECT = 12;
 const MALFORMED = 13;
 const FOREIGN = 14;
 
-/** The bytes of a string inside a nested value looked for its end in line before the full search (json-bytes.ts). */
-const SHORT_NESTED_STRING = 32;
-
 const OUTCOMES: readonly Outcome[] = ['closed', 'not-object', 'malformed', 'foreign'];
 const KINDS: readonly ValueKind[] = ['string', 'nested', 'literal'];
 const UTF8_BOM = [0xef, 0xbb, 0xbf];
@@ -364,17 +361,6 @@ export class TopLevelWalk {
     let depth = this.depth;
     while (i < end) {
       if (this.inString) {
-        // A short string without escapes (most in a nested value) ends here; else the full search.
-        if (!this.escaped) {
-          let j = i;
-          const stop = Math.min(end, i + SHORT_NESTED_STRING);
-          while (j < stop && b[j] !== QUOTE && b[j] !== BACKSLASH) j++;
-          if (j < stop && b[j] === QUOTE) {
-            this.inString = false;
-            i = j + 1;
-            continue;
-          }
-        }
         const q = this.stringEnd(b, i, end);
         if (q < 0) return end;
         this.inString = false;
