@@ -16,6 +16,11 @@
 //                        counted in-process, so every request pays the limiter's admission,
 //                        reservation and settlement; `redis://…`: the same limits in that Redis
 //                        (limits.store), leased in shares as several gateways would
+//   BENCH_ROUTER         `on`: the service names the model `bench` and the clients reach it
+//                        through a router (slug `bench-router`) whose token is the bench token (its
+//                        limits, if any): every request's body is read for its model; `off` (default)
+//   BENCH_SLUICE_SRC     the `dist/src` directory of the build to run (default: this one's): another
+//                        build runs this config (the `sluice-other-…` peers)
 //   BENCH_COLD_STATS     cold-start mode: the service's replica is launched by the gateway
 //                        (bench/replica.js, readyPath /ready, min 0, max 1), and writes its
 //                        timings to this file; BENCH_REPLICA_STARTUP_MS is passed on to it
@@ -23,14 +28,19 @@
 //                        (bench/pauses.ts)
 // Logs go where production sends them: pino's default destination, fd 1 (the parent points it at
 // a file, so the cost of writing every access-log line at `info` is measured, not a pipe's).
-import { fileURLToPath } from 'node:url';
-import { parseConfig } from '../src/config/load.js';
-import { createLogger } from '../src/log/logger.js';
-import { startGateway } from '../src/control/gateway.js';
-import { loadUwsBuild } from '../src/http/uws-build.js';
+import { pathToFileURL, fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { announceReady, exitOnStop } from './lib/child-side.js';
 import { recordPausesIfAsked } from './lib/pause-recorder.js';
-import { BENCH_SLUG, BENCH_TOKEN_SHA256, METRICS_PATH, READY_PATH, SESSION_HEADER } from './lib/workload.js';
+import { BENCH_MODEL, BENCH_ROUTER_SLUG, BENCH_SLUG, BENCH_TOKEN_SHA256, METRICS_PATH, READY_PATH, SESSION_HEADER } from './lib/workload.js';
+
+// The build to run: this one's, or another's (BENCH_SLUICE_SRC), with the same config.
+const src = process.env['BENCH_SLUICE_SRC'];
+const module = (path: string): string => (src === undefined || src === '' ? new URL(`../src/${path}`, import.meta.url).href : pathToFileURL(join(resolve(src), path)).href);
+const { parseConfig } = (await import(module('config/load.js'))) as typeof import('../src/config/load.js');
+const { createLogger } = (await import(module('log/logger.js'))) as typeof import('../src/log/logger.js');
+const { startGateway } = (await import(module('control/gateway.js'))) as typeof import('../src/control/gateway.js');
+const { loadUwsBuild } = (await import(module('http/uws-build.js'))) as typeof import('../src/http/uws-build.js');
 
 const replicaUrl = process.env['BENCH_REPLICA_URL'] ?? '';
 const coldStats = process.env['BENCH_COLD_STATS'] ?? '';
@@ -57,6 +67,8 @@ const replicas =
 const limitsSetting = process.env['BENCH_LIMITS'] || 'off';
 const tokenLimits = limitsSetting === 'off' ? {} : { limits: { requestsPerMinute: 1_000_000, concurrent: 100_000, tokensPerMinute: 1_000_000_000 } };
 const store = limitsSetting.startsWith('redis://') ? { limits: { store: limitsSetting } } : {};
+const token = { name: 'bench', sha256: BENCH_TOKEN_SHA256, ...(options ? { priority: 10 } : {}), ...tokenLimits };
+const router = process.env['BENCH_ROUTER'] === 'on';
 
 const config = parseConfig({
   ...store,
@@ -66,11 +78,13 @@ const config = parseConfig({
   services: [
     {
       slug: BENCH_SLUG,
-      tokens: [{ name: 'bench', sha256: BENCH_TOKEN_SHA256, ...(options ? { priority: 10 } : {}), ...tokenLimits }],
+      tokens: [router ? { name: 'bench-service', sha256: BENCH_TOKEN_SHA256 } : token],
       replicas,
+      ...(router ? { models: [BENCH_MODEL] } : {}),
       ...(options ? { queue: { keepAliveMs: 15_000 }, routing: { affinityHeader: SESSION_HEADER } } : {}),
     },
   ],
+  ...(router ? { routers: [{ slug: BENCH_ROUTER_SLUG, tokens: [token] }] } : {}),
 });
 const logger = createLogger(config.log.level);
 await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined); // as `sluice serve` chooses

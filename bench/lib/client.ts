@@ -3,6 +3,7 @@
 // the clock the replica stamps tokens with: shared by every process on Linux).
 import { type Dispatcher, Pool } from 'undici';
 import { nsToUs } from './stats.js';
+import { STREAM_REQUEST } from './workload.js';
 
 export interface Target {
   /** `http://127.0.0.1:PORT` */
@@ -164,7 +165,7 @@ export async function measureStreams(target: Target, streams: number, tokens: nu
     method: 'POST',
     path: `${target.prefix}/v1/stream?tokens=${tokens}&gap_ms=${gapMs}&batch=1`,
     headers: { ...target.headers, 'content-type': 'application/json', accept: 'text/event-stream' },
-    body: '{"stream":true}',
+    body: STREAM_REQUEST,
   };
   try {
     const batch: Batch = { size: streams, started: 0, allStartedNs: 0n };

@@ -5,11 +5,12 @@ import { intEnv, listEnv } from './settings.js';
 
 const PEERS = ['direct', 'sluice-info', 'sluice-info-plain', 'sluice-warn', 'sluice-info-w2', 'nginx', 'haproxy', 'caddy', 'http-proxy', 'fastify-proxy', 'bare'] as const;
 /**
- * Every peer; `sluice-other` (Sluice info from another build, BENCH_OTHER_GATEWAY) and the limited
+ * Every peer; `sluice-other` (Sluice info from another build, BENCH_OTHER_GATEWAY), the limited
  * ones (`sluice-limits`: limits counted in-process; `sluice-limits-redis`: in a redis-server the run
- * starts) run only when listed in BENCH_PEERS.
+ * starts), the router (`sluice-router`: through a router that reads each body's model) and the
+ * other build's of these three (`sluice-other-…`) run only when listed in BENCH_PEERS.
  */
-const ALL_PEERS = [...PEERS, 'sluice-other', 'sluice-limits', 'sluice-limits-redis'] as const;
+const ALL_PEERS = [...PEERS, 'sluice-other', 'sluice-limits', 'sluice-limits-redis', 'sluice-router', 'sluice-other-limits', 'sluice-other-limits-redis', 'sluice-other-router'] as const;
 export type PeerId = (typeof ALL_PEERS)[number];
 
 const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'newStreams', 'slowReader', 'idleStreams', 'coldStart', 'uploads', 'heldUploads'] as const;

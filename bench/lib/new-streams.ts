@@ -7,7 +7,7 @@ import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Target } from './client.js';
 import { cpuTimes } from './proc.js';
-import { STREAM_PATH } from './workload.js';
+import { STREAM_PATH, STREAM_REQUEST } from './workload.js';
 
 export interface NewStreamsRun {
   streams: number;
@@ -26,7 +26,7 @@ export interface NewStreamsRun {
 function oneStream(target: Target, path: string): Promise<{ tokens: number; clean: boolean }> {
   const url = new URL(target.origin);
   const headers = Object.entries(target.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-  const body = '{"stream":true}';
+  const body = STREAM_REQUEST;
   const request = `POST ${target.prefix}${path} HTTP/1.1\r\nhost: ${url.host}\r\n${headers}accept: text/event-stream\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`;
   return new Promise((resolve) => {
     let text = '';

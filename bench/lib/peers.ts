@@ -1,7 +1,7 @@
 // The peers: the replica alone (`direct`) and each relay in front of it, every one its own process.
 import { closeSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { atExit, type Child, startChild } from './children.js';
 import type { Target } from './client.js';
@@ -10,7 +10,7 @@ import { startCaddy } from './caddy.js';
 import { startHaproxy } from './haproxy.js';
 import { startNginx } from './nginx.js';
 import type { SystemPeerId } from './system-peers.js';
-import { BENCH_SLUG, BENCH_TOKEN, SESSION_HEADER } from './workload.js';
+import { BENCH_ROUTER_SLUG, BENCH_SLUG, BENCH_TOKEN, SESSION_HEADER } from './workload.js';
 import { startRedis, type TestRedis } from '../../test/helpers/redis.js';
 
 export const LABEL: Record<PeerId, string> = {
@@ -28,6 +28,10 @@ export const LABEL: Record<PeerId, string> = {
   'sluice-other': 'Sluice info, other build',
   'sluice-limits': 'Sluice info, limits in-process',
   'sluice-limits-redis': 'Sluice info, limits in Redis',
+  'sluice-router': 'Sluice info, through a router',
+  'sluice-other-limits': 'Sluice info, limits in-process, other build',
+  'sluice-other-limits-redis': 'Sluice info, limits in Redis, other build',
+  'sluice-other-router': 'Sluice info, through a router, other build',
 };
 
 export interface Peer {
@@ -39,12 +43,19 @@ export interface Peer {
 }
 
 const script = (name: string): URL => new URL(`../${name}.js`, import.meta.url);
+
+/** The `dist/src` of the build BENCH_OTHER_GATEWAY names (its `dist/bench/gateway.js`). */
+function otherSrc(id: string): string {
+  const other = process.env['BENCH_OTHER_GATEWAY'] ?? '';
+  if (other === '') throw new Error(`${id}: set BENCH_OTHER_GATEWAY to the dist/bench/gateway.js of another build`);
+  return resolve(dirname(resolve(other)), '../src');
+}
 const plain = (port: number): Target => ({ origin: `http://127.0.0.1:${port}`, prefix: '', headers: {} });
 
-/** A Sluice peer; `withOptions`: its clients send the session header its affinity reads (gateway.ts). */
-export const sluiceTarget = (port: number, withOptions = true): Target => ({
+/** A Sluice peer; `withOptions`: its clients send the session header its affinity reads (gateway.ts); `slug`: the service or router they call. */
+export const sluiceTarget = (port: number, withOptions = true, slug = BENCH_SLUG): Target => ({
   origin: `http://127.0.0.1:${port}`,
-  prefix: `/api/v1/services/${BENCH_SLUG}/request`,
+  prefix: `/api/v1/services/${slug}/request`,
   headers: withOptions ? { authorization: `Bearer ${BENCH_TOKEN}`, [SESSION_HEADER]: 'bench-session' } : { authorization: `Bearer ${BENCH_TOKEN}` },
 });
 
@@ -105,16 +116,25 @@ export async function startPeer(id: PeerId, replica: Child, binaries: SystemBina
       return peer(relay, sluiceTarget(relay.port));
     }
     case 'sluice-limits':
-    case 'sluice-limits-redis': {
-      // The bench token limited (never reached): in-process, or in a redis-server of this run's own.
-      let limits = 'local';
-      if (id === 'sluice-limits-redis') {
+    case 'sluice-limits-redis':
+    case 'sluice-router':
+    case 'sluice-other-limits':
+    case 'sluice-other-limits-redis':
+    case 'sluice-other-router': {
+      // The bench token limited (never reached): in-process, or in a redis-server of this run's own;
+      // or the clients go through a router. `sluice-other-…`: the same config on the other build.
+      let limits = 'off';
+      if (id.endsWith('-limits')) limits = 'local';
+      if (id.endsWith('-limits-redis')) {
         const redis = await startRedis();
         stores.push(redis);
         limits = redis.url;
       }
-      const relay = await startSluice(id, { BENCH_REPLICA_URL: replicaUrl, BENCH_LOG_LEVEL: 'info', BENCH_WORKERS: '1', BENCH_OPTIONS: 'on', BENCH_LIMITS: limits });
-      return peer(relay, sluiceTarget(relay.port));
+      const router = id.endsWith('-router');
+      const env: Record<string, string> = { BENCH_REPLICA_URL: replicaUrl, BENCH_LOG_LEVEL: 'info', BENCH_WORKERS: '1', BENCH_OPTIONS: 'on', BENCH_LIMITS: limits, BENCH_ROUTER: router ? 'on' : 'off' };
+      if (id.startsWith('sluice-other-')) env['BENCH_SLUICE_SRC'] = otherSrc(id);
+      const relay = await startSluice(id, env);
+      return peer(relay, sluiceTarget(relay.port, true, router ? BENCH_ROUTER_SLUG : BENCH_SLUG));
     }
     case 'nginx':
     case 'haproxy':

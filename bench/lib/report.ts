@@ -265,6 +265,12 @@ function describe(id: PeerId): string {
       return 'Sluice info whose token has limits a run never reaches (`requestsPerMinute`, `concurrent`, `tokensPerMinute`), counted in-process: every request admitted, reserved and settled';
     case 'sluice-limits-redis':
       return 'the same limits in a redis-server this run starts (`limits.store`), leased in shares as several gateways would';
+    case 'sluice-router':
+      return 'Sluice info reached through a router (`BENCH_ROUTER`): each body is read for its `"model"` before the request goes on';
+    case 'sluice-other-limits':
+    case 'sluice-other-limits-redis':
+    case 'sluice-other-router':
+      return 'the same config as the peer without `other`, run by the build of `BENCH_OTHER_GATEWAY` (`BENCH_SLUICE_SRC`): before and after a change';
   }
 }
 

@@ -16,8 +16,14 @@ export const INFER_ANSWER = jsonOfSize(
   '"id":"bench","model":"bench","outputs":[{"name":"y","datatype":"FP32","shape":[3],"data":[0.1,0.2,0.3]}]',
 );
 
-/** The request body every throughput and TTFB request sends: 1 KiB of JSON. */
-export const INFER_REQUEST = jsonOfSize(1024, '"inputs":[{"name":"x","datatype":"FP32","shape":[3],"data":[1,2,3]}]');
+/** The model every request names (a router routes by it: the `sluice-router` peers). */
+export const BENCH_MODEL = 'bench';
+
+/** The request body every throughput and TTFB request sends: 1 KiB of JSON, naming the model and its max_tokens as an LLM client does. */
+export const INFER_REQUEST = jsonOfSize(1024, `"model":"${BENCH_MODEL}","max_tokens":16,"inputs":[{"name":"x","datatype":"FP32","shape":[3],"data":[1,2,3]}]`);
+
+/** The body of every streamed request. */
+export const STREAM_REQUEST = `{"model":"${BENCH_MODEL}","max_tokens":64,"stream":true}`;
 
 export const INFER_PATH = '/v1/infer';
 /** POST /v1/stream?tokens=N&gap_ms=G: SSE, one stamped token every G ms. */
@@ -41,3 +47,5 @@ export const BENCH_TOKEN_SHA256 = createHash('sha256').update(BENCH_TOKEN).diges
 
 /** The gateway's service slug: requests go to /api/v1/services/bench/request/<path>. */
 export const BENCH_SLUG = 'bench';
+/** The router in front of it (the `…-router` peers): /api/v1/services/bench-router/request/<path>. */
+export const BENCH_ROUTER_SLUG = 'bench-router';

@@ -49,7 +49,7 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'services[].tokens[].limits': 'this token’s limits, replacing the service’s (`{}`: none); SIGHUP reloads them, and keeps what a token that stays has used',
   'services[].tokens[].limits.requestsPerMinute': 'requests admitted per rolling minute: a burst of up to this many, then one every 60/n s; more get `429 rate_limited`',
   'services[].tokens[].limits.concurrent': 'requests of the token in flight at once, queued ones included; more get `429 rate_limited`',
-  'services[].tokens[].limits.tokensPerMinute': 'LLM tokens per rolling minute: answers’ usage plus running requests’ `max_tokens`; a request is admitted while they are below this',
+  'services[].tokens[].limits.tokensPerMinute': 'LLM tokens per rolling minute: answers’ usage plus running requests’ `max_tokens` (at most this each); a request is admitted, with its own, while they are below this',
   'services[].limits': 'limits of each token of the service that has none of its own (keys as `tokens[].limits`)',
   'services[].limits.requestsPerMinute': 'as `tokens[].limits.requestsPerMinute`, for each token without its own limits',
   'services[].limits.concurrent': 'as `tokens[].limits.concurrent`, for each token without its own limits',

@@ -125,7 +125,7 @@ class ControlPlane implements Gateway, OpsSource {
     this.limitCells = new LimitCells(new LimitControl(this.limitBuffer));
     this.tokens = this.tokensOf(config);
     this.registry.rateLimited(() => this.limitCells.refusals());
-    this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, caFile: storeCaFile, certFile: storeCertFile, keyFile: storeKeyFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.tokens(), logger: this.logger, certificates: this.certificates });
+    this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, caFile: storeCaFile, certFile: storeCertFile, keyFile: storeKeyFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.synced(), logger: this.logger, certificates: this.certificates });
     this.registry.limitStoreErrors(() => this.limitStore?.errors ?? 0);
     this.limitSweep = setInterval(() => this.limitCells.sweep(), LIMIT_SWEEP_MS).unref();
     const ops = config.admin === undefined ? this : undefined;
@@ -144,7 +144,7 @@ class ControlPlane implements Gateway, OpsSource {
           this.services.push(set.control);
         }
       });
-      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, limits: this.limitBuffer, limitCells: this.cellsFor(config), thread: 0, ops });
+      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, limits: this.limitBuffer, limitCells: this.cellsFor(config), limitReload: this.limitCells.reload, thread: 0, ops });
       this.local = { plane, sets };
     } else {
       // Each worker counts into its own shared store; a scrape sums them (metrics/collectors.ts).
@@ -165,6 +165,7 @@ class ControlPlane implements Gateway, OpsSource {
           authFailures: this.authFailures,
           limits: this.limitBuffer,
           limitCells: this.cellsFor(config),
+          limitReload: this.limitCells.reload,
           testRoutes: options.testHooks?.crashRoute ?? false,
           uwsBuild: uwsBuild()!.id,
           poolCloseMs: replicaTuning.poolCloseMs ?? DEFAULT_TUNING.poolCloseMs,
@@ -351,11 +352,11 @@ class ControlPlane implements Gateway, OpsSource {
     // The queue's depth series follow the tokens' priorities (a restart adds services).
     for (const { slug, tokens } of services) this.services.find((service) => service.slug === slug)?.tokensReloaded(tokens);
     if (this.local !== undefined) {
-      const ignored = this.local.plane.reload(services, this.routers);
+      const ignored = this.local.plane.reload(services, this.routers, this.limitCells.reload);
       this.logger.info({ services: services.map((s) => s.slug).filter((slug) => !ignored.includes(slug)), ignored }, 'tokens reloaded');
     } else {
       // Each worker applies them and logs `tokens reloaded` with its index.
-      this.pool!.broadcast({ t: 'tokens', services, routers: this.routers });
+      this.pool!.broadcast({ t: 'tokens', services, routers: this.routers, reload: this.limitCells.reload });
     }
   }
 }

@@ -7,6 +7,7 @@ import type { Config, RouterConfig } from '../config/types.js';
 import { LimitTable } from '../limits/limit-table.js';
 import type { Logger } from '../log/logger.js';
 import type { RequestCounters } from '../metrics/request-counters.js';
+import { supersede } from '../relay/auth.js';
 import { accessLine, finishedRequest } from '../relay/finished-request.js';
 import { settledTokens } from '../relay/request-limits.js';
 import type { RoutersReload, TokensReload } from '../replicas/messages.js';
@@ -33,6 +34,8 @@ export interface DataPlaneOptions {
   /** The gateway-wide limit table (limits/limit-table.ts) and, per service, each token's cell set or -1. */
   limits: SharedArrayBuffer;
   limitCells: readonly (readonly number[])[];
+  /** The reload of the tokens those cell sets are of (limits/limit-cells.ts). */
+  limitReload: number;
   /** This data plane's thread index (its row of holds in the limit table); 0 on the main thread. */
   thread: number;
   /** The gateway-wide state the ops endpoints report, when they are on the relay listener. */
@@ -64,6 +67,7 @@ export class DataPlane implements RequestFilterOwner {
     this.counter = options.counter;
     this.ops = options.ops;
     this.limitTable = new LimitTable(options.limits, options.thread);
+    this.limitTable.applied(options.thread, options.limitReload);
     const services = new Map<string, ServiceEntry>();
     config.services.forEach((service, i) =>
       services.set(service.slug, new ServiceEntry(service, options.replicas[i]!, i, this.counter.streams(i), this.limitTable, options.limitCells[i]!, this.counter.tokens)),
@@ -129,21 +133,33 @@ export class DataPlane implements RequestFilterOwner {
     this.app.close();
   }
 
-  /** Applies reloaded tokens; the slugs that are not served here (a restart adds services). */
-  reload(services: readonly TokensReload[], routers?: RoutersReload): string[] {
+  /**
+   * Applies reloaded tokens (reload `reload`: limits/limit-cells.ts); the slugs that are not served
+   * here (a restart adds services). The entries they replace point to their successors (a request
+   * still to be admitted is admitted as its token is now: auth.ts, `currentEntry`), and once they
+   * are applied the limit table hears of it, so that a cell set of a removed token can go to another.
+   */
+  reload(services: readonly TokensReload[], routers: RoutersReload | undefined, reload: number): string[] {
     const ignored: string[] = [];
     for (const next of services) {
       const service = this.filter.services.get(next.slug);
       if (service === undefined) ignored.push(next.slug);
-      else service.tokens = service.entries(next.tokens, next.limits, next.cells);
+      else {
+        const before = service.tokens;
+        service.tokens = service.entries(next.tokens, next.limits, next.cells);
+        supersede(before, service.tokens);
+      }
     }
     if (routers !== undefined) {
       // Routers are rebuilt whole over the services served here: a model added to a running service routes at once.
       const running = this.options.config.services.filter((s) => this.filter.services.has(s.slug));
       const models = new Map(routers.models.map((m) => [m.slug, m.models]));
       const now = running.map((s) => ({ slug: s.slug, models: models.get(s.slug) }));
+      const before = this.filter.routers;
       this.filter.routers = this.routersOf(routers.routers, now, this.filter.services, routers.cells);
+      for (const [slug, router] of before) supersede(router.tokens, this.filter.routers.get(slug)?.tokens ?? []);
     }
+    this.limitTable.applied(this.options.thread, reload);
     return ignored;
   }
 

@@ -48,6 +48,7 @@ const plane = new DataPlane({
   authFailures: init.authFailures,
   limits: init.limits,
   limitCells: init.limitCells,
+  limitReload: init.limitReload,
   thread: init.thread,
   counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug)), init.store),
   ops:
@@ -108,7 +109,7 @@ port.on('message', (message: ToWorker) => {
     case 'call': // served by serveLink
       break;
     case 'tokens': {
-      const ignored = plane.reload(message.services, message.routers);
+      const ignored = plane.reload(message.services, message.routers, message.reload);
       logger.info({ services: message.services.map((s) => s.slug).filter((slug) => !ignored.includes(slug)), ignored }, 'tokens reloaded');
       break;
     }

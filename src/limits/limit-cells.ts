@@ -1,8 +1,13 @@
 // Which cell set of the limit table (limit-control.ts) each limited token has: assigned by the control
 // plane at start and on each reload, and kept for a token that stays (same service, same name), so
 // a reload does not reset what the token has used. A token whose limits come from its service is
-// limited as much as one with its own. A cell set freed by a removed token is cleared (its
-// generation bumped) before another token gets it.
+// limited as much as one with its own.
+//
+// A reload never moves counts from one token to another: the cell set of a token it removes (or
+// renames: a new name is a new token) retires. Its token's running requests end in it, and a
+// thread that has not applied the reload yet still admits into it; it goes to another token (and
+// is cleared, its generation bumped) only once every data plane thread applied the reload (the
+// table's `applied`) and nothing holds a place or a reservation of it (`idle`).
 import type { Config, LimitsConfig, ServiceConfig, TokenConfig } from '../config/types.js';
 import type { LimitControl, LimitUse } from './limit-control.js';
 import { LIMIT_NAMES } from './limit-layout.js';
@@ -34,20 +39,32 @@ export interface LimitedToken {
   limits: LimitsConfig;
 }
 
+/** A cell set whose token a reload removed: its last token, and the reload it retired with. */
+interface Retiring {
+  key: string;
+  token: LimitedToken;
+  reload: number;
+}
+
 export class LimitCells {
   private readonly byKey = new Map<string, LimitedToken>();
   private readonly free: number[] = [];
+  private readonly retiring: Retiring[] = [];
+  /** The assignments made so far: 1 at start, one more per reload (what the threads report as applied). */
+  reload = 0;
 
   constructor(private readonly table: LimitControl) {
     for (let cell = table.cellSets - 1; cell >= 0; cell--) this.free.push(cell);
   }
 
   /**
-   * Assigns cell sets to the limited tokens of `config`; per service (config order), then per
-   * router (a router's tokens are limited as a service's), per token, its cell set or -1. Throws
-   * when the table has no room left (the reload is then refused).
+   * Assigns cell sets to the limited tokens of `config` (the next reload: `reload` counts it); per
+   * service (config order), then per router (a router's tokens are limited as a service's), per
+   * token, its cell set or -1. Throws when the table has no room left (the reload is then refused,
+   * nothing changed).
    */
   assign(config: Config): number[][] {
+    this.release();
     const next = new Map<string, LimitedToken>();
     const wanted: { key: string; entry: Omit<LimitedToken, 'cell'> }[] = [];
     const holders = tokenHolders(config);
@@ -61,11 +78,11 @@ export class LimitCells {
         else wanted.push({ key, entry: { service: service.slug, token: token.name, limits } });
       }
     }
-    const freed = [...this.byKey].filter(([key]) => !next.has(key)).map(([, t]) => t.cell);
-    if (wanted.length > this.free.length + freed.length) {
-      throw new Error(`the limit table has room for ${this.table.cellSets} limited tokens; restart to apply more`);
+    if (wanted.length > this.free.length) {
+      throw new Error(`the limit table has room for ${this.table.cellSets} limited tokens (${this.retiring.length} still in use by removed ones); restart to apply more`);
     }
-    for (const cell of freed) this.free.push(cell);
+    this.reload += 1;
+    for (const [key, t] of this.byKey) if (!next.has(key)) this.retiring.push({ key, token: t, reload: this.reload });
     for (const { key, entry } of wanted) {
       const cell = this.free.pop()!;
       this.table.clear(cell);
@@ -74,6 +91,23 @@ export class LimitCells {
     this.byKey.clear();
     for (const [key, t] of next) this.byKey.set(key, t);
     return holders.map((service) => service.tokens.map((token) => this.byKey.get(`${service.slug}\u0000${token.name}`)?.cell ?? -1));
+  }
+
+  /** Retired cell sets that every thread has let go of (their reload applied everywhere, nothing held) become free. */
+  release(): void {
+    for (let i = this.retiring.length - 1; i >= 0; i--) {
+      const r = this.retiring[i]!;
+      if (!this.table.appliedEverywhere(r.reload) || !this.table.idle(r.token.cell)) continue;
+      this.retiring.splice(i, 1);
+      this.free.push(r.token.cell);
+    }
+  }
+
+  /** Every limited token now, and the retiring ones that no token now has the name of (the shared store syncs them until they are idle). */
+  synced(): LimitedToken[] {
+    const out = [...this.byKey.values()];
+    for (const r of this.retiring) if (!this.byKey.has(r.key)) out.push(r.token);
+    return out;
   }
 
   /** Every limited token now. */
@@ -102,8 +136,9 @@ export class LimitCells {
     return [...this.byKey.values()].map((t) => ({ service: t.service, token: t.token, use: this.table.use(t.cell, t.limits) }));
   }
 
-  /** Keeps idle cell sets' arrival times within the table's range (LimitControl.sweep). */
+  /** Keeps idle cell sets' arrival times within the table's range (LimitControl.sweep); frees retired cell sets now idle. */
   sweep(): void {
     this.table.sweep([...this.byKey.values()].map((t) => t.cell));
+    this.release();
   }
 }

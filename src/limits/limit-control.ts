@@ -13,6 +13,9 @@
 //   `sweep` keeps idle TATs no more than an hour behind.
 // - What a token uses (`use`, /status) and its refusals per limit (`refusals`,
 //   sluice_rate_limited_total).
+// - Per data plane thread, the last reload of the tokens it applied (`applied`): a cell set whose
+//   token a reload removed is given to another token only once every thread applied that reload
+//   and the cell set is idle (limit-cells.ts), so no request moves counts from one token to another.
 import type { LimitsConfig } from '../config/types.js';
 import { BUCKETS, CELL_SETS, clock, EPOCH_S, GEN, HEADER, INFLIGHT, LOCAL, REFUSE_WHEN_DOWN, REFUSED, REMOTE, RESERVED, STORE, STORE_DOWN, STRIDE, TAT, THREADS, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
 import { windowSum } from './token-window.js';
@@ -25,7 +28,7 @@ const STALE_TICKS = 3_600_000 * TICKS_PER_MS;
  * gateway start, shared by every thread.
  */
 export function createLimitBuffer(cellSets: number, threads: number, store?: { refuseWhenDown: boolean }): SharedArrayBuffer {
-  const buffer = new SharedArrayBuffer(4 * (HEADER + cellSets * STRIDE + threads * cellSets * 2));
+  const buffer = new SharedArrayBuffer(4 * (HEADER + cellSets * STRIDE + threads * cellSets * 2 + threads));
   new Float64Array(buffer, 0, 1)[0] = clock();
   const a = new Int32Array(buffer);
   a[THREADS] = threads;
@@ -61,6 +64,29 @@ export class LimitControl {
   /** Where the holds of `thread` begin (per cell set: concurrent places, reserved tokens). */
   protected holdsOf(thread: number): number {
     return HEADER + this.a[CELL_SETS]! * STRIDE + thread * this.a[CELL_SETS]! * 2;
+  }
+
+  /** Where the reloads applied by each thread are (one word per thread, after the holds). */
+  private get appliedAt(): number {
+    return this.holdsOf(this.a[THREADS]!);
+  }
+
+  /** Data plane thread `thread` applied the tokens of reload `reload` (1 at start, one more per reload). */
+  applied(thread: number, reload: number): void {
+    Atomics.store(this.a, this.appliedAt + thread, reload);
+  }
+
+  /** Whether every data plane thread has applied reload `reload` or a later one. */
+  appliedEverywhere(reload: number): boolean {
+    const at = this.appliedAt;
+    for (let thread = 0; thread < this.a[THREADS]!; thread++) if (Atomics.load(this.a, at + thread) < reload) return false;
+    return true;
+  }
+
+  /** Whether no request holds anything of `cell` (no place, no reservation). */
+  idle(cell: number): boolean {
+    const at = HEADER + cell * STRIDE;
+    return Atomics.load(this.a, at + INFLIGHT) === 0 && Atomics.load(this.a, at + RESERVED) === 0;
   }
 
   private now(): number {

@@ -1,9 +1,9 @@
 // The limits per caller as a request meets them (docs/architecture.md#the-limit-table): one cell
 // set per limited (service, token), in one SharedArrayBuffer every thread of the gateway shares,
 // read and written with Atomics, so a limit holds exactly across worker threads with no message
-// per request. This is the request path's side (admit, reserve, end); what the control plane
-// writes (a cell set cleared for another token, a dead thread's holds given back, idle TATs swept,
-// a token's use read) is limit-control.ts, which `LimitTable` extends; the cells: limit-layout.ts.
+// per request. This is the request path's side (admit, end); what the control plane writes (a cell
+// set cleared for another token, a dead thread's holds given back, idle TATs swept, a token's use
+// read) is limit-control.ts, which `LimitTable` extends; the cells: limit-layout.ts.
 //
 // - requestsPerMinute: GCRA. One theoretical arrival time (TAT) per cell set, in ticks of 1/256 ms
 //   since the table's base time, wrapping in an Int32 (differences are taken `| 0`, exact while they
@@ -11,11 +11,15 @@
 //   A request is admitted while TAT − now ≤ (limit − 1) × T, T = 60 s / limit; admitting moves TAT
 //   to max(TAT, now) + T with one compare-exchange.
 // - concurrent: requests in flight, queued ones included: compare-exchange up to the limit, one
-//   decrement at the request's end.
+//   decrement at the request's end. The requests of a token with tokensPerMinute are counted there
+//   too (its `counted`), so that a cell set is known idle before it goes to another token.
 // - tokensPerMinute: settled tokens in 60 one-second buckets (its second, its count) plus the
-//   reservations of requests still running; admitted while their sum is below the limit.
+//   reservations of requests still running; admitted while their sum is below the limit, the
+//   request's own reservation (its body's max_tokens, at most the limit) added in the same
+//   compare-exchange. No count can wrap: a reservation is at most the limit (≤ 1e9), so the
+//   reservations stay below twice it; a settlement saturates (token-window.ts).
 // - Refusals per limit (sluice_rate_limited_total), and the generation a request was admitted
-//   with: a request that ends after its token was removed leaves the new owner's counts alone.
+//   with: a request that ends after its cell set went to another token leaves its counts alone.
 // - Per thread and cell set, what that thread's requests hold of `concurrent` and of the
 //   reservations, so that a worker thread that dies without ending its requests gives them back.
 // - With the shared store (`limits.store: redis://…`, docs/architecture.md#the-shared-store): what
@@ -43,6 +47,8 @@ export interface TokenLimit {
   /** The cell set's generation when this thread learnt of it. */
   readonly gen: number;
   readonly limits: LimitsConfig;
+  /** Its requests count in `inflight` (it has `concurrent` or `tokensPerMinute`): `tokenLimit`. */
+  readonly counted: boolean;
   /** The `RateLimit-Policy` value of its answers (rate-limit-headers.ts). */
   readonly policy: string;
   /** With the shared store: the requests of requestsPerMinute leased at a time (`leaseShare`). */
@@ -55,6 +61,12 @@ export interface TokenLimit {
  */
 export function leaseShare(requestsPerMinute: number | undefined): number {
   return requestsPerMinute === undefined ? 0 : Math.max(1, Math.floor(requestsPerMinute / 200));
+}
+
+/** A token's limits on cell set `cell` as a thread holds them (its generation read now). */
+export function tokenLimit(table: LimitControl, cell: number, limits: LimitsConfig, policy: string): TokenLimit {
+  const counted = limits.concurrent !== undefined || limits.tokensPerMinute !== undefined;
+  return { cell, gen: table.generation(cell), limits, counted, policy, share: leaseShare(limits.requestsPerMinute) };
 }
 
 /** The limit table as a data plane thread uses it: the request path here, the control plane's side inherited. */
@@ -81,16 +93,17 @@ export class LimitTable extends LimitControl {
   }
 
   /**
-   * Admits a request of `t` or names the limit that refuses it (then `retryAfter` says when to
-   * come back). An admitted request holds a place of `concurrent` until `end`. With the shared
-   * store, `wait` (see Verdict) until the request's wait is over (`waited`).
+   * Admits a request of `t` that reserves `reservation` tokens (its body's, at most its
+   * tokensPerMinute: 0 without one), or names the limit that refuses it (then `retryAfter` says
+   * when to come back). An admitted request holds its place and its reservation until `end`. With
+   * the shared store, `wait` (see Verdict) until the request's wait is over (`waited`).
    */
-  admit(t: TokenLimit, waited = false): Verdict {
+  admit(t: TokenLimit, waited = false, reservation = 0): Verdict {
     const a = this.a;
     const at = HEADER + t.cell * STRIDE;
     const store = Atomics.load(a, STORE);
     if (store !== LOCAL) {
-      if (store === STORE_DOWN) return this.unavailable(t);
+      if (store === STORE_DOWN) return this.unavailable(t, reservation);
       this.seq = Atomics.load(a, at + SEQ);
     }
     const { requestsPerMinute: rpm, concurrent, tokensPerMinute: tpm } = t.limits;
@@ -98,18 +111,28 @@ export class LimitTable extends LimitControl {
     if (tpm !== undefined) {
       const second = Math.floor(nowMs / 1000) - EPOCH_S;
       this.past.read(a, at + BUCKETS, t.cell, Atomics.load(a, at + GEN), second, nowMs % 1000);
-      const counted = windowRead.sum + Atomics.load(a, at + RESERVED) + Atomics.load(a, at + REMOTE);
-      if (counted >= tpm) return this.refuse(at, 2, tokensRetryAfter(this.a, at + BUCKETS, second, tpm, Atomics.load(this.a, at + RESERVED) + Atomics.load(this.a, at + REMOTE)));
-      this.leftTokens = tpm - counted;
+      const settled = windowRead.sum + Atomics.load(a, at + REMOTE);
+      let reserved = Atomics.load(a, at + RESERVED);
+      for (;;) {
+        const counted = settled + reserved;
+        if (counted >= tpm) return this.refuse(at, 2, tokensRetryAfter(this.a, at + BUCKETS, second, tpm, reserved + Atomics.load(this.a, at + REMOTE)));
+        this.leftTokens = Math.max(0, tpm - counted - reservation);
+        if (reservation === 0) break;
+        // Below the limit before this request: its reservation is taken in the same step.
+        const seen = Atomics.compareExchange(a, at + RESERVED, reserved, reserved + reservation);
+        if (seen === reserved) break;
+        reserved = seen;
+      }
       this.resetTokensS = windowRead.oldestLeavesIn;
     }
     if (concurrent !== undefined) {
       let v = Atomics.load(a, at + INFLIGHT);
       for (;;) {
-        if (v >= concurrent) return this.refuse(at, 0, 1);
+        if (v >= concurrent) return this.refuse(at, 0, 1, reservation);
         if (store !== LOCAL && v >= Atomics.load(a, at + SLOTS)) {
-          if (Atomics.load(a, at + FULL) === 1) return this.refuse(at, 0, 1);
-          return this.short(t, at, waited);
+          if (Atomics.load(a, at + FULL) === 1) return this.refuse(at, 0, 1, reservation);
+          this.unreserve(at, reservation);
+          return this.short(t, at, waited, reservation);
         }
         const seen = Atomics.compareExchange(a, at + INFLIGHT, v, v + 1);
         if (seen === v) break;
@@ -118,22 +141,22 @@ export class LimitTable extends LimitControl {
       // The control plane lowers SLOTS, then reads INFLIGHT: one of the two sees the other.
       if (store !== LOCAL && v + 1 > Atomics.load(a, at + SLOTS)) {
         Atomics.sub(a, at + INFLIGHT, 1);
-        return this.short(t, at, waited);
+        this.unreserve(at, reservation);
+        return this.short(t, at, waited, reservation);
       }
-      Atomics.add(a, this.holds + 2 * t.cell, 1);
       this.leftConcurrent = concurrent - v - 1;
-    }
+    } else if (t.counted) Atomics.add(a, at + INFLIGHT, 1);
     if (rpm !== undefined && store !== LOCAL) {
       let lease = Atomics.load(a, at + LEASE);
       for (;;) {
         if (lease <= 0) {
-          if (concurrent !== undefined) this.unhold(t.cell, at);
+          this.giveBack(t, at, reservation);
           const until = Atomics.load(a, at + EXHAUSTED);
           const ahead = (until - (((nowMs - this.base) * TICKS_PER_MS) | 0)) | 0;
           // Within a minute only (the store's wait is at most 60/limit s): a time the control plane
           // has not cleared yet never reads as far ahead when the ticks wrap.
           if (until !== 0 && ahead > 0 && ahead <= MAX_EXHAUSTED_TICKS) return this.refuse(at, 1, Math.max(1, Math.ceil(ahead / TICKS_PER_MS / 1000)));
-          return this.short(t, at, waited);
+          return this.short(t, at, waited, reservation);
         }
         const seen = Atomics.compareExchange(a, at + LEASE, lease, lease - 1);
         if (seen === lease) break;
@@ -153,7 +176,7 @@ export class LimitTable extends LimitControl {
       for (;;) {
         const ahead = Math.max(0, (tat - now) | 0);
         if (ahead > tolerance) {
-          if (concurrent !== undefined) this.unhold(t.cell, at);
+          this.giveBack(t, at, reservation);
           return this.refuse(at, 1, Math.max(1, Math.ceil((ahead - tolerance) / TICKS_PER_MS / 1000)));
         }
         const seen = Atomics.compareExchange(a, at + TAT, tat, (now + ahead + interval) | 0);
@@ -166,6 +189,26 @@ export class LimitTable extends LimitControl {
         tat = seen;
       }
     }
+    this.hold(t, 1, reservation);
+    return undefined;
+  }
+
+  /**
+   * A request of a token with tokensPerMinute, before its body is read: refused at once when the
+   * token's window is already at its limit (admitting it later could not succeed), or when the
+   * shared store is down and `onStoreDown` is `refuse`. Takes nothing.
+   */
+  precheck(t: TokenLimit): Verdict {
+    const a = this.a;
+    const at = HEADER + t.cell * STRIDE;
+    const store = Atomics.load(a, STORE);
+    if (store === STORE_DOWN && Atomics.load(a, REFUSE_WHEN_DOWN) === 1) return 'unavailable';
+    const tpm = t.limits.tokensPerMinute!;
+    const nowMs = clock();
+    const second = Math.floor(nowMs / 1000) - EPOCH_S;
+    this.past.read(a, at + BUCKETS, t.cell, Atomics.load(a, at + GEN), second, nowMs % 1000);
+    const others = Atomics.load(a, at + RESERVED) + (store === LOCAL ? 0 : Atomics.load(a, at + REMOTE));
+    if (windowRead.sum + others >= tpm) return this.refuse(at, 2, tokensRetryAfter(a, at + BUCKETS, second, tpm, others));
     return undefined;
   }
 
@@ -182,20 +225,22 @@ export class LimitTable extends LimitControl {
   }
 
   /** A request of `t` that the store cannot decide on: admitted unlimited (`onStoreDown: allow`) or `unavailable`. */
-  private unavailable(t: TokenLimit): Verdict {
+  private unavailable(t: TokenLimit, reservation: number): Verdict {
     if (Atomics.load(this.a, REFUSE_WHEN_DOWN) === 1) return 'unavailable';
-    if (t.limits.concurrent !== undefined) {
-      // Counted, so that its end balances, but not limited.
-      Atomics.add(this.a, HEADER + t.cell * STRIDE + INFLIGHT, 1);
-      Atomics.add(this.a, this.holds + 2 * t.cell, 1);
-    }
+    // Counted, so that its end balances, but not limited.
+    if (t.counted) Atomics.add(this.a, HEADER + t.cell * STRIDE + INFLIGHT, 1);
+    if (reservation > 0) Atomics.add(this.a, HEADER + t.cell * STRIDE + RESERVED, reservation);
+    this.hold(t, 1, reservation);
     this.leftRequests = this.leftConcurrent = this.leftTokens = 0;
     return undefined;
   }
 
-  /** The lease or the slots ran out: ask for a top-up and wait, or, when the wait is over (`waited`), follow onStoreDown. */
-  private short(t: TokenLimit, at: number, waited: boolean): Verdict {
-    if (waited) return this.unavailable(t);
+  /**
+   * The lease or the slots ran out (what admit took is given back): ask for a top-up and wait, or,
+   * when the wait is over (`waited`), follow onStoreDown for a request that reserves `reservation`.
+   */
+  private short(t: TokenLimit, at: number, waited: boolean, reservation: number): Verdict {
+    if (waited) return this.unavailable(t, reservation);
     this.ring(at);
     return 'wait';
   }
@@ -207,34 +252,34 @@ export class LimitTable extends LimitControl {
     Atomics.notify(this.a, DOORBELL);
   }
 
-  private unhold(cell: number, at: number): void {
-    Atomics.sub(this.a, this.holds + 2 * cell, 1);
-    Atomics.sub(this.a, at + INFLIGHT, 1);
+  /** A refusal after the place was taken: the place and the reservation given back. */
+  private giveBack(t: TokenLimit, at: number, reservation: number): void {
+    if (t.counted) Atomics.sub(this.a, at + INFLIGHT, 1);
+    this.unreserve(at, reservation);
   }
 
-  /** Adds `tokens` to the reservations of `t`'s running requests (its body's `max_tokens`). */
-  reserve(t: TokenLimit, tokens: number): void {
-    if (tokens <= 0 || !this.current(t)) return;
-    Atomics.add(this.a, this.holds + 2 * t.cell + 1, tokens);
-    Atomics.add(this.a, HEADER + t.cell * STRIDE + RESERVED, tokens);
+  private unreserve(at: number, reservation: number): void {
+    if (reservation > 0) Atomics.sub(this.a, at + RESERVED, reservation);
+  }
+
+  /** This thread's holds of `t`'s cell set: `places` (1 or -1 for a counted token) and `tokens` reserved. */
+  private hold(t: TokenLimit, places: number, tokens: number): void {
+    const at = this.holds + 2 * t.cell;
+    if (t.counted) Atomics.add(this.a, at, places);
+    if (tokens !== 0) Atomics.add(this.a, at + 1, tokens);
   }
 
   /**
-   * The end of an admitted request of `t`, however it ended, exactly once: its place of
-   * `concurrent` given back, its reservation replaced by the `used` tokens it settled with.
+   * The end of an admitted request of `t`, however it ended, exactly once: its place given back,
+   * its reservation replaced by the `used` tokens it settled with.
    */
   end(t: TokenLimit, reserved: number, used: number): void {
     if (!this.current(t)) return;
     const a = this.a;
     const at = HEADER + t.cell * STRIDE;
-    if (t.limits.concurrent !== undefined) {
-      Atomics.sub(a, this.holds + 2 * t.cell, 1);
-      Atomics.sub(a, at + INFLIGHT, 1);
-    }
-    if (reserved > 0) {
-      Atomics.sub(a, this.holds + 2 * t.cell + 1, reserved);
-      Atomics.sub(a, at + RESERVED, reserved);
-    }
+    this.hold(t, -1, -reserved);
+    if (t.counted) Atomics.sub(a, at + INFLIGHT, 1);
+    if (reserved > 0) Atomics.sub(a, at + RESERVED, reserved);
     if (used > 0 && t.limits.tokensPerMinute !== undefined) settle(this.a, at + BUCKETS, Math.floor(clock() / 1000) - EPOCH_S, used);
   }
 
@@ -242,7 +287,9 @@ export class LimitTable extends LimitControl {
     return Atomics.load(this.a, HEADER + t.cell * STRIDE + GEN) === t.gen;
   }
 
-  private refuse(at: number, limit: number, retryAfter: number): LimitName {
+  /** Refused by limit `limit` (its index in LIMIT_NAMES), the `reservation` taken so far given back. */
+  private refuse(at: number, limit: number, retryAfter: number, reservation = 0): LimitName {
+    this.unreserve(at, reservation);
     Atomics.add(this.a, at + REFUSED + limit, 1);
     this.retryAfter = retryAfter;
     this.refusedBy = LIMIT_NAMES[limit]!;

@@ -3,7 +3,7 @@
 // slots of `concurrent`, tokens counted elsewhere) written in, what the gateway used read out, and
 // the doorbell that the data plane rings when a token's lease runs low.
 import { BUCKETS, DOORBELL, EPOCH_S, EXHAUSTED, FULL, HEADER, INFLIGHT, LEASE, LOCAL, NEED, REMOTE, RESERVED, SEQ, SLOTS, STORE, STORE_DOWN, STORE_UP, STRIDE, TICKS_PER_MS } from './limit-layout.js';
-import { WINDOW_S } from './token-window.js';
+import { BUCKET_MAX, WINDOW_S } from './token-window.js';
 
 export class StoreCells {
   private readonly a: Int32Array;
@@ -100,7 +100,8 @@ export class StoreCells {
 
   /** Tokens of the window that other gateways counted (settled and reserved). */
   setRemote(cell: number, tokens: number): void {
-    Atomics.store(this.a, this.at(cell) + REMOTE, Math.max(0, tokens));
+    // The store sums every gateway's counts: kept within the cell (BUCKET_MAX, far above any limit).
+    Atomics.store(this.a, this.at(cell) + REMOTE, Math.min(BUCKET_MAX, Math.max(0, tokens)));
   }
 
   /** The settled tokens of `cell`'s window by Unix second (for what is not yet in the store). */

@@ -89,19 +89,30 @@ export function tokensRetryAfter(a: Int32Array, at: number, second: number, limi
   return WINDOW_S;
 }
 
-/** Adds `tokens` to the bucket of `second`, resetting it first if it still holds an older second. */
+/**
+ * The most a bucket counts: a settlement that would take it further leaves it here (an answer may
+ * report any usage; a count never wraps). Far above any limit (tokensPerMinute is at most 1e9).
+ */
+export const BUCKET_MAX = 0x7fffffff;
+
+/** Adds `tokens` to the bucket of `second`, resetting it first if it still holds an older second; the count saturates at BUCKET_MAX. */
 export function settle(a: Int32Array, at: number, second: number, tokens: number): void {
   const b = at + 2 * (second % WINDOW_S);
+  const add = Math.min(tokens, BUCKET_MAX);
   for (;;) {
     const s = Atomics.load(a, b);
     if (s === second) {
-      Atomics.add(a, b + 1, tokens);
-      return;
+      let n = Atomics.load(a, b + 1);
+      for (;;) {
+        const seen = Atomics.compareExchange(a, b + 1, n, Math.min(BUCKET_MAX, n + add));
+        if (seen === n) return;
+        n = seen;
+      }
     }
     if (s === RESETTING) continue; // another thread is starting this second: a store or two
     if (s > second) return; // a thread with a later clock moved on: these tokens are out of its window
     if (Atomics.compareExchange(a, b, s, RESETTING) === s) {
-      Atomics.store(a, b + 1, tokens);
+      Atomics.store(a, b + 1, add);
       Atomics.store(a, b, second);
       return;
     }

@@ -10,9 +10,13 @@
 // constant time) and, holding wrong tokens too, grows without bound.
 import type { LimitsConfig, TokenConfig } from '../config/types.js';
 import { effectiveLimits } from '../limits/limit-cells.js';
-import { leaseShare, type LimitTable, type TokenLimit } from '../limits/limit-table.js';
+import { type LimitTable, type TokenLimit, tokenLimit } from '../limits/limit-table.js';
 import { ratelimitPolicy } from '../limits/rate-limit-headers.js';
 import { digestWords, sameDigest, sha256Ascii } from './sha256.js';
+
+/** The challenge of a 401 for a missing token, and for a wrong one. */
+export const WWW_AUTHENTICATE = 'Bearer realm="sluice"';
+export const WWW_AUTHENTICATE_INVALID = 'Bearer realm="sluice", error="invalid_token"';
 
 export interface TokenEntry {
   /** The token's name from the config: what logs show instead of the token. */
@@ -25,6 +29,11 @@ export interface TokenEntry {
   readonly limit: TokenLimit | undefined;
   /** Where this thread counts its LLM token usage (metrics/token-usage.ts); -1: nowhere. */
   readonly usagePlace: number;
+  /**
+   * Set when a reload replaced this thread's token table: the entry that has this token's digest
+   * now, or null when none has (the token was removed). Undefined while it is current.
+   */
+  replacedBy?: TokenEntry | null;
 }
 
 /** Why a request was not authenticated: `missing` and `invalid` are 401, `malformed` is 400. */
@@ -45,7 +54,7 @@ export function tokenEntries(
   return tokens.map((t, i) => {
     const limits = effectiveLimits({ limits: serviceLimits }, t);
     const cell = cells?.[i] ?? -1;
-    const limit = limits === undefined || cell < 0 || table === undefined ? undefined : { cell, gen: table.generation(cell), limits, policy: ratelimitPolicy(limits), share: leaseShare(limits.requestsPerMinute) };
+    const limit = limits === undefined || cell < 0 || table === undefined ? undefined : tokenLimit(table, cell, limits, ratelimitPolicy(limits));
     return { name: t.name, digest: digestWords(Buffer.from(t.sha256, 'hex')), priority: t.priority, limit, usagePlace: placeOf(t.name) };
   });
 }
@@ -69,4 +78,19 @@ export function authenticate(header: string | undefined, tokens: readonly TokenE
     if (sameDigest(digest, tokens[i]!.digest) && found === undefined) found = tokens[i];
   }
   return found ?? 'invalid';
+}
+
+/** A reload replaced the token table `before` by `now`: each entry of `before` points to the entry of `now` with its digest, or to null. */
+export function supersede(before: readonly TokenEntry[], now: readonly TokenEntry[]): void {
+  for (const old of before) old.replacedBy = now.find((entry) => sameDigest(entry.digest, old.digest)) ?? null;
+}
+
+/**
+ * The entry that holds `token`'s digest now, after the reloads this thread applied since the
+ * request authenticated with it; undefined when its token was removed.
+ */
+export function currentEntry(token: TokenEntry): TokenEntry | undefined {
+  let entry: TokenEntry | null | undefined = token;
+  while (entry !== null && entry !== undefined && entry.replacedBy !== undefined) entry = entry.replacedBy;
+  return entry ?? undefined;
 }

@@ -11,6 +11,11 @@
 // ends. Ended within the bound, the pieces go to the replica with Content-Length; past it, the
 // body streams chunked from the queue on, as any other. Every byte in the queue counts in the
 // service's account of waiting bodies (held-bodies.ts).
+//
+// A request whose body's fields are read (a router's, a token's with tokensPerMinute: `read`) is
+// held the same way whatever its framing, up to at least ROUTER_MODEL_BYTES, and each piece is
+// walked as it arrives (body-fields.ts), before it is queued or written: a piece that contradicts
+// what the request decided from its first part is never written to the replica.
 import type { HttpResponse } from 'uWebSockets.js';
 import type { UpstreamExchange } from '../upstream/handler.js';
 import type { HeldBodies } from './held-bodies.js';
@@ -21,6 +26,15 @@ export interface CallerBodyListener {
   onBodyStart(): void;
   /** The body crossed the service's `maxRequestBytes`. */
   onBodyTooLarge(): void;
+  /** A piece of the body contradicts what the request decided from its first part (`reason`: the 400's message); it was not written. */
+  onBodyRefused(reason: string): void;
+}
+
+/** What reads a body's fields as it arrives (body-fields.ts). */
+export interface BodyReader {
+  /** Walks the body's next piece: false when it contradicts what was decided (then `refused` says why). */
+  feed(piece: Uint8Array): boolean;
+  readonly refused: string | undefined;
 }
 
 export class CallerBody {
@@ -55,6 +69,10 @@ export class CallerBody {
   private heldWhole = false;
   /** What the hold had when it ended (the whole body, or the prefix it streams on from); -1: not held. */
   heldBytes = -1;
+  /** The bytes a hold keeps at most (the service's `uploads.bufferBytes`, or more for a body that is read). */
+  private holdBound: number;
+  /** Reads the body's fields as it arrives (`read`). */
+  private reader: BodyReader | undefined = undefined;
 
   constructor(
     private readonly res: HttpResponse,
@@ -65,6 +83,19 @@ export class CallerBody {
     private readonly account: HeldBodies,
   ) {
     this.holding = (declared < 0 || account.holdsEvery) && account.bufferBytes > 0;
+    this.holdBound = account.bufferBytes;
+  }
+
+  /**
+   * The request reads its body's fields (body-fields.ts): every piece goes to `reader` as it
+   * arrives, and the body is held, whatever its framing, until it is complete or `bytes` are held
+   * (as a chunked upload is: `onBodyStart` then says the first part is in; an empty first piece
+   * says nothing, fact 21). Before the first onData.
+   */
+  read(reader: BodyReader, bytes: number): void {
+    this.reader = reader;
+    this.holding = true;
+    this.holdBound = Math.max(this.holdBound, bytes);
   }
 
   /**
@@ -74,13 +105,6 @@ export class CallerBody {
   limitTo(limit: number): boolean {
     this.limit = limit;
     return this.received <= limit && this.declared <= limit;
-  }
-
-  /** The body's pieces as they are held now, from its first byte (during `onBodyStart`: all that arrived). */
-  pieces(): readonly Uint8Array[] {
-    if (this.wholeView !== undefined) return [this.wholeView];
-    if (this.whole !== undefined) return [this.whole];
-    return this.queue;
   }
 
   /** The uWS onData callback's work. `data` is only valid during the call (fact 3). */
@@ -97,13 +121,19 @@ export class CallerBody {
       this.stop();
       return;
     }
+    if (this.reader !== undefined && size > 0 && !this.reader.feed(new Uint8Array(data))) {
+      // Answered by the listener (it ends the upload first, as for a body too large).
+      this.listener.onBodyRefused(this.reader.refused!);
+      this.stop();
+      return;
+    }
     if (isLast) this.complete = true;
     if (!this.started && isLast && this.received === size) {
       this.started = true;
       if (this.holding) {
         // A chunked body that arrived whole: within the bound it goes with Content-Length.
         this.holding = false;
-        this.heldWhole = size <= this.account.bufferBytes;
+        this.heldWhole = size <= this.holdBound;
         this.heldBytes = size;
       }
       if (size === 0) {
@@ -206,9 +236,10 @@ export class CallerBody {
    */
   private holdEnds(isLast: boolean): boolean {
     const bytes = this.queuedBytes;
-    if (!isLast && bytes <= this.account.bufferBytes && this.account.bytes <= this.account.maxBytes) return false;
+    // A body that is read may fill the account up to its own bound (one whole first part).
+    if (!isLast && bytes <= this.holdBound && this.account.bytes <= Math.max(this.account.maxBytes, this.reader === undefined ? 0 : this.holdBound)) return false;
     this.holding = false;
-    this.heldWhole = isLast && bytes <= this.account.bufferBytes;
+    this.heldWhole = isLast && bytes <= this.holdBound;
     this.heldBytes = bytes;
     return true;
   }
@@ -239,11 +270,6 @@ export class CallerBody {
     if (this.whole !== undefined) return { chunks: [this.whole], final: true };
     if (this.sent || this.stopped) return { chunks: [], final: true };
     return { chunks: this.queue, final: this.complete || this.paused };
-  }
-
-  /** The body's first bytes as far as they are here (during `onBodyStart`, at least its first piece). */
-  firstBytes(): Uint8Array | undefined {
-    return this.wholeView ?? this.whole ?? this.queue[0];
   }
 
   /** The request waits for a replica: keep at most HOLD_HIGH_WATER bytes, then pause the caller. */

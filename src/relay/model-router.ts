@@ -1,9 +1,10 @@
 // A router on one front-end thread (docs/api.md#routers): its tokens, and the services its models
 // are served by. The request filter treats it as a service until the body is here: it checks the
 // router's tokens, priority header and limits, and the request holds its body (every framing,
-// up to ROUTER_MODEL_BYTES: held-bodies.ts). Once the body is complete or that much is held,
-// `route` reads its `"model"` (body-model.ts) and names the service; from there the request is
-// that service's (relay.ts), with the held bytes sent on as they are.
+// up to ROUTER_MODEL_BYTES: held-bodies.ts), its fields read as it arrives (body-fields.ts). Once
+// the body is complete or that much is held, `route` takes its `"model"` and names the service;
+// from there the request is that service's (relay.ts), with the held bytes sent on as they are,
+// and the rest of the body read on for a `"model"` that says otherwise.
 // `GET …/request/v1/models` lists the models with what this thread's view of each service's
 // replicas says (the slot table: no message to the control plane).
 import type { HttpResponse } from 'uWebSockets.js';
@@ -16,7 +17,7 @@ import type { ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { MAX_DURATION_MS } from '../config/rules.js';
 import { ROUTER_MODEL_BYTES } from '../tunables.js';
 import { type TokenEntry, tokenEntries } from './auth.js';
-import { bodyModel, NoModel } from './body-model.js';
+import { type BodyFields, NoModel } from './body-fields.js';
 import type { CallerHeaders } from './headers.js';
 import { requestMaxWait } from './headers.js';
 import { HeldBodies } from './held-bodies.js';
@@ -81,9 +82,9 @@ export class ModelRouter implements ServiceRuntime {
     this.streams = models[0]![1].streams;
   }
 
-  /** The service serving the model `pieces` name (the body from its first byte), or the error to answer with. */
-  route(pieces: readonly Uint8Array[], complete: boolean): RoutedService | RelayError {
-    const model = bodyModel(pieces, complete);
+  /** The service serving the model the body's first part names (`fields`: read so far; `complete`: all of it), or the error to answer with. */
+  route(fields: BodyFields, complete: boolean): RoutedService | RelayError {
+    const model = fields.model(complete);
     if (model instanceof NoModel) return new RelayError('bad_request', { message: model.message });
     const service = this.byModel.get(model);
     if (service !== undefined) return service;

@@ -133,6 +133,17 @@ export abstract class RelayEnding implements ReplicaWaiter, UpstreamHandler, Cal
     }
   }
 
+  onBodyRefused(reason: string): void {
+    const error = new RelayError('bad_request', { message: reason });
+    if (this.phase === 'sending' || this.phase === 'receiving') {
+      // Cut before the replica has the body it would read (body-fields.ts).
+      this.abortUpstream();
+      this.upstreamFailed(error);
+    } else {
+      this.fail(error);
+    }
+  }
+
   /** The exchange failed: truncate a relayed answer, retry a request the replica never got, or answer with the error. */
   protected upstreamFailed(error: RelayError): void {
     if (this.callerGone) {
@@ -144,8 +155,8 @@ export abstract class RelayEnding implements ReplicaWaiter, UpstreamHandler, Cal
       if (this.stream !== undefined) this.interruption = interruptionOf(error);
       this.body.stop();
       this.downstream.truncate();
-      const tooLarge = error.code === 'payload_too_large';
-      this.finish(tooLarge ? 'payload_too_large' : 'upstream_error', tooLarge ? error : new RelayError('upstream_error', { cause: error.cause ?? error }), tooLarge ? 'ok' : 'failed');
+      const callers = callersFault(error);
+      this.finish(callers ? error.code : 'upstream_error', callers ? error : new RelayError('upstream_error', { cause: error.cause ?? error }), callers ? 'ok' : 'failed');
       return;
     }
     // Nothing of the answer reached the caller yet (at most the replica's status, not written).
@@ -162,7 +173,7 @@ export abstract class RelayEnding implements ReplicaWaiter, UpstreamHandler, Cal
     }
     // A refused retry takes that replica out of rotation too; a reset or a missed status-line
     // deadline counts toward ejecting it.
-    this.fail(error, error.retryable ? 'unreachable' : error.code === 'payload_too_large' ? 'ok' : faultBeforeHead(error));
+    this.fail(error, error.retryable ? 'unreachable' : callersFault(error) ? 'ok' : faultBeforeHead(error));
   }
 
   /** Ends the exchange with the replica, wherever it is: no upstream callback comes after this. */
@@ -237,4 +248,9 @@ export abstract class RelayEnding implements ReplicaWaiter, UpstreamHandler, Cal
     }
     this.finished();
   }
+}
+
+/** An exchange cut for the caller's body (too large, or contradicting what was read of it): no fault of the replica's. */
+function callersFault(error: RelayError): boolean {
+  return error.code === 'payload_too_large' || error.code === 'bad_request';
 }

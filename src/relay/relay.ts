@@ -2,7 +2,9 @@
 // record (finished-request.ts).
 //
 // Phases, in order (each one line):
-//   route            — a router's request only: once the body names its model, its service (model-router.ts)
+//   read             — a router's request, or a token's with tokensPerMinute: once its body's first
+//                      part is in, its fields (body-fields.ts): the model's service (model-router.ts),
+//                      the admission with its reservation (request-limits.ts)
 //   acquire          — ask the service's replica set for a replica; maybe wait in its queue
 //   upstreamRequest  — build the replica's request: path, allowed headers, framing, body
 //   dispatch         — ask the replica's connection pool for a connection, with this object as
@@ -37,8 +39,9 @@ import { isEventStream } from './sse-events.js';
 import { StreamFlag } from './stream-request.js';
 import { StreamTiming } from './stream-timing.js';
 import type { TokenLimit } from '../limits/limit-table.js';
-import { reserveTokens } from '../limits/max-tokens.js';
+import type { BodyFields } from './body-fields.js';
 import { type ModelRouter, routedTerms } from './model-router.js';
+import { admitByBody } from './request-limits.js';
 import { RelayEnding, type RelayOwner } from './relay-ending.js';
 
 /** Told once per request, when it is over. */
@@ -58,12 +61,19 @@ export class RelayRequest extends RelayEnding implements ReplicaWaiter, Upstream
   /** After keep-alive comments, a replica's answer that cannot follow them: it becomes an error event. */
   private asError: AnswerAsError | undefined = undefined;
 
-  /** Its token's limits, when it has some (admitted by the request filter; ended once, by the data plane). */
+  /** Its token's limits once it was admitted by them (ended once, by the data plane), else undefined. */
   limit: TokenLimit | undefined = undefined;
-  /** The tokens it reserved of tokensPerMinute (its body's max_tokens). */
+  /** The tokens it reserved of tokensPerMinute (its body's max_tokens), taken with its admission. */
   reserved = 0;
+  /**
+   * Not admitted by its token's limits yet (it starts once it is): `store` while it waits for the
+   * shared store's top-up, `body` until its body's first part is in (a token with tokensPerMinute).
+   */
+  admitting: 'no' | 'store' | 'body' = 'no';
   /** Sent to a router: the router until the body names the model, then undefined. */
   router: ModelRouter | undefined = undefined;
+  /** The fields read out of its body as it arrives (a router's request, a token's with tokensPerMinute). */
+  fields: BodyFields | undefined = undefined;
   /** Sent to a router: its slug (the access line's `router`). */
   routedBy: string | undefined = undefined;
 
@@ -84,8 +94,8 @@ export class RelayRequest extends RelayEnding implements ReplicaWaiter, Upstream
     /** From the framing: bytes, or -1 for a chunked body. */
     bodyLength: number,
     requestId: string,
-    /** The token that authenticated the request. */
-    readonly token: TokenEntry,
+    /** The token that authenticated the request (as it is after a reload, once admitted: auth.ts `currentEntry`). */
+    public token: TokenEntry,
     /** Its place in the queue (the token's priority, or lower as the caller asked). */
     readonly priority: number,
     /** Its own wait for a replica (`X-Sluice-Max-Wait-Ms`), or -1: the service's. */
@@ -102,9 +112,12 @@ export class RelayRequest extends RelayEnding implements ReplicaWaiter, Upstream
 
   // ── acquire ────────────────────────────────────────────────────────────────────────────────
 
-  /** Runs inside the uWS handler, after `onAborted` and `onData` were attached (a router's request: once routed). */
+  /**
+   * Runs inside the uWS handler, after `onAborted` and `onData` were attached; a router's request
+   * once routed, and a request admitted later than that once admitted (whichever comes last).
+   */
   start(): void {
-    if (this.router !== undefined) return;
+    if (this.router !== undefined || this.admitting !== 'no') return;
     const keepAliveMs = this.service.config.queue.keepAliveMs;
     if (keepAliveMs > 0 && this.method !== 'HEAD') {
       this.keepAliveAt = this.startedAt + keepAliveMs;
@@ -118,7 +131,7 @@ export class RelayRequest extends RelayEnding implements ReplicaWaiter, Upstream
     if (this.phase === 'receiving' || this.phase === 'done') return false;
     if (now < this.keepAliveAt) return true;
     if (!this.downstream.keptAlive) {
-      const asks = asksForStreamedAnswer(this.headers.accept, this.body, (this.streamFlag ??= new StreamFlag()));
+      const asks = asksForStreamedAnswer(this.headers.accept, this.body, this.fields ?? (this.streamFlag ??= new StreamFlag()));
       if (asks !== true) return asks === undefined; // undecided: look again at the next tick
     }
     this.downstream.keepAlive(this.body.closesAfterAnswer, waitingComment(this.service.replicas.expectedReadyInMs()));
@@ -156,18 +169,24 @@ export class RelayRequest extends RelayEnding implements ReplicaWaiter, Upstream
 
   // ── upstreamRequest + dispatch ─────────────────────────────────────────────────────────────
 
-  /** The body's first bytes are here (or all of it). */
+  /** The body's first bytes are here (or all of it; a body that is read: its first part, or all of it). */
   onBodyStart(): void {
-    if (this.router !== undefined && !this.routeByModel(this.router)) return;
-    // Never after the end: a reservation then would never be settled.
-    if (this.limit !== undefined && this.phase !== 'done') this.reserved = reserveTokens(this.service.limitTable, this.limit, this.body.firstBytes());
+    if (this.fields !== undefined && !this.readFields(this.fields)) return;
     if (this.replica !== undefined && this.phase === 'waiting') this.dispatch();
   }
 
+  /** Its body's first part is in: routed by its model, admitted with its reservation, started. False if it ended. */
+  private readFields(fields: BodyFields): boolean {
+    if (this.router !== undefined && !this.routeByModel(this.router, fields)) return false;
+    if (this.admitting === 'body' && !admitByBody(this, this.service.limitTable)) return false;
+    this.start();
+    return this.phase !== 'done';
+  }
+
   /** The body names its model (model-router.ts): from now on the request is its service's. False if it ended. */
-  private routeByModel(router: ModelRouter): boolean {
+  private routeByModel(router: ModelRouter, fields: BodyFields): boolean {
     this.router = undefined;
-    const to = router.route(this.body.pieces(), this.body.complete);
+    const to = router.route(fields, this.body.complete);
     if (to instanceof RelayError) {
       this.fail(to);
       return false;
@@ -178,8 +197,7 @@ export class RelayRequest extends RelayEnding implements ReplicaWaiter, Upstream
       this.onBodyTooLarge();
       return false;
     }
-    this.start();
-    return this.phase !== 'done';
+    return true;
   }
 
   private dispatch(): void {

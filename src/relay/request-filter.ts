@@ -17,7 +17,8 @@ import type { TokenUsage } from '../metrics/token-usage.js';
 import { MIN_PRIORITY } from '../config/rules.js';
 import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
 import type { ReplicaSet } from '../replicas/types.js';
-import { authenticate, type TokenEntry, tokenEntries } from './auth.js';
+import { authenticate, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './auth.js';
+import { BodyFields } from './body-fields.js';
 import { checkRequestHead } from './caller-head-checks.js';
 import { readCallerHeaders, requestMaxWait, requestPriority } from './headers.js';
 import { pathProblem } from './path.js';
@@ -28,6 +29,7 @@ import { HeldBodies } from './held-bodies.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import { admitted, refusedByLimits, waitForLimits } from './request-limits.js';
 import { answerModelList, MODEL_LIST_PATH, ModelRouter, type RoutedService } from './model-router.js';
+import { ROUTER_MODEL_BYTES } from '../tunables.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
 export class ServiceEntry implements RoutedService {
@@ -72,8 +74,6 @@ export interface RequestFilterOwner extends RelayObserver {
   onRelayStarted(): void;
 }
 
-const WWW_AUTHENTICATE = 'Bearer realm="sluice"';
-const WWW_AUTHENTICATE_INVALID = 'Bearer realm="sluice", error="invalid_token"';
 const REQUEST_SEGMENT = '/request/';
 const NO_FORWARD: ReadonlySet<string> = new Set();
 
@@ -196,9 +196,12 @@ export class RequestFilter {
     }
     // An empty value names no session: the request is routed as one without the header.
     const affinity = headers.affinity === undefined || headers.affinity === '' ? NO_AFFINITY : hashKey(headers.affinity);
-    // Limits per caller: the last check, so that a request refused for anything else uses none of them.
+    // Limits per caller: the last check, so that a request refused for anything else uses none of
+    // them. A token with tokensPerMinute is admitted once its body says its reservation (only a
+    // window already full refuses it now).
     const limit = auth.limit;
-    const verdict = limit === undefined ? undefined : service.limitTable.admit(limit);
+    const byBody = limit !== undefined && limit.limits.tokensPerMinute !== undefined;
+    const verdict = limit === undefined ? undefined : byBody ? service.limitTable.precheck(limit) : service.limitTable.admit(limit);
     if (verdict !== undefined && verdict !== 'wait') {
       this.refuse(res, refusedByLimits(verdict, service.limitTable, limit!, auth.name), hasBody, service, head);
       return;
@@ -207,17 +210,23 @@ export class RequestFilter {
     const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth, priority, maxWaitMs, affinity);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
-    if (service instanceof ModelRouter) {
+    const router = service instanceof ModelRouter;
+    if (router) {
       request.router = service;
       request.routedBy = service.config.slug;
     }
-    this.owner.onRelayStarted();
-    if (verdict === 'wait') {
-      // The shared store's lease ran out: up to 50 ms for the control plane's top-up (request-limits.ts).
-      waitForLimits(request, limit!, service.limitTable, auth.name);
-      return;
+    if (router || byBody) {
+      // Its body's fields are read as it arrives, its first part held (body-fields.ts).
+      request.fields = new BodyFields();
+      request.body.read(request.fields, ROUTER_MODEL_BYTES);
     }
-    if (limit !== undefined) admitted(request, limit, service.limitTable);
+    this.owner.onRelayStarted();
+    if (byBody) request.admitting = 'body';
+    else if (verdict === 'wait') {
+      // The shared store's lease ran out: up to 50 ms for the control plane's top-up (request-limits.ts).
+      waitForLimits(request, service.limitTable, limit!);
+      return;
+    } else if (limit !== undefined) admitted(request, limit, service.limitTable);
     request.start();
   };
 

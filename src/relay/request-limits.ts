@@ -1,14 +1,16 @@
 // A request's part in its token's limits (docs/api.md#limits-per-caller), around what the limit
 // table does (limits/limit-table.ts): the 429 of a refused request (or the 503 while the shared
-// store is down), the wait of one whose lease from the shared store ran out, the reservation an
-// admitted one takes from its body (limits/max-tokens.ts: `reserveTokens`), and the tokens it
-// settles with at its end.
+// store is down), and the admissions decided after the request filter: a request of a token with
+// tokensPerMinute once its body's first part says its reservation (body-fields.ts), a request whose
+// lease from the shared store ran out once the control plane topped it up. Such a request is
+// admitted as its token is at that moment (a reload may have replaced it: auth.ts `currentEntry`),
+// and starts only once admitted; and the tokens it settles with at its end.
 import { RelayError } from '../http/errors.js';
 import type { LimitName } from '../limits/limit-layout.js';
 import type { LimitTable, TokenLimit } from '../limits/limit-table.js';
-import { reserveTokens } from '../limits/max-tokens.js';
 import { LIMIT_STORE_WAIT_MS } from '../tunables.js';
 import { ratelimitRefused, ratelimitState } from '../limits/rate-limit-headers.js';
+import { currentEntry, WWW_AUTHENTICATE_INVALID } from './auth.js';
 import type { FinishedRequest } from './finished-request.js';
 import type { RelayRequest } from './relay.js';
 
@@ -37,31 +39,81 @@ export function admitted(request: RelayRequest, limit: TokenLimit, table: LimitT
 }
 
 /**
- * A request whose token's lease from the shared store ran out (`admit` said `wait`; the request
- * is built, its body arriving): it waits for the control plane's top-up, at most
+ * A request of a token with tokensPerMinute whose body's first part is in (`request.admitting` is
+ * `body`): admitted with the reservation it reads (or refused, or waiting for the shared store).
+ * False when it ended.
+ */
+export function admitByBody(request: RelayRequest, table: LimitTable): boolean {
+  const decided = decide(request, table, false);
+  if (typeof decided === 'object') waitForLimits(request, table, decided);
+  return decided !== 'done';
+}
+
+/**
+ * A request whose token's lease from the shared store ran out (`admit` said `wait` for `limit`;
+ * the request is built, its body arriving): it waits for the control plane's top-up, at most
  * LIMIT_STORE_WAIT_MS, then is admitted and started, or refused. Off the hot path: a lease is
  * asked for before it runs out.
  */
-export function waitForLimits(request: RelayRequest, limit: TokenLimit, table: LimitTable, tokenName: string): void {
+export function waitForLimits(request: RelayRequest, table: LimitTable, limit: TokenLimit): void {
+  request.admitting = 'store';
   const deadline = performance.now() + LIMIT_STORE_WAIT_MS;
+  let waitingOn = limit;
   const wait = (): void => {
-    const waiting = table.topUp(limit, Math.max(1, deadline - performance.now()));
-    if (waiting === undefined) setImmediate(decide);
-    else void waiting.then(decide);
+    const waiting = table.topUp(waitingOn, Math.max(1, deadline - performance.now()));
+    if (waiting === undefined) setImmediate(decideNow);
+    else void waiting.then(decideNow);
   };
-  const decide = (): void => {
+  const decideNow = (): void => {
     if (request.phase === 'done') return; // the caller left meanwhile
     // A top-up that others took first: the request asks again while its time lasts.
-    const verdict = table.admit(limit, performance.now() >= deadline);
-    if (verdict === 'wait') wait();
-    else if (verdict === undefined) {
-      admitted(request, limit, table);
-      // Its body's first bytes may have come while it waited: its reservation is taken now.
-      if (request.body.hasStarted) request.reserved = reserveTokens(table, limit, request.body.firstBytes());
-      request.start();
-    } else request.refuse(refusedByLimits(verdict, table, limit, tokenName));
+    const decided = decide(request, table, performance.now() >= deadline);
+    if (typeof decided === 'object') {
+      waitingOn = decided;
+      wait();
+    } else if (decided === 'start') request.start();
   };
   wait();
+}
+
+/**
+ * Admits `request` by its token's limits as they are now, with the reservation its body says for
+ * a token with tokensPerMinute: `start` (admitted, or its token has no limits any more), `done`
+ * (refused: answered), or the limit to wait on (the shared store's top-up; `waited`: the wait is over).
+ */
+function decide(request: RelayRequest, table: LimitTable, waited: boolean): 'start' | 'done' | TokenLimit {
+  const token = currentEntry(request.token);
+  if (token === undefined) {
+    // A reload removed its token meanwhile: refused as the token is refused now.
+    request.refuse(new RelayError('unauthorized', { headers: { 'www-authenticate': WWW_AUTHENTICATE_INVALID } }));
+    return 'done';
+  }
+  request.token = token;
+  const limit = token.limit;
+  if (limit === undefined) {
+    request.admitting = 'no';
+    return 'start';
+  }
+  let reservation = 0;
+  const tokensPerMinute = limit.limits.tokensPerMinute;
+  if (tokensPerMinute !== undefined && request.fields !== undefined) {
+    const read = request.fields.reservation(tokensPerMinute);
+    if (typeof read === 'string') {
+      request.refuse(new RelayError('bad_request', { message: read }));
+      return 'done';
+    }
+    reservation = read;
+  }
+  const verdict = table.admit(limit, waited, reservation);
+  if (verdict === 'wait') return limit;
+  if (verdict !== undefined) {
+    request.refuse(refusedByLimits(verdict, table, limit, token.name));
+    return 'done';
+  }
+  admitted(request, limit, table);
+  request.reserved = reservation;
+  request.admitting = 'no';
+  return 'start';
 }
 
 /**

@@ -7,19 +7,21 @@
 // (waiting-comments.ts), never on the hot path.
 //
 // The body is read where it already is (nothing more is held for this), without parsing it into
-// objects: json-top-level.ts walks its top-level object for the key. A body still arriving is
+// objects: json-top-level.ts walks its top-level object for the key, as the replica's Python `json`
+// reads it (an escaped key is the key; the last of two counts), and json-values.ts reads the value
+// as pydantic reads a boolean (`true`, `1`, `"yes"`, ...; `null` is false). A body still arriving is
 // walked as it arrives: the walk keeps its state between looks (StreamFlag) and resumes where it
-// stopped, so each byte is walked once however often the request is looked at. Limits, and why:
-// - at most the first STREAM_FLAG_MAX_SCAN bytes are walked: a chat body is far smaller, and a body
-//   built to be slow to walk then costs a millisecond or two, once, for a request that is still
-//   waiting after `keepAliveMs`;
-// - the key must be spelled `"stream"` (JSON allows `"str\u0065am"`; no client writes that);
-// - a key that occurs twice counts with its last value, as JSON.parse and Python's json decide
-//   (of a body still arriving, with the last value walked so far).
+// stopped, so each byte is walked once however often the request is looked at. A request that has
+// its body's fields read anyway (a router's, a token's with tokensPerMinute: body-fields.ts) asks
+// that walk instead. At most the first STREAM_FLAG_MAX_SCAN bytes are walked: a chat body is far
+// smaller, and a body built to be slow to walk then costs a millisecond or two, once, for a request
+// that is still waiting after `keepAliveMs`.
 import { STREAM_FLAG_MAX_SCAN } from '../tunables.js';
-import { bytesOf, TopLevelWalk } from './json-top-level.js';
+import { TopLevelWalk } from './json-top-level.js';
+import { boolOf } from './json-values.js';
 
-const STREAM_KEY = Buffer.from('"stream"');
+const STREAM_KEY = Buffer.from('stream');
+const UNICODE_ESCAPE = Buffer.from('\\u');
 const TRUE = Buffer.from('true');
 const FALSE = Buffer.from('false');
 
@@ -36,17 +38,49 @@ export function acceptsEventStream(accept: string | undefined): boolean {
 }
 
 /**
- * What a body says at its top level: `"stream": true`, `"stream": false`, or nothing that counts
- * (no such key, another value, not a JSON object, malformed, or only past the walked bytes).
+ * What a body says at its top level: a `"stream"` that reads as true, one that reads as false, or
+ * nothing that counts (no such key, a value pydantic refuses, not a JSON object, malformed, or only
+ * past the walked bytes).
  */
 export type StreamSaid = 'true' | 'false' | 'unsaid';
+
+/**
+ * What the body's `"stream"` (the walk's tracked key `key`) says as far as `walk` went, or undefined
+ * while more bytes could decide it; `final`: no more of the body will be walked.
+ */
+export function streamSaid(walk: TopLevelWalk, key: number, final: boolean): StreamSaid | undefined {
+  const outcome = walk.outcome;
+  // Not a JSON object, or malformed where the walk looked: it says nothing.
+  if (outcome === 'not-object' || outcome === 'malformed' || outcome === 'foreign') return 'unsaid';
+  const v = walk.values[key]!;
+  const last = v.count === 0 ? 'unsaid' : saidBy(boolOf(v));
+  if (outcome === 'closed' || final) return last;
+  // The object is not complete. A value of the key already walked decides, and so does `true` or
+  // `false` cut at the end of what arrived (anything after it would make the body malformed).
+  if (walk.openKey === key && walk.openKind === 'literal') {
+    const open = Buffer.from(walk.openBytes());
+    if (open.equals(TRUE)) return 'true';
+    if (open.equals(FALSE)) return 'false';
+    return undefined;
+  }
+  return last !== 'unsaid' ? last : undefined;
+}
+
+function saidBy(value: boolean | null | undefined): StreamSaid {
+  return value === true ? 'true' : value === false || value === null ? 'false' : 'unsaid';
+}
+
+/** What a body's `"stream"` says, looked at as the body is held (StreamFlag, or a request's BodyFields). */
+export interface StreamLook {
+  look(chunks: readonly Buffer[], final: boolean): StreamSaid | undefined;
+}
 
 /**
  * The walk over one request's body for its top-level `stream` key, kept between looks: each look
  * walks only the bytes that arrived since the last one.
  */
-export class StreamFlag {
-  private readonly top = new TopLevelWalk('stream');
+export class StreamFlag implements StreamLook {
+  private readonly top = new TopLevelWalk(['stream'], [16]);
   /** What the body says, once decided (nothing more is walked). */
   private decided: StreamSaid | undefined = undefined;
 
@@ -63,27 +97,18 @@ export class StreamFlag {
   look(chunks: readonly Buffer[], final: boolean): StreamSaid | undefined {
     if (this.decided !== undefined) return this.decided;
     const top = this.top;
-    // A whole body without the key is decided by one native search (most bodies).
-    if (top.walked === 0 && final && chunks.length === 1 && windowOf(chunks[0]!).indexOf(STREAM_KEY) < 0) return (this.decided = 'unsaid');
+    // A whole body without the word (spelled out or escaped) is decided by a native search or two (most bodies).
+    if (top.walked === 0 && final && chunks.length === 1 && !mayNameStream(windowOf(chunks[0]!))) return (this.decided = 'unsaid');
     top.walkPieces(chunks, STREAM_FLAG_MAX_SCAN);
-    const outcome = top.outcome;
-    // Not a JSON object, or malformed where the walk looked: it says nothing.
-    if (outcome === 'not-object' || outcome === 'malformed') return (this.decided = 'unsaid');
-    const last = top.lastStart < 0 ? 'unsaid' : literalOf(chunks, top.lastStart, top.lastEnd);
-    if (outcome === 'closed') return (this.decided = last);
-    // The object is not complete. A value of the key already walked decides (a literal cut at the
-    // end of what arrived counts as complete: anything after it would make the body malformed).
-    const said = top.openStart >= 0 && top.openKind === 'literal' ? literalOf(chunks, top.openStart, top.walked) : last;
-    if (said !== 'unsaid' || final || top.walked >= STREAM_FLAG_MAX_SCAN) return said;
-    return undefined;
+    const said = streamSaid(top, 0, final || top.walked >= STREAM_FLAG_MAX_SCAN);
+    if (said !== undefined && (top.outcome !== 'open' || final || top.walked >= STREAM_FLAG_MAX_SCAN)) this.decided = said;
+    return said;
   }
 }
 
-/** What the value at the body's bytes [start, end) says: `true`, `false`, or nothing that counts. */
-function literalOf(chunks: readonly Buffer[], start: number, end: number): StreamSaid {
-  if (end - start === TRUE.length) return bytesOf(chunks, start, end).equals(TRUE) ? 'true' : 'unsaid';
-  if (end - start === FALSE.length) return bytesOf(chunks, start, end).equals(FALSE) ? 'false' : 'unsaid';
-  return 'unsaid';
+/** Whether `body` may have a key `stream`: the word, or a `\u` escape that could spell it. */
+function mayNameStream(body: Buffer): boolean {
+  return body.indexOf(STREAM_KEY) >= 0 || body.indexOf(UNICODE_ESCAPE) >= 0;
 }
 
 /** The part of a body the walk may look at. */

@@ -27,7 +27,7 @@
 import { type Ticking, unwatch, watch } from '../upstream/ticker.js';
 import type { CallerBody } from './caller-body.js';
 import { isEventStream } from './sse-events.js';
-import { acceptsEventStream, type StreamFlag } from './stream-request.js';
+import { acceptsEventStream, type StreamLook } from './stream-request.js';
 import { ANSWER_MESSAGE_MAX } from '../tunables.js';
 import { wholeSeconds } from '../replicas/expected-start.js';
 
@@ -105,7 +105,7 @@ export function stopKeepingAlive(request: KeptAlive): void {
  * of its body that would tell is still arriving. `flag`: the request's own walk over its body,
  * resumed at every look.
  */
-export function asksForStreamedAnswer(accept: string | undefined, body: CallerBody, flag: StreamFlag): boolean | undefined {
+export function asksForStreamedAnswer(accept: string | undefined, body: CallerBody, flag: StreamLook): boolean | undefined {
   const held = body.held();
   const said = flag.look(held.chunks, held.final);
   if (said === undefined) return undefined;

@@ -28,6 +28,8 @@ export interface WorkerInit {
   limits: SharedArrayBuffer;
   /** Per service, then per router, in config order: each token's cell set in `limits`, or -1 (limits/limit-cells.ts). */
   limitCells: number[][];
+  /** The reload of the tokens those cell sets are of (limits/limit-cells.ts: `reload`). */
+  limitReload: number;
   /** Test builds only: serve the route that makes a worker fail (GatewayOptions.testHooks). */
   testRoutes: boolean;
   /** The front end's build the main thread chose (http/uws-build.ts): every thread loads the same. */
@@ -55,7 +57,7 @@ export interface RoutersReload {
 /** Main → worker. A `LinkCall` is a call of a service's `ViewLink` (`s`: its index in the config). */
 export type ToWorker =
   | LinkCall
-  | { t: 'tokens'; services: TokensReload[]; routers?: RoutersReload }
+  | { t: 'tokens'; services: TokensReload[]; routers?: RoutersReload; reload: number }
   | { t: 'drain'; timeoutMs: number }
   | { t: 'close' }
   | { t: 'metrics'; id: number; text: string; contentType: string; failed: boolean };

@@ -7,11 +7,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createLimitBuffer } from '../../src/limits/limit-control.js';
-import { LimitTable, type TokenLimit } from '../../src/limits/limit-table.js';
+import { LimitTable, type TokenLimit, tokenLimit } from '../../src/limits/limit-table.js';
 import { StoreCells } from '../../src/limits/store-cells.js';
 
 function token(table: LimitTable, cell: number, limits: TokenLimit['limits'], share = 1): TokenLimit {
-  return { cell, gen: table.generation(cell), limits, policy: '', share };
+  return { ...tokenLimit(table, cell, limits, ''), share };
 }
 
 function setUp(refuseWhenDown = false): { table: LimitTable; cells: StoreCells } {

@@ -4,7 +4,7 @@
 // settle into the second just past) and when the cell set changes hands.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PastWindows, settle, WINDOW_S, windowRead, windowSum } from '../../src/limits/token-window.js';
+import { BUCKET_MAX, PastWindows, settle, WINDOW_S, windowRead, windowSum } from '../../src/limits/token-window.js';
 
 const CELLS = 2;
 const at = (cell: number): number => cell * 2 * WINDOW_S;
@@ -59,4 +59,15 @@ test('tokens only in the current second leave the window in 60 s', () => {
   assert.deepEqual({ ...windowRead }, { sum: 5, oldestLeavesIn: 1 });
   past.read(a, at(1), 1, 0, 760, 500);
   assert.deepEqual({ ...windowRead }, { sum: 0, oldestLeavesIn: 0 });
+});
+
+test('a bucket saturates at BUCKET_MAX instead of wrapping, however much is settled into it', () => {
+  const a = new Int32Array(2 * WINDOW_S);
+  settle(a, 0, 500, 2_000_000_000);
+  settle(a, 0, 500, 2_000_000_000);
+  settle(a, 0, 500, Number.MAX_SAFE_INTEGER);
+  assert.equal(windowSum(a, 0, 500), BUCKET_MAX);
+  // A new second in the same bucket starts from what it settles, within the bound too.
+  settle(a, 0, 560, 3_000_000_000);
+  assert.equal(windowSum(a, 0, 560), BUCKET_MAX);
 });

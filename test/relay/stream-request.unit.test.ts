@@ -1,5 +1,6 @@
 // Whether a request asks for a streamed answer (src/relay/stream-request.ts): the Accept header,
-// and a walk over the body's top-level object checked against JSON.parse on generated documents
+// and a walk over the body's top-level object checked against JSON.parse (and pydantic's reading of
+// a boolean: `true`, 1, "yes", ...; null is false) on generated documents
 // (nested objects and arrays, strings full of quotes, backslashes and the word "stream", the key
 // at any position, any value), on every prefix of them (undecided or already right), fed in pieces
 // to one walk that resumes where it stopped (each byte walked once), and on malformed bodies.
@@ -13,10 +14,12 @@ function said(body: Buffer, final: boolean): StreamSaid | undefined {
   return new StreamFlag().look([body], final);
 }
 
-/** What JSON.parse makes of the body's top-level `stream`. */
+/** What JSON.parse makes of the body's top-level `stream`, read as pydantic reads a boolean. */
 function parsed(text: string): StreamSaid {
   const value = (JSON.parse(text) as { stream?: unknown }).stream;
-  return value === true ? 'true' : value === false ? 'false' : 'unsaid';
+  if (value === true || value === 1 || (typeof value === 'string' && ['1', 't', 'y', 'on', 'yes', 'true'].includes(value.toLowerCase()))) return 'true';
+  if (value === false || value === 0 || value === null || (typeof value === 'string' && ['0', 'f', 'n', 'no', 'off', 'false'].includes(value.toLowerCase()))) return 'false';
+  return 'unsaid';
 }
 
 test('Accept: text/event-stream named, in any case and with parameters; not by wildcards, not with q=0', () => {
@@ -128,11 +131,18 @@ test('fixed bodies', () => {
     [' \r\n{ "stream" : true } ', 'true'],
     ['{"stream":false}', 'false'],
     ['{"model":"m","stream" : false ,"n":1}', 'false'],
-    ['{"stream":"true"}', 'unsaid'],
-    ['{"stream":"false"}', 'unsaid'],
-    ['{"stream":1}', 'unsaid'],
-    ['{"stream":0}', 'unsaid'],
-    ['{"stream":null}', 'unsaid'],
+    ['{"stream":"true"}', 'true'],
+    ['{"stream":"YES"}', 'true'],
+    ['{"stream":"false"}', 'false'],
+    ['{"stream":"off"}', 'false'],
+    ['{"stream":" true"}', 'unsaid'],
+    ['{"stream":"maybe"}', 'unsaid'],
+    ['{"stream":1}', 'true'],
+    ['{"stream":1.0}', 'true'],
+    ['{"stream":0}', 'false'],
+    ['{"stream":2}', 'unsaid'],
+    ['{"stream":null}', 'false'],
+    ['{"stream":{"a":1}}', 'unsaid'],
     ['{"stream":trueish}', 'unsaid'],
     ['{"stream":falsey}', 'unsaid'],
     ['{"options":{"stream":true}}', 'unsaid'],
@@ -140,7 +150,8 @@ test('fixed bodies', () => {
     ['[{"stream":true}]', 'unsaid'],
     ['{"content":"\\"stream\\": true"}', 'unsaid'],
     ['{"a\\\\":"stream","stream":true}', 'true'],
-    ['{"str\\u0065am":true}', 'unsaid'],
+    ['{"str\\u0065am":true}', 'true'],
+    ['{"\\u0073tream":false}', 'false'],
     ['{"streams":true}', 'unsaid'],
     ['{"strea":true}', 'unsaid'],
     ['{"stream":true,"stream":false}', 'false'],
@@ -211,10 +222,12 @@ test('only the first MAX_SCAN bytes are walked: a key after them is not found, a
     assert.ok(slow.walked <= MAX_SCAN, `${what}: ${slow.walked} bytes walked for a scan limit of ${MAX_SCAN}`);
     assert.equal(slow.look([Buffer.from(body)], true), 'false', what);
   }
-  // A large whole body without the key is decided without a walk.
+  // A large whole body without the key (spelled out, or a \u escape that could spell it) is decided without a walk.
   const plain = new StreamFlag();
   assert.equal(plain.look([Buffer.from(`{"pad":"${filler}${filler}"}`)], true), 'unsaid');
   assert.equal(plain.walked, 0);
+  const escaped = new StreamFlag();
+  assert.equal(escaped.look([Buffer.from(`{"\\u0073tream":true,"pad":"${filler}"}`)], true), 'true');
 });
 
 test('a malformed body says nothing, whatever came before: a value that starts as no JSON value does', () => {
