@@ -38,7 +38,8 @@ export interface AccessLine {
   /** The LLM token usage the answer reported (docs/operations.md#llm-token-usage). */
   promptTokens: number | undefined;
   completionTokens: number | undefined;
-  err: object | undefined;
+  /** The replica-side error behind a failure (describeUpstreamError). */
+  err: { type: string; message: string; code: string } | undefined;
 }
 
 const INFO = 30;
