@@ -5,63 +5,17 @@
 // a chunked one as empty (test/fixtures/wsgi-echo.py). The cases that stream chunked use a Node
 // replica, which reads either framing and records when each byte came.
 import assert from 'node:assert/strict';
-import { type ChildProcessByStdio, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
-import type { Readable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
 import { AUTH, TEST_TOKEN, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { type CountingReplica, startCountingReplica } from '../helpers/counting-replica.js';
 import { rawExchange } from '../helpers/raw-http.js';
 import { eventually } from '../helpers/wait.js';
+import { startWsgiReplica, type WsgiEcho, type WsgiReplica } from '../helpers/wsgi-replica.js';
 
-const WSGI_ECHO = fileURLToPath(new URL('../../../test/fixtures/wsgi-echo.py', import.meta.url));
 const BOUND = 64 * 1024;
-
-interface WsgiReplica {
-  url: string;
-  /** Every line it printed after its port: `connection`, `request <path>`. */
-  lines: string[];
-  close(): Promise<void>;
-}
-
-async function startWsgiReplica(): Promise<WsgiReplica> {
-  const child: ChildProcessByStdio<null, Readable, null> = spawn('python3', ['-u', WSGI_ECHO], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const lines: string[] = [];
-  let rest = '';
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`the WSGI replica exited (${code})`)));
-    child.stdout.setEncoding('latin1').on('data', (text: string) => {
-      const all = (rest + text).split('\n');
-      rest = all.pop()!;
-      for (const line of all) {
-        const m = /^port (\d+)$/.exec(line);
-        if (m !== null) resolve(Number(m[1]));
-        else lines.push(line);
-      }
-    });
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    lines,
-    close: () =>
-      new Promise<void>((resolve) => {
-        child.removeAllListeners('exit');
-        child.once('exit', () => resolve());
-        child.kill();
-      }),
-  };
-}
-
-interface Echo {
-  contentLength: string | null;
-  transferEncoding: string | null;
-  read: number;
-  sha256: string;
-}
 
 function sha256(bytes: Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');
@@ -77,9 +31,9 @@ async function accessLineOf(tg: TestGateway, path: string): Promise<Record<strin
 }
 
 /** The JSON of a `200` answer that ends its connection (its framing aside). */
-function echoOf(answer: string): Echo {
+function echoOf(answer: string): WsgiEcho {
   assert.match(answer, /^HTTP\/1\.1 200 /);
-  return JSON.parse(answer.slice(answer.indexOf('{'), answer.lastIndexOf('}') + 1)) as Echo;
+  return JSON.parse(answer.slice(answer.indexOf('{'), answer.lastIndexOf('}') + 1)) as WsgiEcho;
 }
 
 /** A raw-socket request with a chunked body whose pieces the test writes one by one. */
@@ -129,14 +83,14 @@ describe('chunked uploads', () => {
   });
 
   /** `{}` to the WSGI service with Content-Length. */
-  async function post(path: string): Promise<Echo> {
+  async function post(path: string): Promise<WsgiEcho> {
     const res = await request(tg.url(path, 'wsgi'), { method: 'POST', headers: AUTH, body: '{}' });
     assert.equal(res.statusCode, 200);
-    return (await res.body.json()) as Echo;
+    return (await res.body.json()) as WsgiEcho;
   }
 
   /** Uploads `pieces` to the WSGI service, chunked, one write each; the answer's JSON. */
-  async function upload(path: string, pieces: Buffer[]): Promise<Echo> {
+  async function upload(path: string, pieces: Buffer[]): Promise<WsgiEcho> {
     const socket = await openUpload(tg.port, new URL(tg.url(path, 'wsgi')).pathname, true);
     const answer = new Promise<string>((resolve) => {
       const got: Buffer[] = [];
