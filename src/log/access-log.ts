@@ -23,7 +23,7 @@ export interface AccessLine {
   outcome: string;
   bytesIn: number;
   bytesOut: number;
-  /** A chunked body was held (docs/configuration.md#chunked-uploads): the bytes held, all of it when sent with Content-Length. */
+  /** A chunked body was held (docs/configuration.md#chunked-uploads): what the hold kept within its bound, all of it when sent with Content-Length. */
   heldBytes: number | undefined;
   ttfbMs: number | undefined;
   ms: number;

@@ -53,7 +53,11 @@ export class CallerBody {
   /** The held body ended within the bound: `queue` is all of it, sent with Content-Length and
    *  kept (for a retry) until the replica answers. */
   private heldWhole = false;
-  /** What the hold had when it ended (the whole body, or the prefix it streams on from); -1: not held. */
+  /**
+   * What the hold kept, within its bound, before it ended: the whole body when it went with
+   * Content-Length, else the bytes before the piece that passed the bound (or the service's
+   * account) — never more than `uploads.bufferBytes`; -1: not held.
+   */
   heldBytes = -1;
 
   constructor(
@@ -104,7 +108,7 @@ export class CallerBody {
         // A chunked body that arrived whole: within the bound it goes with Content-Length.
         this.holding = false;
         this.heldWhole = size <= this.account.bufferBytes;
-        this.heldBytes = size;
+        this.heldBytes = this.heldWhole ? size : 0;
       }
       if (size === 0) {
         this.whole = Buffer.alloc(0);
@@ -126,12 +130,12 @@ export class CallerBody {
       this.queue.push(chunk);
       this.queuedBytes += size;
       this.account.bytes += size;
-      if (this.holding && !this.holdEnds(isLast)) {
+      if (this.holding && !this.holdEnds(isLast, size)) {
         if (this.full()) this.pause();
         return;
       }
       if (!isLast && this.full()) this.pause();
-    } else if (this.holding && !this.holdEnds(isLast)) {
+    } else if (this.holding && !this.holdEnds(isLast, 0)) {
       return;
     }
     if (!this.started) {
@@ -200,16 +204,16 @@ export class CallerBody {
   }
 
   /**
-   * The held chunked body just grew (or ended, `isLast`): true when the hold ends now — the body
-   * is complete, passed the bound, or the service's account is full (it then streams on, as a body
-   * past its bound). The caller then dispatches the request.
+   * The held chunked body just grew by `size` bytes (or ended, `isLast`): true when the hold ends
+   * now — the body is complete, passed the bound, or the service's account is full (it then
+   * streams on, as a body past its bound). The caller then dispatches the request.
    */
-  private holdEnds(isLast: boolean): boolean {
+  private holdEnds(isLast: boolean, size: number): boolean {
     const bytes = this.queuedBytes;
     if (!isLast && bytes <= this.account.bufferBytes && this.account.bytes <= this.account.maxBytes) return false;
     this.holding = false;
     this.heldWhole = isLast && bytes <= this.account.bufferBytes;
-    this.heldBytes = bytes;
+    this.heldBytes = this.heldWhole ? bytes : bytes - size;
     return true;
   }
 
