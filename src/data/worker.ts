@@ -49,7 +49,7 @@ const plane = new DataPlane({
   limits: init.limits,
   limitCells: init.limitCells,
   thread: init.thread,
-  counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug)), init.store),
+  counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug), init.storeRouters), init.store),
   ops:
     config.admin === undefined
       ? {
