@@ -3,11 +3,11 @@
 // "(2 requests per minute)" for more. Black-box: the real gateway and a real replica that holds a
 // request while the test needs a place taken.
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { after, before, test } from 'node:test';
 import { request } from 'undici';
 import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { startHoldingReplica, type TestReplica } from '../helpers/replica.js';
 import { eventually, within } from '../helpers/wait.js';
 
 let replica: TestReplica;
@@ -15,15 +15,7 @@ const held: ServerResponse[] = [];
 const gateways: TestGateway[] = [];
 
 before(async () => {
-  replica = await startReplica(async (req: IncomingMessage, res: ServerResponse) => {
-    await readBody(req);
-    if (req.url === '/hold') {
-      held.push(res);
-      return;
-    }
-    res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ usage: { prompt_tokens: 10, completion_tokens: 50, total_tokens: 60 } }));
-  });
+  replica = await startHoldingReplica(held, { usage: { prompt_tokens: 10, completion_tokens: 50, total_tokens: 60 } });
 });
 
 after(async () => {

@@ -5,12 +5,12 @@
 // gateway holds leased, less what it has taken since (lower by the leases other gateways hold
 // unused, the bound of the shared store); `concurrent`: the places the other gateways leave.
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { Agent, request } from 'undici';
 import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { REDIS_SKIP, startRedis, type TestRedis } from '../helpers/redis.js';
-import { readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { startHoldingReplica, type TestReplica } from '../helpers/replica.js';
 import { eventually } from '../helpers/wait.js';
 
 let redis: TestRedis;
@@ -52,11 +52,7 @@ function item(ratelimit: string, name: string): { r: number; t: number | undefin
 describe('RateLimit with the shared store', { skip: REDIS_SKIP }, () => {
   before(async () => {
     redis = await startRedis();
-    replica = await startReplica(async (req: IncomingMessage, res: ServerResponse) => {
-      await readBody(req);
-      if (req.url === '/hold') held.push(res);
-      else res.end('{}');
-    });
+    replica = await startHoldingReplica(held);
   });
 
   after(async () => {

@@ -8,22 +8,21 @@
 // writes. A replica that resets without answering is still a 502, and its access line names the
 // socket's error as an error (not `"type":"Object","stack":""`).
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { CURL_SKIP, type CurlResult, runCurl } from '../helpers/curl.js';
 import { rawService, startTestGateway, TEST_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { eventually } from '../helpers/wait.js';
 import { startWsgiReplica, type WsgiEcho, type WsgiReplica } from '../helpers/wsgi-replica.js';
 
 const IN_CI = process.env['CI'] === 'true' || process.env['CI'] === '1';
-const HAVE_CURL = spawnSync('curl', ['--version']).status === 0;
-const SKIP_CURL = !HAVE_CURL && !IN_CI ? 'no curl on this machine (CI installs it: .ci/install-curl)' : false;
 const HAVE_PYTHON = spawnSync('python3', ['--version']).status === 0;
-const SKIP_PYTHON = !HAVE_PYTHON && !IN_CI ? 'no python3 on this machine' : SKIP_CURL;
+const SKIP_PYTHON = !HAVE_PYTHON && !IN_CI ? 'no python3 on this machine' : CURL_SKIP;
 
 /** Larger than the default `uploads.bufferBytes` (1 MiB): a chunked body streams on past it. */
 const BODY_BYTES = 2 * 1024 * 1024;
@@ -109,38 +108,13 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-interface CurlResult {
-  code: number | null;
-  status: string;
-  body: string;
-}
-
 /**
- * curl POSTing the 2 MiB file to `url`: chunked (`-T -`, fed on its standard input, as an
- * unknown length) or with Content-Length (`--data-binary @file`).
+ * curl POSTing the 2 MiB file to `url`: chunked (`-X POST -T -`, fed on its standard input, as
+ * an unknown length) or with Content-Length (`--data-binary @file`).
  */
 function curlUpload(url: string, chunked: boolean, name: string): Promise<CurlResult> {
-  const out = join(dir, `out-${name}`);
   const upload = chunked ? ['-X', 'POST', '-T', '-'] : ['--data-binary', `@${bodyFile}`];
-  const args = ['-sS', '-o', out, '-w', '%{http_code}', '--max-time', '60', '-H', `Authorization: Bearer ${TEST_TOKEN}`, ...upload, url];
-  return new Promise((resolve, reject) => {
-    const child = spawn('curl', args, { stdio: ['pipe', 'pipe', 'inherit'] });
-    let status = '';
-    child.stdout.on('data', (d: Buffer) => (status += d.toString()));
-    // curl stops reading its input once it has the answer.
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(chunked ? readFileSync(bodyFile) : undefined);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      let body = '';
-      try {
-        body = readFileSync(out, 'utf8');
-      } catch {
-        // no body file: curl failed before writing one
-      }
-      resolve({ code, status, body });
-    });
-  });
+  return runCurl(['--max-time', '60', '-H', `Authorization: Bearer ${TEST_TOKEN}`, ...upload, url], join(dir, `out-${name}`), chunked ? readFileSync(bodyFile) : undefined);
 }
 
 async function accessLineOf(path: string): Promise<Record<string, unknown>> {
@@ -166,7 +140,7 @@ test('a wsgiref replica answers a 2 MiB chunked upload before reading it: curl g
 });
 
 for (const answer of ['/length-reset', '/length-fin', '/until-close']) {
-  test(`a raw replica answers (${answer.slice(1)}) and closes before reading a 2 MiB upload, chunked or with Content-Length: the caller gets the answer`, { skip: SKIP_CURL }, async () => {
+  test(`a raw replica answers (${answer.slice(1)}) and closes before reading a 2 MiB upload, chunked or with Content-Length: the caller gets the answer`, { skip: CURL_SKIP }, async () => {
     for (const chunked of [true, false]) {
       const path = `${answer}/${chunked ? 'chunked' : 'length'}`;
       const result = await curlUpload(tg.url(path, 'raw'), chunked, path.replaceAll('/', '-'));
@@ -182,7 +156,7 @@ for (const answer of ['/length-reset', '/length-fin', '/until-close']) {
   });
 }
 
-test('a replica that resets a 2 MiB upload without answering: 502, and the access line names the socket error as an error', { skip: SKIP_CURL }, async () => {
+test('a replica that resets a 2 MiB upload without answering: 502, and the access line names the socket error as an error', { skip: CURL_SKIP }, async () => {
   const result = await curlUpload(tg.url('/reset', 'raw'), true, 'reset');
   assert.equal(result.status, '502');
   assert.equal((JSON.parse(result.body) as { error: { code: string } }).error.code, 'upstream_unavailable');
