@@ -20,14 +20,18 @@ export interface RedisTarget {
 }
 
 // userinfo (RFC 3986): unreserved / pct-encoded / sub-delims / ":"; the first ':' ends the username.
-const URL_RE = /^(rediss?):\/\/(?:([A-Za-z0-9\-._~!$&'()*+,;=:%]*)@)?([^\s/?#@]+):(\d{1,5})(?:\/(\d{1,5}))?$/;
+const USERINFO = "[A-Za-z0-9\\-._~!$&'()*+,;=:%]*";
+const URL_RE = new RegExp(`^(rediss?)://(?:(${USERINFO})@)?([^\\s/?#@]+):(\\d{1,5})(?:/(\\d{1,5}))?$`);
+const SCHEME_RE = /^rediss?:\/\//;
+/** What follows the user info: host, port and db as URL_RE reads them, or a host alone (the port left out). */
+const HOST_PORT_RE = /^[^\s/?#@]+:\d{1,5}(?:\/\d{1,5})?$/;
+const HOST_ONLY_RE = /^[^\s/?#@:]+(?:\/\d{0,5})?$/;
+const CLEAN_USERINFO_RE = new RegExp(`^${USERINFO}$`);
 
 /** The URL's parts, or the rule it breaks (in words, without the password). */
 export function parseRedisUrl(url: string): RedisTarget | { problem: string } {
   const m = URL_RE.exec(url);
-  if (m === null) {
-    return { problem: url.includes('@') && /^rediss?:\/\//.test(url) ? `${STORE_RULE}; its user info must be percent-encoded (@ as %40, / as %2F, ? as %3F, # as %23, % as %25)` : STORE_RULE };
-  }
+  if (m === null) return { problem: urlProblem(url) };
   const port = Number(m[4]);
   const db = Number(m[5] ?? 0);
   if (port < 1 || port > 65_535 || db > 65_535) return { problem: STORE_RULE };
@@ -46,6 +50,21 @@ export function parseRedisUrl(url: string): RedisTarget | { problem: string } {
   return target;
 }
 
+/** Why `url` is no store URL, as precisely as its parts tell: the port left out, or user info not percent-encoded. */
+function urlProblem(url: string): string {
+  const scheme = SCHEME_RE.exec(url);
+  if (scheme === null) return STORE_RULE;
+  const rest = url.slice(scheme[0].length);
+  // The host is after the last '@': a password with an '@' of its own is the user info's problem.
+  const at = rest.lastIndexOf('@');
+  const host = rest.slice(at + 1);
+  if (HOST_ONLY_RE.test(host)) return `${STORE_RULE}; the port is missing (Redis's own is 6379: host:6379)`;
+  if (at >= 0 && HOST_PORT_RE.test(host) && !CLEAN_USERINFO_RE.test(rest.slice(0, at))) {
+    return `${STORE_RULE}; its user info must be percent-encoded (@ as %40, / as %2F, ? as %3F, # as %23, % as %25)`;
+  }
+  return STORE_RULE;
+}
+
 export const STORE_RULE =
   'must be redis://host:port or redis://host:port/db (db an integer from 0 to 65535), with [username]:password@ before the host for a Redis that wants one (both percent-encoded), or the same with rediss:// for TLS';
 
@@ -57,17 +76,21 @@ function decode(s: string): string | undefined {
   }
 }
 
-/** A URL as written, as it may be shown (a config problem): everything before its last '@' but a clean username replaced, `redis://user:***@host:6379`. */
+/**
+ * A URL as written, as it may be shown (a config problem): the password replaced,
+ * `redis://user:***@host:6379`; a username without a password (no ':') shown as it is,
+ * `redis://user@host:6379`, as the URL's grammar reads it; user info that is neither, `***@`.
+ */
 export function shownRedisUrl(url: string): string {
   const at = url.lastIndexOf('@');
   if (at < 0) return url;
   const start = url.startsWith('redis://') ? 'redis://'.length : url.startsWith('rediss://') ? 'rediss://'.length : 0;
   const userinfo = url.slice(start, at);
   const colon = userinfo.indexOf(':');
-  // Without a ':', what is there may be a password written without one: not shown.
-  const user = colon < 0 ? '' : userinfo.slice(0, colon);
-  const shownUser = /^[A-Za-z0-9\-._~!$&'()*+,;=%]*$/.test(user) ? user : '';
-  return `${url.slice(0, start)}${shownUser}:***${url.slice(at)}`;
+  const user = colon < 0 ? userinfo : userinfo.slice(0, colon);
+  const clean = /^[A-Za-z0-9\-._~!$&'()*+,;=%]*$/.test(user);
+  const shown = colon >= 0 ? `${clean ? user : ''}:***` : clean ? user : '***';
+  return `${url.slice(0, start)}${shown}${url.slice(at)}`;
 }
 
 /** A parsed store as it may be shown (logs): `redis://user:***@host:6379/0` (`rediss://` with TLS), `***` where a password is given (in the URL or its file). */

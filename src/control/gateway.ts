@@ -13,6 +13,7 @@ import type { Config } from '../config/types.js';
 import { RelayError } from '../http/errors.js';
 import type { Logger } from '../log/logger.js';
 import { Metrics } from '../metrics/metrics.js';
+import { routerUsageBlocks } from '../metrics/token-usage.js';
 import { RequestCounters } from '../metrics/request-counters.js';
 import { resolveWorkers } from './cpu-count.js';
 import { LocalReplicaSet } from './replica-set.js';
@@ -119,7 +120,7 @@ class ControlPlane implements Gateway, OpsSource {
     if (config.listen.tls !== undefined) this.certificates.inUseFile('listen', config.listen.tls.certFile);
     // workers: 0 resolves to the CPUs this process may use (the cgroup quota in a container).
     this.workers = resolveWorkers(config.workers);
-    this.registry = new Metrics(config.services.map((s) => s.slug));
+    this.registry = new Metrics(config.services.map((s) => s.slug), routerUsageBlocks(config.routers?.length ?? 0));
     const { store, storePasswordFile, storeCaFile, storeCertFile, storeKeyFile, prefix, onStoreDown } = config.limits;
     this.limitBuffer = createLimitBuffer(2 * limitedTokens(config) + LIMIT_TABLE_SPARE, this.workers, store === undefined ? undefined : { refuseWhenDown: onStoreDown === 'refuse' });
     this.limitCells = new LimitCells(new LimitControl(this.limitBuffer));
@@ -161,6 +162,7 @@ class ControlPlane implements Gateway, OpsSource {
           slots: this.services.map((service) => service.slots.init),
           queuesForColdStart: this.services.map((service) => service.queuesForColdStart),
           store: stores[thread]!.buffer as SharedArrayBuffer,
+          storeRouters: layout.routers,
           flags: this.flagsBuffer,
           authFailures: this.authFailures,
           limits: this.limitBuffer,

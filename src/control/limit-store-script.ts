@@ -7,7 +7,8 @@
 //   8 tokensPerMinute (0: none), 9 this gateway's reserved tokens, 10… (unix second, tokens) settled since the last call.
 // Returns { requests granted, ms until the next request would be granted (0: now), slots held,
 //   tokens of the window counted in all: settled by every gateway plus the others' reservations,
-//   places of `concurrent` the other gateways leave }.
+//   places of `concurrent` the other gateways leave, requests GCRA would still grant now (after
+//   those granted) }.
 export const SYNC_SCRIPT = `
 local k = KEYS[1]
 local t = redis.call('TIME')
@@ -26,7 +27,7 @@ for _, d in ipairs(dead) do
   redis.call('ZREM', k .. ':alive', d)
 end
 redis.call('PEXPIRE', k .. ':alive', keep)
-local granted, waitms, slots, counted, room = 0, 0, 0, 0, 0
+local granted, waitms, slots, counted, room, left = 0, 0, 0, 0, 0, 0
 if rpm > 0 then
   local T = 60000 / rpm
   local tol = (rpm - 1) * T
@@ -39,6 +40,7 @@ if rpm > 0 then
   end
   tat = tat + granted * T
   if granted < want then waitms = math.max(1, math.ceil(tat - now - tol)) end
+  if tat - now <= tol + 0.001 then left = math.floor((tol - (tat - now)) / T + 0.001) + 1 end
   redis.call('SET', k .. ':tat', string.format('%.3f', tat), 'PX', 60000 + keep)
 end
 if conc > 0 then
@@ -68,7 +70,7 @@ if tpm > 0 then
   redis.call('PEXPIRE', k .. ':tpm', keep)
   redis.call('PEXPIRE', k .. ':res', keep)
 end
-return { granted, waitms, slots, counted, room }
+return { granted, waitms, slots, counted, room, left }
 `;
 
 /**

@@ -240,12 +240,14 @@ export class LimitStore {
     this.client
       .eval(SYNC_SCRIPT, { keys: [s.key], arguments: args })
       .then((reply) => {
-        const [granted, waitMs, held, counted, room] = reply as number[];
+        const [granted, waitMs, held, counted, room, left] = reply as number[];
         if (this.stateOf(t) === s) {
+          if (rpm > 0) this.cells.setLeft(cell, left!);
           this.cells.addLease(cell, granted!);
           if (granted! > 0) s.grantedAt = performance.now();
           if (want > 0) this.cells.setExhausted(cell, granted! < want ? waitMs! : 0);
           if (concurrent > 0) {
+            this.cells.setRoom(cell, room!);
             this.cells.setSlots(cell, held!);
             this.cells.setFull(cell, room! <= held!);
           }
@@ -276,6 +278,8 @@ export class LimitStore {
     for (const t of this.options.tokens()) {
       this.cells.setExhausted(t.cell, 0);
       this.cells.setFull(t.cell, false);
+      this.cells.setLeft(t.cell, 0);
+      this.cells.setRoom(t.cell, 0);
     }
     this.cells.setUp(true);
     this.options.logger.info({ store: this.shown }, 'limit store reachable');

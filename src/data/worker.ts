@@ -50,7 +50,7 @@ const plane = new DataPlane({
   limitCells: init.limitCells,
   limitReload: init.limitReload,
   thread: init.thread,
-  counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug)), init.store),
+  counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug), init.storeRouters), init.store),
   ops:
     config.admin === undefined
       ? {

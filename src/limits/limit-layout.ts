@@ -41,6 +41,8 @@ export const EXHAUSTED = 10; // tick until which the store grants no request (it
 export const NEED = 11; // requests that asked for a top-up since the control plane last looked
 export const SEQ = 12; // bumped by each top-up: what a waiting request waits on
 export const FULL = 13; // 1: at the last sync the store had no place of `concurrent` beyond SLOTS
+export const LEFT = 14; // requests of requestsPerMinute the store would still grant at the last sync, beyond the leases
+export const ROOM = 15; // places of `concurrent` the other gateways left at the last sync
 export const BUCKETS = 16; // WINDOW_S × (second, count): token-window.ts
 export const STRIDE = BUCKETS + 2 * WINDOW_S;
 

@@ -28,8 +28,8 @@
 //   A request that finds its lease empty rings the doorbell and may wait up to 50 ms for a top-up.
 import type { LimitsConfig } from '../config/types.js';
 import { LimitControl } from './limit-control.js';
-import { BUCKETS, clock, DOORBELL, EPOCH_S, EXHAUSTED, FULL, GEN, HEADER, INFLIGHT, LEASE, LIMIT_NAMES, type LimitName, LOCAL, NEED, REFUSE_WHEN_DOWN, REFUSED, REMOTE, RESERVED, SEQ, SLOTS, STORE, STORE_DOWN, STRIDE, TAT, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
-import { PastWindows, settle, tokensRetryAfter, windowRead } from './token-window.js';
+import { BUCKETS, clock, DOORBELL, EPOCH_S, EXHAUSTED, FULL, GEN, HEADER, INFLIGHT, LEASE, LEFT, LIMIT_NAMES, type LimitName, LOCAL, NEED, REFUSE_WHEN_DOWN, REFUSED, REMOTE, RESERVED, ROOM, SEQ, SLOTS, STORE, STORE_DOWN, STRIDE, TAT, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
+import { PastWindows, settle, tokensRetryAfter, WINDOW_S, windowRead } from './token-window.js';
 
 /** The longest the shared store says a token's next request is away (one interval of GCRA, 60 s at most), with a margin. */
 const MAX_EXHAUSTED_TICKS = 61_000 * TICKS_PER_MS;
@@ -144,7 +144,8 @@ export class LimitTable extends LimitControl {
         this.unreserve(at, reservation);
         return this.short(t, at, waited, reservation);
       }
-      this.leftConcurrent = concurrent - v - 1;
+      // With the store: within the places the other gateways left at the last sync.
+      this.leftConcurrent = Math.max(0, (store === LOCAL ? concurrent : Math.min(concurrent, Atomics.load(a, at + ROOM))) - v - 1);
     } else if (t.counted) Atomics.add(a, at + INFLIGHT, 1);
     if (rpm !== undefined && store !== LOCAL) {
       let lease = Atomics.load(a, at + LEASE);
@@ -166,8 +167,11 @@ export class LimitTable extends LimitControl {
       // limit under 400 a minute, is asked for by each request: nothing is held that another
       // gateway could use).
       if (t.share > 1 && lease - 1 <= t.share >> 1) this.ring(at);
-      this.leftRequests = lease - 1;
-      this.resetRequestsS = 1;
+      // What the store would still grant plus this gateway's lease (other gateways' unused leases
+      // aside: a little low, never high); whole again after one interval per request used, as GCRA.
+      const left = Math.min(rpm, lease - 1 + Atomics.load(a, at + LEFT));
+      this.leftRequests = left;
+      this.resetRequestsS = Math.ceil(((rpm - left) * WINDOW_S) / rpm);
     } else if (rpm !== undefined) {
       const interval = Math.round(WINDOW_TICKS / rpm);
       const tolerance = (rpm - 1) * interval;

@@ -2,7 +2,7 @@
 // docs/architecture.md#the-shared-store): what the store granted this gateway (leased requests,
 // slots of `concurrent`, tokens counted elsewhere) written in, what the gateway used read out, and
 // the doorbell that the data plane rings when a token's lease runs low.
-import { BUCKETS, DOORBELL, EPOCH_S, EXHAUSTED, FULL, HEADER, INFLIGHT, LEASE, LOCAL, NEED, REMOTE, RESERVED, SEQ, SLOTS, STORE, STORE_DOWN, STORE_UP, STRIDE, TICKS_PER_MS } from './limit-layout.js';
+import { BUCKETS, DOORBELL, EPOCH_S, EXHAUSTED, FULL, HEADER, INFLIGHT, LEASE, LEFT, LOCAL, NEED, REMOTE, RESERVED, ROOM, SEQ, SLOTS, STORE, STORE_DOWN, STORE_UP, STRIDE, TICKS_PER_MS } from './limit-layout.js';
 import { BUCKET_MAX, WINDOW_S } from './token-window.js';
 
 export class StoreCells {
@@ -58,6 +58,20 @@ export class StoreCells {
   /** Takes the unused lease of `cell` back (to give it back to the store). */
   takeLease(cell: number): number {
     return Math.max(0, Atomics.exchange(this.a, this.at(cell) + LEASE, 0));
+  }
+
+  /**
+   * What the store would still grant of `cell`'s requestsPerMinute after its last answer, beyond
+   * the leases (the `RateLimit` of an admitted request: its gateway's lease plus this). Set before
+   * the lease it came with is added: a request admitted in between counts too few, never too many.
+   */
+  setLeft(cell: number, requests: number): void {
+    Atomics.store(this.a, this.at(cell) + LEFT, Math.max(0, requests));
+  }
+
+  /** The places of `concurrent` the other gateways leave `cell` (set before its slots: see `setLeft`). */
+  setRoom(cell: number, places: number): void {
+    Atomics.store(this.a, this.at(cell) + ROOM, Math.max(0, places));
   }
 
   addLease(cell: number, requests: number): void {

@@ -23,7 +23,7 @@ export interface AccessLine {
   outcome: string;
   bytesIn: number;
   bytesOut: number;
-  /** A chunked body was held (docs/configuration.md#chunked-uploads): the bytes held, all of it when sent with Content-Length. */
+  /** A chunked body was held (docs/configuration.md#chunked-uploads): what the hold kept within its bound, all of it when sent with Content-Length. */
   heldBytes: number | undefined;
   ttfbMs: number | undefined;
   ms: number;
@@ -38,7 +38,8 @@ export interface AccessLine {
   /** The LLM token usage the answer reported (docs/operations.md#llm-token-usage). */
   promptTokens: number | undefined;
   completionTokens: number | undefined;
-  err: object | undefined;
+  /** The replica-side error behind a failure (describeUpstreamError). */
+  err: { type: string; message: string; code: string } | undefined;
 }
 
 const INFO = 30;

@@ -17,9 +17,20 @@ export function createLogger(level: string, destination?: pino.DestinationStream
       name: 'sluice',
       redact: { paths: ['authorization', 'headers.authorization', 'token'], censor: '[redacted]' },
       timestamp: isoTime,
+      serializers: { err: errField },
     },
     destination ?? batchedStdout(),
   );
+}
+
+/**
+ * The `err` field: an Error as pino writes one (`type`, `message`, `stack`, its own fields), and
+ * anything else as it is. pino's own serializer takes any object with a string `message` for an
+ * error and rewrites it (`"type":"Object","stack":""`): the access line's `err` is already what
+ * the line should say (`type`, `message`, `code`: describeUpstreamError).
+ */
+function errField(err: unknown): unknown {
+  return err instanceof Error ? pino.stdSerializers.err(err) : err;
 }
 
 /**

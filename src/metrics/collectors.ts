@@ -142,11 +142,12 @@ export function registerRequestCollectors(registry: Registry, layout: CounterLay
       "LLM tokens of the answers, by the caller's token: prompt and completion as the answer's usage reports them, else one completion token per event of a stream.",
       'counter',
       totals,
+      // A router's tokens under the router's slug, as sluice_rate_limited_total has them.
       (t) =>
-        t.services.flatMap((service) =>
-          [...service.llmTokens].flatMap(([token, [prompt, completion]]) => [
-            { labels: { service: service.slug, token, kind: 'prompt' }, value: prompt },
-            { labels: { service: service.slug, token, kind: 'completion' }, value: completion },
+        [...t.services.map((service): [string, Map<string, [number, number]>] => [service.slug, service.llmTokens]), ...t.routers].flatMap(([slug, tokens]) =>
+          [...tokens].flatMap(([token, [prompt, completion]]) => [
+            { labels: { service: slug, token, kind: 'prompt' }, value: prompt },
+            { labels: { service: slug, token, kind: 'completion' }, value: completion },
           ]),
         ),
     ),

@@ -34,12 +34,13 @@ export class Metrics implements ReplicaEvents {
   private readonly queueWaitChildren = new Map<string, ReturnType<Histogram<'service' | 'outcome'>['labels']>>();
 
   /**
-   * `slugs`: every service the gateway serves (requests of other slugs are not counted).
+   * `slugs`: every service the gateway serves (requests of other slugs are not counted);
+   * `routers`: the blocks for routers' token usage (token-usage.ts: `routerUsageBlocks`).
    * `buffer`: where this thread counts (`layout.byteLength` bytes, e.g. a SharedArrayBuffer the
    * main thread also reads); a new ArrayBuffer if not given.
    */
-  constructor(slugs: readonly string[], buffer?: ArrayBuffer | SharedArrayBuffer) {
-    this.layout = new CounterLayout(slugs);
+  constructor(slugs: readonly string[], routers = 0, buffer?: ArrayBuffer | SharedArrayBuffer) {
+    this.layout = new CounterLayout(slugs, routers);
     this.counters = new RequestCounters(this.layout, buffer);
     this.stores = [this.counters];
     const registers = [this.registry];

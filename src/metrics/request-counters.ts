@@ -77,9 +77,11 @@ const HISTOGRAMS: Record<HistogramName, { at: number; bounds: readonly number[] 
   betweenEvents: { at: BETWEEN_EVENTS, bounds: STREAM_BUCKETS },
 };
 
-/** The fixed shape of a store: the services, in order. Every store of a gateway shares one. */
+/** The fixed shape of a store: the services, in order, and the routers' blocks of token usage. Every store of a gateway shares one. */
 export class CounterLayout {
   readonly slugs: readonly string[];
+  /** Blocks for routers' token usage (token-usage.ts: `routerUsageBlocks`), fixed at start. */
+  readonly routers: number;
   /** Bytes a store of this layout needs. */
   readonly byteLength: number;
   /** Float64 slots: every service's block, then the in-flight gauge. */
@@ -88,15 +90,16 @@ export class CounterLayout {
   readonly tokenUsageAt: number;
   private readonly index: Map<string, number>;
 
-  constructor(slugs: readonly string[]) {
+  constructor(slugs: readonly string[], routers = 0) {
     this.slugs = [...slugs];
+    this.routers = routers;
     this.index = new Map(this.slugs.map((slug, i) => [slug, i]));
     if (this.index.size !== this.slugs.length) throw new Error('duplicate service slug in the counter layout');
     this.f64Length = this.slugs.length * SERVICE_F64 + 1;
     // Then the pair keys: one int32 per slot (PAIR_SLOTS is even: what follows is 8-aligned);
     // then the LLM token usage.
     this.tokenUsageAt = this.f64Length * 8 + this.slugs.length * PAIR_SLOTS * 4;
-    this.byteLength = this.tokenUsageAt + tokenUsageBytes(this.slugs.length);
+    this.byteLength = this.tokenUsageAt + tokenUsageBytes(this.slugs.length, routers);
   }
 
   /** The service's position in every store, or -1 for a slug the layout does not have. */
@@ -120,7 +123,7 @@ export class RequestCounters {
   /** Per service, PAIR_SLOTS keys: `status * 32 + outcome + 1`, 0 for a free slot. */
   private readonly keys: Int32Array;
   private readonly inflightAt: number;
-  /** LLM token usage by service and token. */
+  /** LLM token usage by service (or router) and token. */
   readonly tokens: TokenUsage;
 
   constructor(
@@ -134,7 +137,7 @@ export class RequestCounters {
     this.f64 = new Float64Array(this.buffer, 0, layout.f64Length);
     this.keys = new Int32Array(this.buffer, layout.f64Length * 8, layout.slugs.length * PAIR_SLOTS);
     this.inflightAt = layout.f64Length - 1;
-    this.tokens = new TokenUsage(this.buffer, layout.tokenUsageAt, layout.slugs.length);
+    this.tokens = new TokenUsage(this.buffer, layout.tokenUsageAt, layout.slugs.length, layout.routers);
   }
 
   // ── the hot path ───────────────────────────────────────────────────────────────────────────
@@ -314,12 +317,26 @@ export interface ServiceTotals {
 
 export interface CounterTotals {
   services: ServiceTotals[];
+  /** Each router that counted in any store: its tokens' LLM usage, [prompt, completion] by name. */
+  routers: Map<string, Map<string, [number, number]>>;
   inflight: number;
 }
 
 /** Whether stores of these layouts count the same services in the same places. */
 export function sameLayout(a: CounterLayout, b: CounterLayout): boolean {
-  return a === b || (a.slugs.length === b.slugs.length && a.slugs.every((slug, i) => b.slugs[i] === slug));
+  return a === b || (a.routers === b.routers && a.slugs.length === b.slugs.length && a.slugs.every((slug, i) => b.slugs[i] === slug));
+}
+
+/** Adds a block's LLM token usage in `store` into `into` (by token name). */
+function addUsage(store: RequestCounters, block: number, into: Map<string, [number, number]>): void {
+  store.tokens.forEach(block, (token, prompt, completion) => {
+    const sum = into.get(token);
+    if (sum === undefined) into.set(token, [prompt, completion]);
+    else {
+      sum[0] += prompt;
+      sum[1] += completion;
+    }
+  });
 }
 
 /** Sums stores of one layout (see `sameLayout`). */
@@ -338,9 +355,15 @@ export function sumCounters(layout: CounterLayout, stores: readonly RequestCount
     betweenEvents: histogramSlots('betweenEvents'),
     llmTokens: new Map(),
   }));
+  const routers = new Map<string, Map<string, [number, number]>>();
   let inflight = 0;
   for (const store of stores) {
     inflight += store.inflight;
+    store.tokens.forEachRouter((slug, block) => {
+      let tokens = routers.get(slug);
+      if (tokens === undefined) routers.set(slug, (tokens = new Map()));
+      addUsage(store, block, tokens);
+    });
     services.forEach((totals, service) => {
       store.forEachPair(service, (status, outcome, count) => {
         const key = `${status} ${outcome}`;
@@ -357,15 +380,8 @@ export function sumCounters(layout: CounterLayout, stores: readonly RequestCount
       for (let reason = 0; reason < INTERRUPTIONS.length; reason++) totals.interruptions[reason]! += store.interruptions(service, reason);
       store.addHistogram(service, 'firstEvent', totals.firstEvent);
       store.addHistogram(service, 'betweenEvents', totals.betweenEvents);
-      store.tokens.forEach(service, (token, prompt, completion) => {
-        const sum = totals.llmTokens.get(token);
-        if (sum === undefined) totals.llmTokens.set(token, [prompt, completion]);
-        else {
-          sum[0] += prompt;
-          sum[1] += completion;
-        }
-      });
+      addUsage(store, service, totals.llmTokens);
     });
   }
-  return { services, inflight };
+  return { services, routers, inflight };
 }

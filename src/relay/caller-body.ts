@@ -67,7 +67,12 @@ export class CallerBody {
   /** The held body ended within the bound: `queue` is all of it, sent with Content-Length and
    *  kept (for a retry) until the replica answers. */
   private heldWhole = false;
-  /** What the hold had when it ended (the whole body, or the prefix it streams on from); -1: not held. */
+  /**
+   * What the hold kept, within its bound, before it ended: the whole body when it went with
+   * Content-Length, else the bytes before the piece that passed the bound (or the service's
+   * account) — never more than the hold's bound (`uploads.bufferBytes`, or a read body's first
+   * part); -1: not held.
+   */
   heldBytes = -1;
   /** The bytes a hold keeps at most (the service's `uploads.bufferBytes`, or more for a body that is read). */
   private holdBound: number;
@@ -134,7 +139,7 @@ export class CallerBody {
         // A chunked body that arrived whole: within the bound it goes with Content-Length.
         this.holding = false;
         this.heldWhole = size <= this.holdBound;
-        this.heldBytes = size;
+        this.heldBytes = this.heldWhole ? size : 0;
       }
       if (size === 0) {
         this.whole = Buffer.alloc(0);
@@ -156,12 +161,12 @@ export class CallerBody {
       this.queue.push(chunk);
       this.queuedBytes += size;
       this.account.bytes += size;
-      if (this.holding && !this.holdEnds(isLast)) {
+      if (this.holding && !this.holdEnds(isLast, size)) {
         if (this.full()) this.pause();
         return;
       }
       if (!isLast && this.full()) this.pause();
-    } else if (this.holding && !this.holdEnds(isLast)) {
+    } else if (this.holding && !this.holdEnds(isLast, 0)) {
       return;
     }
     if (!this.started) {
@@ -230,17 +235,17 @@ export class CallerBody {
   }
 
   /**
-   * The held chunked body just grew (or ended, `isLast`): true when the hold ends now — the body
-   * is complete, passed the bound, or the service's account is full (it then streams on, as a body
-   * past its bound). The caller then dispatches the request.
+   * The held chunked body just grew by `size` bytes (or ended, `isLast`): true when the hold ends
+   * now — the body is complete, passed the bound, or the service's account is full (it then
+   * streams on, as a body past its bound). The caller then dispatches the request.
    */
-  private holdEnds(isLast: boolean): boolean {
+  private holdEnds(isLast: boolean, size: number): boolean {
     const bytes = this.queuedBytes;
     // A body that is read may fill the account up to its own bound (one whole first part).
     if (!isLast && bytes <= this.holdBound && this.account.bytes <= Math.max(this.account.maxBytes, this.reader === undefined ? 0 : this.holdBound)) return false;
     this.holding = false;
     this.heldWhole = isLast && bytes <= this.holdBound;
-    this.heldBytes = bytes;
+    this.heldBytes = this.heldWhole ? bytes : bytes - size;
     return true;
   }
 

@@ -12,6 +12,7 @@ import type { RouterConfig } from '../config/types.js';
 import { RelayError } from '../http/errors.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
+import type { TokenUsage } from '../metrics/token-usage.js';
 import { hashKey, NO_AFFINITY } from '../replicas/affinity-ring.js';
 import type { ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
 import { MAX_DURATION_MS } from '../config/rules.js';
@@ -64,9 +65,12 @@ export class ModelRouter implements ServiceRuntime {
     readonly models: readonly (readonly [string, RoutedService])[],
     readonly limitTable: LimitTable,
     cells: readonly number[],
+    /** This thread's LLM token usage: the router's tokens count under its slug (metrics/token-usage.ts). */
+    usage: TokenUsage,
   ) {
     this.config = { slug: router.slug, maxRequestBytes: Number.MAX_SAFE_INTEGER, queue: { maxRequests: 0, maxWaitMs: MAX_DURATION_MS, keepAliveMs: 0 } };
-    this.tokens = tokenEntries(router.tokens, router.limits, cells, limitTable);
+    const block = usage.routerBlock(router.slug);
+    this.tokens = tokenEntries(router.tokens, router.limits, cells, limitTable, (name) => usage.place(block, name));
     const forward = new Set<string>();
     let queued = 0;
     for (const [model, service] of models) {

@@ -14,14 +14,20 @@ import { currentEntry, WWW_AUTHENTICATE_INVALID } from './auth.js';
 import type { FinishedRequest } from './finished-request.js';
 import type { RelayRequest } from './relay.js';
 
-const PER = { requestsPerMinute: 'requests per minute', concurrent: 'requests at once', tokensPerMinute: 'tokens per minute' } as const;
+/** Each limit in words, for a limit of one and for more. */
+const PER = {
+  requestsPerMinute: ['request per minute', 'requests per minute'],
+  concurrent: ['request at once', 'requests at once'],
+  tokensPerMinute: ['token per minute', 'tokens per minute'],
+} as const;
 
 /** `429 rate_limited` for a request of `limit`'s token that `table.admit` just refused. */
 function rateLimited(table: LimitTable, limit: TokenLimit, tokenName: string): RelayError {
   const name = table.refusedBy;
   const retryAfter = table.retryAfter;
+  const quota = limit.limits[name];
   return new RelayError('rate_limited', {
-    message: `The limit ${name} of token "${tokenName}" (${limit.limits[name]} ${PER[name]}) is reached; retry in ${retryAfter} s.`,
+    message: `The limit ${name} of token "${tokenName}" (${quota} ${PER[name][quota === 1 ? 0 : 1]}) is reached; retry in ${retryAfter} s.`,
     limit: name,
     headers: { 'retry-after': String(retryAfter), 'ratelimit-policy': limit.policy, ratelimit: ratelimitRefused(name, retryAfter) },
   });

@@ -20,6 +20,8 @@ export interface WorkerInit {
   queuesForColdStart: boolean[];
   /** This thread's request counters (metrics/request-counters.ts). */
   store: SharedArrayBuffer;
+  /** Their blocks for routers' token usage, fixed at start (the layout's `routers`). */
+  storeRouters: number;
   /** Gateway-wide flags (gateway.ts: [0] draining, [1] ready). */
   flags: SharedArrayBuffer;
   /** The gateway-wide authentication failure table (data/shared-auth-limiter.ts). */

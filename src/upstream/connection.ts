@@ -5,9 +5,11 @@
 // to the request's handler (the relay, which decides what the caller gets), then decides whether
 // it may carry another exchange (docs/architecture.md#fact-13): never after `Connection: close`,
 // an HTTP/1.0 answer without keep-alive, bytes left over after a complete answer, a request body
-// the replica did not wait for, a FIN, or a failed exchange. Deadlines are ticks of the one
-// process-wide interval (ticker.ts): arming one is an integer store, and the connection is visited
-// only at the tick its earliest deadline names.
+// the replica did not wait for, a FIN, or a failed exchange. A write of the request that fails
+// (the replica closed without reading all of it) leaves the socket open for the answer the replica
+// may have sent first (write-failure.ts, fact 22). Deadlines are ticks of the one process-wide
+// interval (ticker.ts): arming one is an integer store, and the connection is visited only at the
+// tick its earliest deadline names.
 //
 // Reads go through one shared buffer per thread (`onread`, fact 12): a body piece handed to the
 // handler is a view of it, valid only during the call.
@@ -18,6 +20,7 @@ import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink 
 import { cancel, type Deadline, schedule, tickNow, ticksFor } from './ticker.js';
 import type { UpstreamExchange, UpstreamHandler } from './handler.js';
 import { writeBodyPiece, writeHead, writeHeadJoined, writeHeadPieces } from './request-framing.js';
+import { reportWriteFailures, type WriteFailureSink } from './write-failure.js';
 import { JOIN_LIMIT, UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS, TICK_MS } from '../tunables.js';
 
 /** The read buffer shared by every upstream socket of this thread. */
@@ -53,7 +56,7 @@ export interface ConnectionOwner {
   closed(connection: UpstreamConnection): void;
 }
 
-export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadline {
+export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadline, WriteFailureSink {
   handler: UpstreamHandler | undefined;
   private state: State = CONNECTING;
   private readonly socket: Socket;
@@ -66,6 +69,8 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
   private paused = false;
   /** The replica sent FIN. */
   private ended = false;
+  /** A write of the request failed: nothing more is written, the answer may still come. */
+  private writeFailed = false;
   /** The current deadline's length in ticks (0: none), and the tick at which it passes. */
   private limit = 0;
   private deadline = 0;
@@ -92,6 +97,7 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
   ) {
     this.handler = handler;
     this.socket = connect({ host, port, noDelay: true, onread: { buffer: READ_BUFFER, callback: this.onRead } });
+    reportWriteFailures(this.socket, this);
     this.socket.on('connect', this.onConnect);
     this.socket.on('error', this.onError);
     this.socket.on('end', this.onEnd);
@@ -159,7 +165,7 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
 
   /** Writes one more piece of a streamed body (`chunk` may be undefined with `last`). */
   writeBody(chunk: Buffer | undefined, last: boolean): boolean {
-    if (this.state !== BUSY) return true;
+    if (this.state !== BUSY || this.writeFailed) return true;
     const ok = writeBodyPiece(this.socket, this.chunked, chunk, last);
     if (last) this.requestWritten();
     else if (!ok) this.writeBlocked();
@@ -272,6 +278,18 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
     }
   }
 
+  /**
+   * A write of the request failed (write-failure.ts): the replica closed its connection, or reset
+   * it, without reading the whole request. What it answered before that is still to be read, so
+   * the exchange goes on without the rest of the body; the status line is waited for as after the
+   * request's last byte, and the connection is not reused.
+   */
+  onWriteFailed(): void {
+    if (this.state !== BUSY || this.writeFailed) return;
+    this.writeFailed = true;
+    if (!this.parser.headDone) this.arm(ticksFor(this.owner.headersMs));
+  }
+
   /** The wait for a status line is over (it came, or the exchange ended): no longer overdue. */
   private headCame(): void {
     this.overdueAt = 0;
@@ -307,7 +325,7 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
     const keepMs = hint < 0 ? UPSTREAM_KEEP_ALIVE_MS : Math.min(UPSTREAM_KEEP_ALIVE_MS, hint * 1000 - UPSTREAM_KEEP_ALIVE_MARGIN_MS);
     // Reusable only if the replica has the whole request: written completely and flushed to the
     // kernel (an answer that came first may mean the replica never reads the rest).
-    const requestSent = this.requestDone && this.socket.writableLength === 0;
+    const requestSent = this.requestDone && !this.writeFailed && this.socket.writableLength === 0;
     if (!leftover && !this.ended && requestSent && this.parser.keepAlive && keepMs > TICK_MS) {
       this.keepAliveTicks = ticksFor(keepMs);
       this.state = RELEASING;
@@ -400,7 +418,7 @@ export class UpstreamConnection implements UpstreamExchange, ResponseSink, Deadl
   private readonly onDrain = (): void => {
     if (this.state !== BUSY) return;
     // The replica read the backlog: a slow upload is not its fault, the head deadline waits for the last byte.
-    if (!this.requestDone && !this.parser.headDone) this.arm(0);
+    if (!this.requestDone && !this.writeFailed && !this.parser.headDone) this.arm(0);
     this.handler?.onUpstreamWritable();
   };
 }

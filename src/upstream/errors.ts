@@ -88,8 +88,11 @@ export function faultBeforeHead(error: RelayError): 'reset' | 'timeout' | 'faile
   return error.code === 'upstream_unavailable' && cause instanceof Error ? 'reset' : 'failed';
 }
 
-/** A short, token-free description of an upstream error for logs. */
-export function describeUpstreamError(err: unknown): { code: string; message: string } {
+/**
+ * A short, token-free description of an upstream error for logs (the access line's `err`): its
+ * kind (`UpstreamError`, or `Error` for a socket's error), its message and its code (errorCode).
+ */
+export function describeUpstreamError(err: unknown): { type: string; message: string; code: string } {
   const cause = err instanceof RelayError ? err.cause : err;
-  return { code: errorCode(cause), message: cause instanceof Error ? cause.message : String(cause) };
+  return cause instanceof Error ? { type: cause.name, message: cause.message, code: errorCode(cause) } : { type: typeof cause, message: String(cause), code: errorCode(cause) };
 }

@@ -110,8 +110,27 @@ test('a malformed user info is refused with its rule, and the problem never show
     assert.ok(!String(p.value).includes('pw-secret-1'), `${url} shown as ${String(p.value)}`);
   }
   assert.equal(shownRedisUrl('redis://sluice:pw-secret-1@x@cache:6379'), 'redis://sluice:***@cache:6379');
-  assert.equal(shownRedisUrl('redis://pw-secret-1@cache:6379'), 'redis://:***@cache:6379', 'without a colon, what is there may be a password');
   assert.equal(shownRedisUrl('redis://cache:6379/0'), 'redis://cache:6379/0');
+});
+
+test('a store URL without a port is refused for its port, not for its user info', () => {
+  for (const url of ['redis://:pw-secret-1@localhost', 'redis://sluice:pw-secret-1@localhost/2', 'rediss://:pw-secret-1@cache.example']) {
+    const p = problemsOf(config(undefined, { store: url })).find((x) => x.key === 'limits.store')!;
+    assert.match(p.rule, /^must be redis:\/\/host:port .*; the port is missing \(Redis's own is 6379: host:6379\)$/, url);
+    assert.doesNotMatch(p.rule, /user info must be percent-encoded/, url);
+    assert.ok(!String(p.value).includes('pw-secret-1'), `${url} shown as ${String(p.value)}`);
+  }
+  assert.match(problemsOf(config(undefined, { store: 'redis://localhost' })).find((x) => x.key === 'limits.store')!.rule, /the port is missing/);
+});
+
+test('a username without a password is shown as a username: nothing is masked as a password', () => {
+  assert.equal(shownRedisUrl('redis://sluice@cache:6379'), 'redis://sluice@cache:6379');
+  assert.equal(shownRedisUrl('rediss://us%C3%A9r@cache:6379/1'), 'rediss://us%C3%A9r@cache:6379/1');
+  const p = problemsOf(config(undefined, { store: 'redis://sluice@cache:6379' })).find((x) => x.key === 'limits.store')!;
+  assert.equal(p.value, 'redis://sluice@cache:6379');
+  assert.match(p.rule, /has a username without a password/);
+  // User info that is not a clean username (unencoded '@') is not shown, and not called a password.
+  assert.equal(shownRedisUrl('redis://pw@secret@cache:6379'), 'redis://***@cache:6379');
 });
 
 test('limits.storePasswordFile: read when the config is; missing, empty, beside a URL password or without a store: named with its rule', () => {

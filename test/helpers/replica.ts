@@ -71,3 +71,20 @@ export async function closedPort(): Promise<number> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
 }
+
+/**
+ * A replica that holds every request to `/hold` in `held` (answered when the test ends it) and
+ * answers any other with `answer` as JSON: what the limits tests need to keep a place taken.
+ */
+export function startHoldingReplica(held: ServerResponse[], answer: unknown = {}): Promise<TestReplica> {
+  const body = JSON.stringify(answer);
+  return startReplica(async (req, res) => {
+    await readBody(req);
+    if (req.url === '/hold') {
+      held.push(res);
+      return;
+    }
+    res.setHeader('content-type', 'application/json');
+    res.end(body);
+  });
+}

@@ -168,6 +168,6 @@ test('errorCode: the code, else the first code along the causes, else the name, 
 test('errorCode: the access line names a wrapped socket error by its code, and a codeless failure by its name', () => {
   const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
   const wrapped = new RelayError('upstream_unavailable', { cause: new Error('exchange failed', { cause: reset }) });
-  assert.deepEqual(describeUpstreamError(wrapped), { code: 'ECONNRESET', message: 'exchange failed' });
-  assert.deepEqual(describeUpstreamError(new RelayError('internal_error', { cause: new TypeError('x is undefined') })), { code: 'TypeError', message: 'x is undefined' });
+  assert.deepEqual(describeUpstreamError(wrapped), { type: 'Error', code: 'ECONNRESET', message: 'exchange failed' });
+  assert.deepEqual(describeUpstreamError(new RelayError('internal_error', { cause: new TypeError('x is undefined') })), { type: 'TypeError', code: 'TypeError', message: 'x is undefined' });
 });

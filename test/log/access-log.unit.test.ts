@@ -83,12 +83,19 @@ test('the access-log line is the line pino writes, on the logger createLogger ma
   }
 });
 
-test('a line with an error goes through pino (its serializer), unchanged', () => {
+test('a line with an error goes through pino, its err written as the line describes it (no "type":"Object","stack":"")', () => {
   const out = new Capture();
   const logger = createLogger('info', out);
-  const [ours, theirs] = both(logger, out, line({ status: 502, outcome: 'upstream_error', err: { code: 'ECONNRESET', message: 'reset' } }), true);
+  const err = { type: 'Error', message: 'write EPIPE', code: 'EPIPE' };
+  const [ours, theirs] = both(logger, out, line({ status: 502, outcome: 'upstream_error', err }), true);
   assert.equal(ours, theirs);
-  assert.equal(JSON.parse(ours!).err.message, 'reset');
+  assert.deepEqual(JSON.parse(ours!).err, err);
+  // Errors logged elsewhere keep pino's serializer: their class, message and stack.
+  logger.error({ err: Object.assign(new TypeError('x is undefined'), { code: 'EX' }) }, 'worker failed');
+  const logged = JSON.parse(out.lines.at(-1)!).err as Record<string, unknown>;
+  assert.equal(logged['type'], 'TypeError');
+  assert.equal(logged['code'], 'EX');
+  assert.match(String(logged['stack']), /^TypeError: x is undefined\n/);
 });
 
 test('the level decides: at warn only failed requests are logged, at silent none', () => {

@@ -47,3 +47,28 @@ test(`past ${TOKEN_SLOTS} names, or a name over ${TOKEN_NAME_BYTES} bytes, the u
   assert.deepEqual(counted[OTHER_TOKEN], [3, 4]);
   assert.deepEqual(counted['t7'], [1, 0]);
 });
+
+test("routers' tokens: a block per router slug after the services', taken by slug in each store, summed by slug; none left: counted nowhere", () => {
+  const layout = new CounterLayout(['a'], 2);
+  const one = new RequestCounters(layout, new SharedArrayBuffer(layout.byteLength));
+  const two = new RequestCounters(layout, new SharedArrayBuffer(layout.byteLength));
+  const models = one.tokens.routerBlock('models');
+  assert.equal(one.tokens.routerBlock('models'), models, 'the same block when the router is built again');
+  assert.notEqual(models, 0, "not the service's block");
+  one.tokens.add(one.tokens.place(models, 'team'), 10, 50);
+  // The service's token of the same name is another place.
+  one.tokens.add(one.tokens.place(0, 'team'), 1, 1);
+  const other = one.tokens.routerBlock('other');
+  one.tokens.place(other, 'x');
+  assert.equal(one.tokens.routerBlock('third'), -1, 'both router blocks taken');
+  assert.equal(one.tokens.place(-1, 'team'), -1);
+  one.tokens.add(-1, 5, 5);
+  // The other thread met the routers in another order.
+  two.tokens.routerBlock('other');
+  two.tokens.add(two.tokens.place(two.tokens.routerBlock('models'), 'team'), 1, 2);
+  const totals = sumCounters(layout, [one, two]);
+  assert.deepEqual(Object.fromEntries(totals.routers.get('models')!), { team: [11, 52] });
+  assert.deepEqual(Object.fromEntries(totals.routers.get('other')!), { x: [0, 0] });
+  assert.equal(totals.routers.has('third'), false);
+  assert.deepEqual(usage(layout, [one, two], 'a'), { team: [1, 1] });
+});

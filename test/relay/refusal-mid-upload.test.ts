@@ -14,8 +14,7 @@
 // undici with streamed bodies. (Head-only refusals, 401 and the like, still close at once:
 // test/relay/hostile-auth.test.ts.)
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import { tmpdir } from 'node:os';
@@ -23,6 +22,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { request } from 'undici';
 import { closedPort, readBody, startReplica, type TestReplica } from '../helpers/replica.js';
+import { CURL_SKIP, type CurlResult, runCurl } from '../helpers/curl.js';
 import { TEST_TOKEN, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { UWS_IDLE_MS } from '../helpers/uws-timing.js';
 import { eventually, sleep } from '../helpers/wait.js';
@@ -366,35 +366,15 @@ async function waitForInflight(n: number): Promise<void> {
 
 // ── real clients ─────────────────────────────────────────────────────────────────────────────
 
-const IN_CI = process.env['CI'] === 'true' || process.env['CI'] === '1';
-const HAVE_CURL = spawnSync('curl', ['--version']).status === 0;
-const SKIP_CURL = !HAVE_CURL && !IN_CI ? 'no curl on this machine (CI installs it: .ci/install-curl)' : false;
-
 /** curl's exit code, the HTTP status and body it got, for a slow upload of a 5 MiB file. */
-function curlUpload(extra: string[]): Promise<{ code: number | null; status: string; body: string }> {
+function curlUpload(extra: string[]): Promise<CurlResult> {
   const file = join(dir, 'five-mib');
   writeFileSync(file, Buffer.alloc(5 * 1024 * 1024, 0x63));
-  const out = join(dir, `out-${extra.length}`);
-  const args = ['-sS', '-o', out, '-w', '%{http_code}', '--max-time', '20', '--limit-rate', '200K', '-H', `Authorization: Bearer ${TEST_TOKEN}`, ...extra, '--data-binary', `@${file}`, tg.url('/upload', 'small')];
-  return new Promise((resolve, reject) => {
-    const child = spawn('curl', args, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let status = '';
-    child.stdout.on('data', (d: Buffer) => (status += d.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      let body = '';
-      try {
-        body = readFileSync(out, 'utf8');
-      } catch {
-        // no body file: curl failed before writing one
-      }
-      resolve({ code, status, body });
-    });
-  });
+  const args = ['--max-time', '20', '--limit-rate', '200K', '-H', `Authorization: Bearer ${TEST_TOKEN}`, ...extra, '--data-binary', `@${file}`, tg.url('/upload', 'small')];
+  return runCurl(args, join(dir, `out-${extra.length}`));
 }
 
-test('curl uploading 5 MiB at 200 KB/s gets its whole 413 and exits 0 (Content-Length and chunked)', { skip: SKIP_CURL }, async () => {
-  assert.ok(HAVE_CURL, 'CI=true and no curl: .ci/install-curl should have installed it');
+test('curl uploading 5 MiB at 200 KB/s gets its whole 413 and exits 0 (Content-Length and chunked)', { skip: CURL_SKIP }, async () => {
   for (const extra of [[], ['-H', 'Transfer-Encoding: chunked']]) {
     const result = await curlUpload(extra);
     assert.equal(result.code, 0, `curl ${extra.join(' ')} exited ${result.code}`);
