@@ -1,0 +1,147 @@
+// A data plane thread's export of finished traces, off the request path: a bounded queue of
+// finished requests' recorders, sent in batches by the OpenTelemetry SDK's OTLP/HTTP exporter
+// (`@opentelemetry/exporter-trace-otlp-proto`, or `-http` for http/json), one export in flight at a
+// time, each bounded by its timeout. What the batch span processor of the SDK does, with the
+// losses counted where an operator sees them:
+// - the queue holds at most TRACE_QUEUE_SPANS spans: a finished request whose spans do not fit is
+//   dropped (`queue_full`); a collector that is slow or hangs costs that memory, never more;
+// - an export that fails (refused, 500, unreachable, past its timeout) loses its batch
+//   (`export_failed`); the exporter retries what OTLP says is retryable within its timeout;
+// - the first loss after a success is logged (`trace export failing`), and the first success
+//   after losses (`trace export recovered`), so an outage is two lines, whatever its length.
+// Spans are built (span-records.ts) only when their batch goes out. The exporter's module is
+// loaded when tracing is on, not before.
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
+import type { Logger } from '../log/logger.js';
+import { settlesWithin } from '../time/bounded-wait.js';
+import { TRACE_BATCH_SPANS, TRACE_EXPORT_DELAY_MS, TRACE_FLUSH_MS, TRACE_QUEUE_SPANS } from '../tunables.js';
+import type { RequestTrace } from './request-trace.js';
+import { type SpanOrigin, spanCount, spansOf } from './span-records.js';
+import type { TracingSettings } from './tracing-config.js';
+
+/** Where the thread counts what became of its spans (metrics/request-counters.ts). */
+export interface SpanCounts {
+  spansExported(n: number): void;
+  spansDropped(n: number, reason: 'queue_full' | 'export_failed'): void;
+}
+
+export class SpanExport {
+  private queue: RequestTrace[] = [];
+  private queuedSpans = 0;
+  private timer: NodeJS.Timeout | undefined = undefined;
+  private exporting = false;
+  private exporter: SpanExporter | undefined = undefined;
+  private readonly origin: SpanOrigin;
+  /** Losses since the last success (logged once when they start, and with the recovery). */
+  private lost = 0;
+  private closed = false;
+  /** Resolves when nothing is queued or in flight (close). */
+  private idle: (() => void) | undefined = undefined;
+  readonly ready: Promise<void>;
+
+  constructor(
+    private readonly settings: TracingSettings,
+    basePath: string,
+    version: string,
+    private readonly counts: SpanCounts,
+    private readonly logger: Logger,
+  ) {
+    this.origin = {
+      resource: resourceFromAttributes({ 'service.name': settings.serviceName, 'service.version': version }),
+      scope: { name: 'sluice', version },
+      basePath,
+    };
+    this.ready = this.load();
+  }
+
+  private async load(): Promise<void> {
+    const options = { url: this.settings.url, headers: this.settings.headers, timeoutMillis: this.settings.timeoutMs, concurrencyLimit: 1 };
+    const exporter =
+      this.settings.protocol === 'http/json'
+        ? new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter(options)
+        : new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter(options);
+    if (this.closed) {
+      void exporter.shutdown();
+      return;
+    }
+    this.exporter = exporter;
+    this.schedule();
+  }
+
+  /** A finished request's trace (data plane, at its end): queued, or dropped if the queue is full. */
+  add(trace: RequestTrace): void {
+    const spans = spanCount(trace);
+    trace.spans = spans;
+    if (this.closed || this.queuedSpans + spans > TRACE_QUEUE_SPANS) {
+      this.counts.spansDropped(spans, 'queue_full');
+      this.lose(spans, 'the export queue is full');
+      return;
+    }
+    this.queue.push(trace);
+    this.queuedSpans += spans;
+    this.schedule();
+  }
+
+  /** Sends a batch when one is full, else after TRACE_EXPORT_DELAY_MS; nothing while one is in flight. */
+  private schedule(): void {
+    if (this.exporting || this.exporter === undefined || this.queue.length === 0) return;
+    if (this.queuedSpans >= TRACE_BATCH_SPANS || this.closed) {
+      if (this.timer !== undefined) clearTimeout(this.timer);
+      this.timer = undefined;
+      // Not inside the request's end: the next turn.
+      this.timer = setTimeout(() => this.send(), 0);
+      return;
+    }
+    if (this.timer === undefined) {
+      this.timer = setTimeout(() => this.send(), TRACE_EXPORT_DELAY_MS);
+      this.timer.unref();
+    }
+  }
+
+  private send(): void {
+    this.timer = undefined;
+    const exporter = this.exporter;
+    if (this.exporting || exporter === undefined || this.queue.length === 0) return;
+    const spans: ReadableSpan[] = [];
+    let taken = 0;
+    while (taken < this.queue.length && (spans.length === 0 || spans.length + this.queue[taken]!.spans <= TRACE_BATCH_SPANS)) {
+      for (const span of spansOf(this.queue[taken]!, this.origin)) spans.push(span);
+      taken++;
+    }
+    this.queue.splice(0, taken);
+    this.queuedSpans -= spans.length;
+    this.exporting = true;
+    exporter.export(spans, (result) => {
+      this.exporting = false;
+      if (result.code === 0) {
+        this.counts.spansExported(spans.length);
+        if (this.lost > 0) this.logger.info({ lost: this.lost }, 'trace export recovered');
+        this.lost = 0;
+      } else {
+        this.counts.spansDropped(spans.length, 'export_failed');
+        this.lose(spans.length, result.error?.message ?? 'failed');
+      }
+      if (this.queue.length === 0 && this.idle !== undefined) this.idle();
+      this.schedule();
+    });
+  }
+
+  private lose(spans: number, reason: string): void {
+    if (this.lost === 0) this.logger.warn({ url: this.settings.url, spans, reason }, 'trace export failing');
+    this.lost += spans;
+  }
+
+  /** Sends what is queued (within TRACE_FLUSH_MS) and stops; spans that finish later are dropped. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.ready;
+    if (this.queue.length > 0 || this.exporting) {
+      const flushed = new Promise<void>((resolve) => (this.idle = resolve));
+      this.schedule();
+      await settlesWithin(flushed, TRACE_FLUSH_MS);
+    }
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    await this.exporter?.shutdown();
+  }
+}
