@@ -115,10 +115,11 @@ export function spansOf(t: RequestTrace, origin: SpanOrigin): ReadableSpan[] {
     'http.request.method': e.method,
     'url.path': `${origin.basePath}/${slug}/request${e.path}`,
     'http.route': route,
-    'sluice.service': e.slug,
     'sluice.token.name': e.tokenName,
-    'sluice.request.id': e.requestId,
   };
+  // A router's request refused before it was routed has no service yet; a refusal, no request id.
+  if (e.slug !== '') attributes['sluice.service'] = e.slug;
+  if (e.requestId !== '') attributes['sluice.request.id'] = e.requestId;
   if (e.routedBy !== undefined) attributes['sluice.router'] = e.routedBy;
   // The caller got a status (499 only names a caller that left: none was sent then).
   if (e.outcome !== 'client_closed') attributes['http.response.status_code'] = e.status;
