@@ -5,16 +5,9 @@
 // digits. Version `ff` is invalid; a future version (above `00`) is read by its first four fields
 // and may carry more after a `-`; an all-zero trace id or parent id is invalid. A caller's header
 // that is not valid starts a new trace (and its `tracestate` is dropped with it, as the
-// recommendation says). Reading a valid header allocates two strings (the ids) and only for a
-// request that is sampled: `sampledFlag` and `validTraceparent` look at the characters in place.
+// recommendation says). Reading a valid header allocates two strings (the ids, tracer.ts) and only
+// for a request that is sampled: `sampledFlag` and `validTraceparent` look at the characters in place.
 import { randomFillSync } from 'node:crypto';
-
-/** The parent a caller's `traceparent` names. */
-export interface RemoteParent {
-  traceId: string;
-  spanId: string;
-  sampled: boolean;
-}
 
 const ZEROS_32 = '0'.repeat(32);
 const ZEROS_16 = '0'.repeat(16);
@@ -45,11 +38,6 @@ export function sampledFlag(value: string): boolean {
   const low = value.charCodeAt(54);
   // The last hex digit's lowest bit: '1', '3', …, '9', 'b', 'd', 'f'.
   return ((low <= 0x39 ? low - 0x30 : low - 0x57) & 1) === 1;
-}
-
-/** The parent a valid `traceparent` names. */
-export function parentOf(value: string): RemoteParent {
-  return { traceId: value.slice(3, 35), spanId: value.slice(36, 52), sampled: sampledFlag(value) };
 }
 
 /** The `traceparent` naming span `spanId` of trace `traceId`, sampled. */

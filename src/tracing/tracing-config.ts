@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { strict } from '../config/rules.js';
 import type { ConfigProblem } from '../config/problems.js';
 
-export type TraceProtocol = 'http/protobuf' | 'http/json';
+type TraceProtocol = 'http/protobuf' | 'http/json';
 
 /** The `tracing` key as written (validated), before the environment is merged in. */
 export interface TracingConfig {
@@ -26,7 +26,7 @@ export interface TracingConfig {
 }
 
 /** How a request is chosen for a trace (the OpenTelemetry samplers Sluice knows). */
-export interface TraceSampler {
+interface TraceSampler {
   /** A caller's sampled `traceparent` decides for its request (parentbased_*). */
   parentBased: boolean;
   /** The share of the other requests traced: 1 = all, 0 = none. */
@@ -45,7 +45,7 @@ export interface TracingSettings {
   timeoutMs: number;
 }
 
-export const RULE_TRACING = {
+const RULE_TRACING = {
   tracing: 'must be an object with endpoint, protocol, headers, sampleRatio, serviceName (every key optional; without an endpoint here or in OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT tracing stays off)',
   endpoint: 'must be an http:// or https:// URL of an OTLP/HTTP receiver (a URL without a path gets /v1/traces)',
   protocol: "must be 'http/protobuf' or 'http/json' (OTLP over gRPC is not supported)",
