@@ -219,6 +219,8 @@ export class RequestTrace {
       completionTokens: f.usageReported ? f.completionTokens : -1,
     };
     this.endedAt = this.startedAt + f.ms;
+    // What it read is copied: the walk's buffers go now, not when the batch does.
+    this.fields = undefined;
     const last = this.attempts[this.attempts.length - 1];
     if (last !== undefined && last.endedAt === 0) last.endedAt = this.endedAt;
     this.sink.finished(this);

@@ -1,23 +1,27 @@
 // A data plane thread's export of finished traces, off the request path: a bounded queue of
 // finished requests' recorders, sent in batches by the OpenTelemetry SDK's OTLP/HTTP exporter
-// (`@opentelemetry/exporter-trace-otlp-proto`, or `-http` for http/json), one export in flight at a
-// time, each bounded by its timeout. What the batch span processor of the SDK does, with the
-// losses counted where an operator sees them:
+// machinery (`@opentelemetry/otlp-exporter-base`: its HTTP transport, retries, timeout and
+// headers), one export in flight at a time, each bounded by its timeout. For `http/protobuf` the
+// batch is encoded by otlp-protobuf.ts (why: there) and handed to the SDK's export delegate as its
+// serializer; for `http/json` the SDK's own OTLP/JSON exporter takes the SDK's spans
+// (span-records.ts `spansOf`). What the SDK's batch span processor does, with the losses counted
+// where an operator sees them:
 // - the queue holds at most TRACE_QUEUE_SPANS spans: a finished request whose spans do not fit is
 //   dropped (`queue_full`); a collector that is slow or hangs costs that memory, never more;
 // - an export that fails (refused, 500, unreachable, past its timeout) loses its batch
 //   (`export_failed`); the exporter retries what OTLP says is retryable within its timeout;
 // - the first loss after a success is logged (`trace export failing`), and the first success
 //   after losses (`trace export recovered`), so an outage is two lines, whatever its length.
-// Spans are built (span-records.ts) only when their batch goes out. The exporter's module is
-// loaded when tracing is on, not before.
+// Spans are built only when their batch goes out. The exporter's modules are loaded when tracing
+// is on, not before.
+import type { ExportResult } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace';
 import type { Logger } from '../log/logger.js';
 import { settlesWithin } from '../time/bounded-wait.js';
 import { TRACE_BATCH_SPANS, TRACE_EXPORT_DELAY_MS, TRACE_FLUSH_MS, TRACE_QUEUE_SPANS } from '../tunables.js';
+import { OtlpProtobuf } from './otlp-protobuf.js';
 import type { RequestTrace } from './request-trace.js';
-import { type SpanOrigin, spanCount, spansOf } from './span-records.js';
+import { spanCount, spansOf } from './span-records.js';
 import type { TracingSettings } from './tracing-config.js';
 
 /** Where the thread counts what became of its spans (metrics/request-counters.ts). */
@@ -26,13 +30,41 @@ export interface SpanCounts {
   spansDropped(n: number, reason: 'queue_full' | 'export_failed'): void;
 }
 
+/** What sends a batch: the SDK's exporter with Sluice's encoding, or its JSON exporter. */
+interface BatchExporter {
+  export(traces: RequestTrace[], done: (result: ExportResult) => void): void;
+  shutdown(): Promise<void>;
+}
+
+/** The SDK's exporter of this thread, for the protocol of `settings`. */
+async function exporterFor(settings: TracingSettings, basePath: string, version: string): Promise<BatchExporter> {
+  const options = { url: settings.url, headers: settings.headers, timeoutMillis: settings.timeoutMs, concurrencyLimit: 1 };
+  const attributes = { 'service.name': settings.serviceName, 'service.version': version };
+  const scope = { name: 'sluice', version };
+  if (settings.protocol === 'http/json') {
+    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
+    const exporter = new OTLPTraceExporter(options);
+    const origin = { resource: resourceFromAttributes(attributes), scope, basePath };
+    return { export: (traces, done) => exporter.export(spansOf(traces, origin), done), shutdown: () => exporter.shutdown() };
+  }
+  const [{ OTLPExporterBase }, http, { ProtobufTraceSerializer }] = await Promise.all([
+    import('@opentelemetry/otlp-exporter-base'),
+    import('@opentelemetry/otlp-exporter-base/node-http'),
+    import('@opentelemetry/otlp-transformer'),
+  ]);
+  const encoder = new OtlpProtobuf(basePath, attributes, scope);
+  const serializer = { serializeRequest: (traces: RequestTrace[]) => encoder.encode(traces), deserializeResponse: (data: Uint8Array) => ProtobufTraceSerializer.deserializeResponse(data) };
+  const count = { name: 'span' as const, countItems: (traces: RequestTrace[]) => traces.reduce((n, t) => n + t.spans, 0) };
+  const delegate = http.createOtlpHttpExportDelegate(http.convertLegacyHttpOptions(options, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }), serializer, 'otlp_http_span_exporter', count, undefined);
+  return new OTLPExporterBase(delegate);
+}
+
 export class SpanExport {
   private queue: RequestTrace[] = [];
   private queuedSpans = 0;
   private timer: NodeJS.Timeout | undefined = undefined;
   private exporting = false;
-  private exporter: SpanExporter | undefined = undefined;
-  private readonly origin: SpanOrigin;
+  private exporter: BatchExporter | undefined = undefined;
   /** Losses since the last success (logged once when they start, and with the recovery). */
   private lost = 0;
   private closed = false;
@@ -47,20 +79,11 @@ export class SpanExport {
     private readonly counts: SpanCounts,
     private readonly logger: Logger,
   ) {
-    this.origin = {
-      resource: resourceFromAttributes({ 'service.name': settings.serviceName, 'service.version': version }),
-      scope: { name: 'sluice', version },
-      basePath,
-    };
-    this.ready = this.load();
+    this.ready = this.load(basePath, version);
   }
 
-  private async load(): Promise<void> {
-    const options = { url: this.settings.url, headers: this.settings.headers, timeoutMillis: this.settings.timeoutMs, concurrencyLimit: 1 };
-    const exporter =
-      this.settings.protocol === 'http/json'
-        ? new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter(options)
-        : new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter(options);
+  private async load(basePath: string, version: string): Promise<void> {
+    const exporter = await exporterFor(this.settings, basePath, version);
     if (this.closed) {
       void exporter.shutdown();
       return;
@@ -103,24 +126,21 @@ export class SpanExport {
     this.timer = undefined;
     const exporter = this.exporter;
     if (this.exporting || exporter === undefined || this.queue.length === 0) return;
-    const spans: ReadableSpan[] = [];
+    let spans = 0;
     let taken = 0;
-    while (taken < this.queue.length && (spans.length === 0 || spans.length + this.queue[taken]!.spans <= TRACE_BATCH_SPANS)) {
-      for (const span of spansOf(this.queue[taken]!, this.origin)) spans.push(span);
-      taken++;
-    }
-    this.queue.splice(0, taken);
-    this.queuedSpans -= spans.length;
+    while (taken < this.queue.length && (taken === 0 || spans + this.queue[taken]!.spans <= TRACE_BATCH_SPANS)) spans += this.queue[taken++]!.spans;
+    const batch = this.queue.splice(0, taken);
+    this.queuedSpans -= spans;
     this.exporting = true;
-    exporter.export(spans, (result) => {
+    exporter.export(batch, (result) => {
       this.exporting = false;
       if (result.code === 0) {
-        this.counts.spansExported(spans.length);
+        this.counts.spansExported(spans);
         if (this.lost > 0) this.logger.info({ lost: this.lost }, 'trace export recovered');
         this.lost = 0;
       } else {
-        this.counts.spansDropped(spans.length, 'export_failed');
-        this.lose(spans.length, result.error?.message ?? 'failed');
+        this.counts.spansDropped(spans, 'export_failed');
+        this.lose(spans, result.error?.message ?? 'failed');
       }
       if (this.queue.length === 0 && this.idle !== undefined) this.idle();
       this.schedule();
