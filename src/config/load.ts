@@ -8,7 +8,7 @@ import type { z } from 'zod';
 import type { Config } from './types.js';
 import { ConfigError, type ConfigProblem, describeFsError, formatKey } from './problems.js';
 import { configSchema, isRecord, RULE } from './schema.js';
-import { resolveTracing } from '../tracing/tracing-config.js';
+import { resolveTracing } from './tracing-config.js';
 
 export type { Config, ConfigProblem };
 export { ConfigError };
@@ -86,7 +86,7 @@ function applyEnv(raw: unknown, env: NodeJS.ProcessEnv, overridden: Map<string, 
 function validate(raw: unknown, overridden: Map<string, string>, env: NodeJS.ProcessEnv): Config {
   // An empty document is YAML null; report it as a missing root rather than a type error.
   const result = configSchema.safeParse(raw === null ? undefined : raw, { reportInput: true });
-  // The OTEL_* variables' problems are listed with the file's (tracing/tracing-config.ts).
+  // The OTEL_* variables' problems are listed with the file's (tracing-config.ts).
   const envProblems: ConfigProblem[] = [];
   const tracing = resolveTracing(result.success ? result.data.tracing : undefined, env, envProblems);
   if (result.success && envProblems.length === 0) return { ...result.data, tracing };

@@ -9,7 +9,7 @@ import type { Config } from './types.js';
 import { replicas } from './replicas-schema.js';
 import { routing } from './routing-schema.js';
 import { limits, limitStore } from './limits-schema.js';
-import { tracingSchema } from '../tracing/tracing-config.js';
+import { tracingSchema } from './tracing-config.js';
 import { checkPools, pools } from './pools-schema.js';
 import { checkRouters, models, routerList } from './routers-schema.js';
 import {
@@ -223,7 +223,7 @@ export const configSchema = strict(
 }, ALWAYS);
 
 // Compile-time proof that the schema's output is the Config the rest of Sluice uses (but `tracing`,
-// which load.ts merges with the environment: tracing/tracing-config.ts).
+// which load.ts merges with the environment: tracing-config.ts).
 type SchemaOutput = Omit<z.output<typeof configSchema>, 'tracing'>;
 const _assignable: (c: SchemaOutput) => Omit<Config, 'tracing'> = (c) => c;
 void _assignable;

@@ -1,6 +1,6 @@
 // The validated configuration, as the rest of Sluice sees it.
 // Every field is filled in: defaults are applied by the loader in load.ts, once, at start.
-import type { TracingSettings } from '../tracing/tracing-config.js';
+import type { TracingSettings } from './tracing-config.js';
 
 export interface TokenConfig {
   /** Shown in logs instead of the token. */

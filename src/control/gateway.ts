@@ -7,7 +7,7 @@
 // `workers: 1` runs the one data plane on the main thread, calling the control plane directly
 // (today's single-thread costs: no thread, no message). `workers: N > 1` (0 = one per CPU) runs N
 // worker threads sharing the port, coordinated through shared slot tables and messages.
-import type { TracingSettings } from '../tracing/tracing-config.js';
+import type { TracingSettings } from '../config/tracing-config.js';
 import { AdminPage } from '../admin/page.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config/types.js';

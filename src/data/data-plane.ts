@@ -22,7 +22,7 @@ import { addOpsRoutes, type OpsSource } from './ops-routes.js';
 import { SharedAuthLimiter } from './shared-auth-limiter.js';
 import { uws } from '../http/uws-build.js';
 import { settlesWithin } from '../time/bounded-wait.js';
-import type { TracingSettings } from '../tracing/tracing-config.js';
+import type { TracingSettings } from '../config/tracing-config.js';
 import { Tracer } from '../tracing/tracer.js';
 
 export interface DataPlaneOptions {

@@ -5,7 +5,7 @@
 import type { Config, LimitsConfig, RouterConfig, TokenConfig } from '../config/types.js';
 import type { LinkCall } from './port-link.js';
 import type { SlotTableInit } from './slot-control.js';
-import type { TracingSettings } from '../tracing/tracing-config.js';
+import type { TracingSettings } from '../config/tracing-config.js';
 
 /** `workerData` of a data plane thread. */
 export interface WorkerInit {

@@ -22,7 +22,7 @@ import { TRACE_BATCH_SPANS, TRACE_EXPORT_DELAY_MS, TRACE_FLUSH_MS, TRACE_QUEUE_S
 import { OtlpProtobuf } from './otlp-protobuf.js';
 import type { RequestTrace } from './request-trace.js';
 import { spanCount, spansOf } from './span-records.js';
-import type { TracingSettings } from './tracing-config.js';
+import type { TracingSettings } from '../config/tracing-config.js';
 
 /** Where the thread counts what became of its spans (metrics/request-counters.ts). */
 export interface SpanCounts {

@@ -4,7 +4,7 @@
 // one field; a request that is not sampled costs the decision and nothing else (no allocation: a
 // caller's header is looked at in place; its context then goes to the replica as it came).
 //
-// Sampling, as OpenTelemetry's samplers decide (tracing-config.ts names them):
+// Sampling, as OpenTelemetry's samplers decide (config/tracing-config.ts names them):
 // - parent-based, with a caller's valid `traceparent`: its sampled flag decides;
 // - otherwise `ratio` decides: always (1), never (0), or by the trace id (a caller's), or by a
 //   random draw for a new trace (its id is drawn only once it is sampled).
@@ -14,7 +14,7 @@ import { operationOf } from './gen-ai.js';
 import { type EndedRequest, type EndedRecord, RequestTrace, type TraceSink } from './request-trace.js';
 import { SpanExport, type SpanCounts } from './span-export.js';
 import { newTraceId, sampledFlag, validTraceparent } from './trace-context.js';
-import type { TracingSettings } from './tracing-config.js';
+import type { TracingSettings } from '../config/tracing-config.js';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 

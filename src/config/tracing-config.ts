@@ -1,6 +1,6 @@
 // Where traces go (docs/operations.md#traces): the config's `tracing` key, validated by the schema
-// (config/schema.ts takes `tracingSchema` from here), and the OpenTelemetry environment variables
-// read as the OpenTelemetry SDKs read them, merged once at load (config/load.ts: `sluice check`,
+// (schema.ts takes `tracingSchema` from here), and the OpenTelemetry environment variables
+// read as the OpenTelemetry SDKs read them, merged once at load (load.ts: `sluice check`,
 // `serve` and a SIGHUP reload alike) into the settings a data plane thread traces by, or none.
 //
 // The SDKs' rules, kept: a key set in code (here: in the config file) wins over the environment;
@@ -11,8 +11,8 @@
 // by commas, values percent-decoded. Where an SDK would warn and fall back (an unknown sampler, a
 // ratio out of range, protocol `grpc`), Sluice refuses the config instead, naming the variable.
 import { z } from 'zod';
-import { strict } from '../config/rules.js';
-import type { ConfigProblem } from '../config/problems.js';
+import { strict } from './rules.js';
+import type { ConfigProblem } from './problems.js';
 
 type TraceProtocol = 'http/protobuf' | 'http/json';
 
