@@ -337,7 +337,7 @@ export const MODEL_NAME_MAX_BYTES = 1024;
 
 // ── Traces (tracing/span-export.ts) ──────────────────────────────────────────────────────────────
 
-// used by tracing/span-export.ts
+// used by tracing/span-export.ts and its test
 /**
  * The spans a data plane thread keeps waiting for export, at most: the OpenTelemetry SDK's
  * batch span processor's default queue. Past it, a finished request's spans are dropped and
@@ -346,14 +346,6 @@ export const MODEL_NAME_MAX_BYTES = 1024;
  */
 export const TRACE_QUEUE_SPANS = 2048;
 
-// used by tracing/span-export.ts
+// used by tracing/span-export.ts and its test
 /** The spans sent in one export, at most (the SDK's default batch); one export is in flight at a time. */
 export const TRACE_BATCH_SPANS = 512;
-
-// used by tracing/span-export.ts
-/** How long finished spans may wait for a batch to fill before they are sent anyway. */
-export const TRACE_EXPORT_DELAY_MS = 1000;
-
-// used by tracing/span-export.ts
-/** At shutdown, how long the last spans may take to be sent before they are given up. */
-export const TRACE_FLUSH_MS = 2000;

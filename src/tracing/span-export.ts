@@ -18,11 +18,16 @@ import type { ExportResult } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { Logger } from '../log/logger.js';
 import { settlesWithin } from '../time/bounded-wait.js';
-import { TRACE_BATCH_SPANS, TRACE_EXPORT_DELAY_MS, TRACE_FLUSH_MS, TRACE_QUEUE_SPANS } from '../tunables.js';
+import { TRACE_BATCH_SPANS, TRACE_QUEUE_SPANS } from '../tunables.js';
 import { OtlpProtobuf } from './otlp-protobuf.js';
 import type { RequestTrace } from './request-trace.js';
 import { spanCount, spansOf } from './span-records.js';
 import type { TracingSettings } from '../config/tracing-config.js';
+
+/** How long finished spans may wait for a batch to fill before they are sent anyway. */
+const TRACE_EXPORT_DELAY_MS = 1000;
+/** At shutdown, how long the last spans may take to be sent before they are given up. */
+const TRACE_FLUSH_MS = 2000;
 
 /** Where the thread counts what became of its spans (metrics/request-counters.ts). */
 export interface SpanCounts {
