@@ -30,7 +30,13 @@ export function validTraceparent(value: string): boolean {
   if (!hexRun(value, 3, 32) || !hexRun(value, 36, 16) || !hexRun(value, 53, 2)) return false;
   // Version 00 is exactly 55 characters; a later version may go on after a '-'.
   if (value.length > 55 && (value.startsWith('00') || value.charCodeAt(55) !== 0x2d)) return false;
-  return value.slice(3, 35) !== ZEROS_32 && value.slice(36, 52) !== ZEROS_16;
+  return !zeros(value, 3, 32) && !zeros(value, 36, 16);
+}
+
+/** The `length` characters of `s` from `from` are all '0' (looked at in place). */
+function zeros(s: string, from: number, length: number): boolean {
+  for (let i = from; i < from + length; i++) if (s.charCodeAt(i) !== 0x30) return false;
+  return true;
 }
 
 /** The sampled bit of a valid `traceparent`'s flags. */
