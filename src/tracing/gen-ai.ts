@@ -37,7 +37,8 @@ const MODEL_MAX = 256;
  */
 export function findModel(chunk: Buffer, limit: number): string | undefined {
   const end = Math.min(chunk.length, limit + KEY.length + MODEL_MAX + 8);
-  const at = chunk.indexOf(KEY);
+  // Searched within the first `limit` bytes only (a view, no copy).
+  const at = (chunk.length > limit + KEY.length ? chunk.subarray(0, limit + KEY.length) : chunk).indexOf(KEY);
   if (at < 0 || at >= limit) return undefined;
   let i = at + KEY.length;
   while (i < end && (chunk[i] === 0x20 || chunk[i] === 0x09)) i++;

@@ -78,6 +78,8 @@ function nibble(c: number): number {
 /** Writes one batch; one per thread, its buffer reused (it grows to the largest batch). */
 export class OtlpProtobuf implements SpanWriter {
   private buf = Buffer.allocUnsafe(64 * 1024);
+  /** The other buffer: the last batch's, left alone while the exporter may still send it. */
+  private spare = Buffer.allocUnsafe(64 * 1024);
   private pos = 0;
   /** Where each open message's reserved length is, innermost last. */
   private readonly open: number[] = [];
@@ -106,8 +108,15 @@ export class OtlpProtobuf implements SpanWriter {
     this.pos = 0;
   }
 
-  /** The encoded request of `traces` (finished): a copy, the exporter may hold it while this writer goes on. */
+  /**
+   * The encoded request of `traces` (finished): a view of one of two buffers used in turn, so the
+   * batch the exporter may still hold (one export is in flight at a time, span-export.ts) is never
+   * the one written next.
+   */
   encode(traces: readonly RequestTrace[]): Uint8Array {
+    const other = this.spare;
+    this.spare = this.buf;
+    this.buf = other;
     this.pos = 0;
     this.open.length = 0;
     this.start(REQUEST_RESOURCE_SPANS);
@@ -121,7 +130,7 @@ export class OtlpProtobuf implements SpanWriter {
     for (const t of traces) writeSpans(t, this.basePath, this);
     this.finish();
     this.finish();
-    return Buffer.from(this.buf.subarray(0, this.pos));
+    return this.buf.subarray(0, this.pos);
   }
 
   // ── SpanWriter ───────────────────────────────────────────────────────────────────────────────
@@ -140,9 +149,70 @@ export class OtlpProtobuf implements SpanWriter {
   }
 
   attr(key: string, value: string | number | boolean): void {
-    this.start(SPAN_ATTRIBUTES);
-    this.keyValue(key, value);
-    this.finish();
+    if (!this.shortAttr(key, value)) {
+      this.start(SPAN_ATTRIBUTES);
+      this.keyValue(key, value);
+      this.finish();
+    }
+  }
+
+  /**
+   * Most attributes: a key, and a short ASCII string, a small integer or a boolean, whose lengths
+   * are known before they are written (no reservation, nothing moved). False (nothing written) for
+   * any other.
+   */
+  private shortAttr(key: string, value: string | number | boolean): boolean {
+    const k = this.key(key);
+    let anyLength: number;
+    if (typeof value === 'string') {
+      if (value.length > 100) return false;
+      anyLength = 2 + value.length;
+    } else if (typeof value === 'boolean') anyLength = 2;
+    else if (Number.isInteger(value) && value >= 0 && value < 0x4000) anyLength = value < 0x80 ? 2 : 3;
+    else return false;
+    const length = k.length + 2 + anyLength;
+    if (length >= 0x80) return false;
+    this.room(2 + length);
+    const buf = this.buf;
+    const at = this.pos;
+    let p = at;
+    buf[p++] = SPAN_ATTRIBUTES;
+    buf[p++] = length;
+    for (let i = 0; i < k.length; i++) buf[p++] = k[i]!;
+    buf[p++] = KEY_VALUE_VALUE;
+    buf[p++] = anyLength;
+    if (typeof value === 'string') {
+      buf[p++] = ANY_STRING;
+      buf[p++] = value.length;
+      for (let i = 0; i < value.length; i++) {
+        const c = value.charCodeAt(i);
+        if (c >= 0x80) return false; // not ASCII: the general way (this.pos was not moved)
+        buf[p++] = c;
+      }
+    } else if (typeof value === 'boolean') {
+      buf[p++] = ANY_BOOL;
+      buf[p++] = value ? 1 : 0;
+    } else {
+      buf[p++] = ANY_INT;
+      if (value < 0x80) buf[p++] = value;
+      else {
+        buf[p++] = (value & 0x7f) | 0x80;
+        buf[p++] = value >> 7;
+      }
+    }
+    this.pos = p;
+    return true;
+  }
+
+  /** A KeyValue's key field for `key`, encoded once. */
+  private key(key: string): Buffer {
+    let encoded = this.keys.get(key);
+    if (encoded === undefined) {
+      const bytes = Buffer.from(key, 'utf8');
+      encoded = Buffer.concat([Buffer.from([KEY_VALUE_KEY, bytes.length]), bytes]);
+      this.keys.set(key, encoded);
+    }
+    return encoded;
   }
 
   event(name: string, at: number, key?: string, value?: number): void {
@@ -175,13 +245,7 @@ export class OtlpProtobuf implements SpanWriter {
   // ── the wire format ──────────────────────────────────────────────────────────────────────────
 
   private keyValue(key: string, value: string | number | boolean): void {
-    let encoded = this.keys.get(key);
-    if (encoded === undefined) {
-      const bytes = Buffer.from(key, 'utf8');
-      encoded = Buffer.concat([Buffer.from([KEY_VALUE_KEY, bytes.length]), bytes]);
-      this.keys.set(key, encoded);
-    }
-    this.raw(encoded);
+    this.raw(this.key(key));
     this.start(KEY_VALUE_VALUE);
     if (typeof value === 'string') this.string(ANY_STRING, value);
     else if (typeof value === 'boolean') {

@@ -180,7 +180,8 @@ export class RequestTrace {
 
   /** A chunk of the answer, relayed: its first bytes are looked at for the `"model"` it names. */
   answerChunk(chunk: Buffer): void {
-    if (this.scanned >= MODEL_SCAN_BYTES) return;
+    // Only an OpenAI-style request's answer names a model.
+    if (this.operation === undefined || this.scanned >= MODEL_SCAN_BYTES) return;
     const model = findModel(chunk, MODEL_SCAN_BYTES - this.scanned);
     this.scanned += chunk.length;
     if (model !== undefined) {
