@@ -89,7 +89,11 @@ function validate(raw: unknown, overridden: Map<string, string>, env: NodeJS.Pro
   // The OTEL_* variables' problems are listed with the file's (tracing-config.ts).
   const envProblems: ConfigProblem[] = [];
   const tracing = resolveTracing(result.success ? result.data.tracing : undefined, env, envProblems);
-  if (result.success && envProblems.length === 0) return { ...result.data, tracing };
+  if (result.success && envProblems.length === 0) {
+    // `tracing` is the merged settings, or absent (off): never the key as written.
+    const { tracing: _written, ...config } = result.data;
+    return tracing === undefined ? config : { ...config, tracing };
+  }
   throw new ConfigError([...(result.success ? [] : toProblems(result.error.issues, overridden)), ...envProblems]);
 }
 
