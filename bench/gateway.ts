@@ -39,7 +39,7 @@ const src = process.env['BENCH_SLUICE_SRC'];
 const module = (path: string): string => (src === undefined || src === '' ? new URL(`../src/${path}`, import.meta.url).href : pathToFileURL(join(resolve(src), path)).href);
 const { parseConfig } = (await import(module('config/load.js'))) as typeof import('../src/config/load.js');
 const { createLogger } = (await import(module('log/logger.js'))) as typeof import('../src/log/logger.js');
-const { startGateway } = (await import(module('control/gateway.js'))) as typeof import('../src/control/gateway.js');
+const { startGateway } = (await import(module('control/gateway.js'))) as typeof import('../src/gateway/gateway.js');
 const { loadUwsBuild } = (await import(module('http/uws-build.js'))) as typeof import('../src/http/uws-build.js');
 
 const replicaUrl = process.env['BENCH_REPLICA_URL'] ?? '';

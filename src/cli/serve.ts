@@ -4,7 +4,7 @@
 import { loadConfigFile } from '../config/load.js';
 import { tlsFingerprint } from '../config/tls.js';
 import type { Config } from '../config/types.js';
-import type { Gateway, TestHooks } from '../control/gateway.js';
+import type { Gateway, TestHooks } from '../gateway/gateway.js';
 import { createLogger, type Logger } from '../log/logger.js';
 import { loadOrReport, oneLine } from './config-file.js';
 import { settlesWithin } from '../time/bounded-wait.js';
@@ -41,7 +41,7 @@ export async function runGateway(options: RunOptions): Promise<void> {
   lifecycle.listen();
   let gateway: Gateway;
   try {
-    const { startGateway } = await import('../control/gateway.js');
+    const { startGateway } = await import('../gateway/gateway.js');
     gateway = await startGateway(config, { logger, ...(options.testHooks === undefined ? {} : { testHooks: options.testHooks }) });
   } catch (err) {
     logger.error({ err }, 'gateway start failed');

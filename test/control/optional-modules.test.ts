@@ -18,7 +18,7 @@ const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const RECORDER = fileURLToPath(new URL('../fixtures/record-loads.js', import.meta.url));
 const KUBERNETES = '/node_modules/@kubernetes/client-node/';
 const REDIS = '/node_modules/redis/';
-const GATEWAY = '/src/control/gateway.js';
+const GATEWAY = '/src/gateway/gateway.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-optional-modules-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

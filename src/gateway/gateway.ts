@@ -16,14 +16,14 @@ import { Metrics } from '../metrics/metrics.js';
 import { routerUsageBlocks } from '../metrics/token-usage.js';
 import { RequestCounters } from '../metrics/request-counters.js';
 import { resolveWorkers } from './cpu-count.js';
-import { LocalReplicaSet } from './replica-set.js';
+import { LocalReplicaSet } from './local-replica-set.js';
 import { DataPlane } from '../data/data-plane.js';
 import { createApp, listenOn } from '../data/listen.js';
 import { loadUwsBuild, uws, uwsBuild } from '../http/uws-build.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { LimitCells, limitedTokens } from '../limits/limit-cells.js';
 import { createLimitBuffer, LimitControl } from '../limits/limit-control.js';
-import type { LimitStore } from './limit-store.js';
+import type { LimitStore } from '../control/limit-store.js';
 import { settlesWithin } from '../time/bounded-wait.js';
 import type { RoutersReload, TokensReload } from '../replicas/messages.js';
 import { LIMIT_STORE_COMMAND_MS, LIMIT_SWEEP_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
@@ -32,15 +32,15 @@ import { Refusals } from '../relay/refusal.js';
 import { RequestIds } from '../relay/request-ids.js';
 import { FLAG_COUNT, FLAG_DRAINING, FLAG_READY } from '../replicas/messages.js';
 import { checkPortFree } from './port-check.js';
-import type { KindOptions } from './service/kind-policy.js';
-import { kindOf, loadKinds } from './kinds/kinds.js';
-import { Pools } from './pools/pools.js';
+import type { KindOptions } from '../control/service/kind-policy.js';
+import { kindOf, loadKinds } from '../control/kinds/kinds.js';
+import { Pools } from '../control/pools/pools.js';
 import { registerPoolMetrics } from '../metrics/pool-metrics.js';
 import { registerCertificateMetrics } from '../metrics/certificate-metrics.js';
-import { CertificateWatch } from './certificate-watch.js';
-import { ServiceControl } from './service/service-control.js';
-import { DEFAULT_TUNING, type ReplicaSetTuning } from './service/tuning.js';
-import type { KubernetesTuning } from './sources/kubernetes/kubernetes-source.js';
+import { CertificateWatch } from '../control/certificate-watch.js';
+import { ServiceControl } from '../control/service/service-control.js';
+import { DEFAULT_TUNING, type ReplicaSetTuning } from '../control/service/tuning.js';
+import type { KubernetesTuning } from '../control/sources/kubernetes/kubernetes-source.js';
 import { WorkerPool } from './worker-pool.js';
 
 export interface Gateway {
@@ -379,7 +379,7 @@ export async function startGateway(config: Config, options: GatewayOptions): Pro
   // SLUICE_UWS_BUILD; otherwise the newest that loads); workers load the same one.
   await loadUwsBuild();
   await loadKinds(config.services);
-  const loaded: Loaded = { LimitStore: config.limits.store === undefined ? undefined : (await import('./limit-store.js')).LimitStore };
+  const loaded: Loaded = { LimitStore: config.limits.store === undefined ? undefined : (await import('../control/limit-store.js')).LimitStore };
   const gateway = new ControlPlane(config, options, loaded);
   try {
     await gateway.listen();

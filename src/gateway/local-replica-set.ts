@@ -4,11 +4,11 @@
 // worker threads the same two halves talk through messages instead (src/control/worker-pool.ts).
 import type { ServiceConfig } from '../config/types.js';
 import type { ReplicaEvents } from '../replicas/events.js';
-import type { ServiceSnapshot } from './service/control-types.js';
-import type { KindOptions } from './service/kind-policy.js';
-import { kindOf } from './kinds/kinds.js';
-import { ServiceControl } from './service/service-control.js';
-import { DEFAULT_TUNING, type ReplicaSetTuning } from './service/tuning.js';
+import type { ServiceSnapshot } from '../control/service/control-types.js';
+import type { KindOptions } from '../control/service/kind-policy.js';
+import { kindOf } from '../control/kinds/kinds.js';
+import { ServiceControl } from '../control/service/service-control.js';
+import { DEFAULT_TUNING, type ReplicaSetTuning } from '../control/service/tuning.js';
 import { ReplicaView } from '../data/replica-view.js';
 import type { Logger } from '../log/logger.js';
 import type { ViewLink } from '../replicas/link.js';
