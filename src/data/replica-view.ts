@@ -30,12 +30,13 @@
 import type { ServiceConfig } from '../config/types.js';
 import { drainingError, RelayError } from '../http/errors.js';
 import type { Logger } from '../log/logger.js';
-import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../replicas/link.js';
+import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../threads/link.js';
 import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
 import { sharedClock } from '../replicas/clock.js';
 import { wholeSeconds } from '../replicas/expected-start.js';
 import { BUSY, EJECTED, READY, type SlotTable } from '../replicas/slots.js';
-import type { Readiness, ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { Readiness, Replica, ReplicaSet, ReplicaWaiter } from '../relay/replica-set.js';
+import type { ReleaseOutcome } from '../replicas/outcomes.js';
 import { hostAndPort } from '../http/syntax.js';
 import { type OverdueSink, type PoolOptions, UpstreamPool } from '../upstream/pool.js';
 import { settlesWithin } from '../time/bounded-wait.js';

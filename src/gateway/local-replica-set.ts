@@ -11,8 +11,9 @@ import { ServiceControl } from '../control/service/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from '../control/service/tuning.js';
 import { ReplicaView } from '../data/replica-view.js';
 import type { Logger } from '../log/logger.js';
-import type { ViewLink } from '../replicas/link.js';
-import type { Readiness, ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { ViewLink } from '../threads/link.js';
+import type { Readiness, Replica, ReplicaSet, ReplicaWaiter } from '../relay/replica-set.js';
+import type { ReleaseOutcome } from '../replicas/outcomes.js';
 
 
 export interface ReplicaSetDeps {

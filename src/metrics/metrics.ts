@@ -6,7 +6,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { QueueOutcome, ReplicaEvents } from '../replicas/events.js';
 import type { ReplicaStateName } from '../replicas/states.js';
-import type { FailureReason } from '../replicas/types.js';
+import type { FailureReason } from '../replicas/outcomes.js';
 import { registerRequestCollectors } from './collectors.js';
 import { CounterLayout, RequestCounters, sameLayout } from './request-counters.js';
 

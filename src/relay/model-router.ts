@@ -14,7 +14,7 @@ import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
 import type { TokenUsage } from '../metrics/token-usage.js';
 import { hashKey, NO_AFFINITY } from '../replicas/affinity-ring.js';
-import type { ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { ReplicaSet, ReplicaWaiter } from './replica-set.js';
 import { MAX_DURATION_MS } from '../config/rules.js';
 import { ROUTER_MODEL_BYTES } from '../tunables.js';
 import { type TokenEntry, tokenEntries } from './auth.js';

@@ -8,7 +8,8 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import { type Outcome, RelayError } from '../http/errors.js';
 import type { Interruption } from '../metrics/request-counters.js';
-import type { ReleaseOutcome, Replica, ReplicaWaiter } from '../replicas/types.js';
+import type { Replica, ReplicaWaiter } from './replica-set.js';
+import type { ReleaseOutcome } from '../replicas/outcomes.js';
 import type { UpstreamExchange, UpstreamHandler } from '../upstream/handler.js';
 import { faultBeforeHead } from '../upstream/errors.js';
 import type { AnswerUsage } from './answer-usage.js';

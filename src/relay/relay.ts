@@ -24,7 +24,7 @@
 // its state and cold paths are declared in relay-ending.ts, the request's path in order here.
 import type { HttpResponse } from 'uWebSockets.js';
 import { RelayError } from '../http/errors.js';
-import type { Replica, ReplicaWaiter } from '../replicas/types.js';
+import type { Replica, ReplicaWaiter } from './replica-set.js';
 import type { UpstreamExchange, UpstreamHandler } from '../upstream/handler.js';
 import type { TokenEntry } from './auth.js';
 import { answerUsage } from './answer-usage.js';

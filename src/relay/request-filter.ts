@@ -16,7 +16,7 @@ import type { StreamCounters } from '../metrics/request-counters.js';
 import type { TokenUsage } from '../metrics/token-usage.js';
 import { MIN_PRIORITY } from '../config/rules.js';
 import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
-import type { ReplicaSet } from '../replicas/types.js';
+import type { ReplicaSet } from './replica-set.js';
 import { authenticate, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './auth.js';
 import { BodyFields } from './body-fields.js';
 import { checkRequestHead } from './caller-head-checks.js';

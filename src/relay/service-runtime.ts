@@ -3,7 +3,7 @@
 import type { ServiceConfig } from '../config/types.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
-import type { ReplicaSet } from '../replicas/types.js';
+import type { ReplicaSet } from './replica-set.js';
 import type { HeldBodies } from './held-bodies.js';
 
 /**

@@ -9,7 +9,7 @@ import { kindOf } from '../../src/control/kinds/kinds.js';
 import { ServiceControl } from '../../src/control/service/service-control.js';
 import { DEFAULT_TUNING } from '../../src/control/service/tuning.js';
 import { ReplicaView } from '../../src/data/replica-view.js';
-import type { ViewLink } from '../../src/replicas/link.js';
+import type { ViewLink } from '../../src/threads/link.js';
 import { serviceConfig, TestWaiter } from '../fixtures/replica-harness.js';
 
 const logger = pino({ level: 'silent' });

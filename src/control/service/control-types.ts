@@ -2,10 +2,10 @@
 import type { Logger } from '../../log/logger.js';
 import type { KindOptions, ReplicaKind } from './kind-policy.js';
 import type { LoadSnapshot } from './load-reader.js';
-import type { ViewLink } from '../../replicas/link.js';
+import type { ViewLink } from '../../threads/link.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
-import type { FailureReason } from '../../replicas/types.js';
+import type { FailureReason } from '../../replicas/outcomes.js';
 import type { ReplicaSetTuning } from './tuning.js';
 
 /** The data planes, by thread index, as the control plane reaches them. */

@@ -27,7 +27,7 @@ import type { ServiceConfig, TokenConfig } from '../../config/types.js';
 import { RelayError } from '../../http/errors.js';
 import type { Logger } from '../../log/logger.js';
 import type { AffinityRing } from '../../replicas/affinity-ring.js';
-import { type ErrorSpec, errorSpec, type ViewLink } from '../../replicas/link.js';
+import { type ErrorSpec, errorSpec, type ViewLink } from '../../threads/link.js';
 import { sharedClock } from '../../replicas/clock.js';
 import { wholeSeconds } from '../../replicas/expected-start.js';
 import { type QueuedWaiter, WaiterQueue } from './queue.js';

@@ -9,7 +9,7 @@
 //   holds one replica at a time, so a slot and its generation name at most one (`find`).
 // - The panic fallback (a kind's `panicFallback`): with every replica out of rotation, the one
 //   taken out longest ago is written into the slot table to be handed out anyway.
-import type { ReplicaInfo } from '../../replicas/link.js';
+import type { ReplicaInfo } from '../../threads/link.js';
 import { EMPTY, type SlotTable } from '../../replicas/slots.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { Endpoint } from '../sources/source.js';

@@ -29,7 +29,7 @@
 import type { ServiceConfig, TokenConfig } from '../../config/types.js';
 import { drainingError, RelayError } from '../../http/errors.js';
 import type { Logger } from '../../log/logger.js';
-import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
+import { errorSpec, type ReplicaInfo } from '../../threads/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
 import { BUSY, OUT, READY, SlotTable } from '../../replicas/slots.js';
 import type { Endpoint } from '../sources/source.js';
@@ -40,7 +40,7 @@ import { Ejections } from './ejections.js';
 import { Health } from './health.js';
 import type { KindOptions, ReplicaHost, ReplicaKindPolicy } from './kind-policy.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
-import type { FailureReason } from '../../replicas/types.js';
+import type { FailureReason } from '../../replicas/outcomes.js';
 import { type ManagedReplica, canTransition, isLive } from './replica.js';
 import { ReplicaRoster } from './replica-roster.js';
 import { DEFAULT_TUNING, StartBackoff, type ReplicaSetTuning } from './tuning.js';

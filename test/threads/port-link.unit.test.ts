@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { test } from 'node:test';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
-import { type LinkError, type LinkMethods, linkMethods, linkOverPort, serveLink } from '../../src/replicas/port-link.js';
+import { type LinkError, type LinkMethods, linkMethods, linkOverPort, serveLink } from '../../src/threads/port-link.js';
 
 interface Pair {
   note(n: number, text: string): void;

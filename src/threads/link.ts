@@ -5,7 +5,7 @@
 // hot path: choosing a ready replica with room reads the shared slot table (slots.ts) instead.
 import { type ErrorCode, RelayError } from '../http/errors.js';
 import { linkMethods } from './port-link.js';
-import type { FailureReason } from './types.js';
+import type { FailureReason } from '../replicas/outcomes.js';
 
 /** A replica as a data plane needs to know it: where it is and which slot counts for it. */
 export interface ReplicaInfo {

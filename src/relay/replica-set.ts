@@ -1,8 +1,10 @@
-// The seam between the relay and a service's replicas. The relay asks the service's replica set
+// The seam between the relay and a service's replicas (implemented by data/replica-view.ts, and
+// with `workers: 1` by gateway/local-replica-set.ts). The relay asks the service's replica set
 // for a replica (`acquire`), uses it, and gives it back (`release`). Whether the replica was
 // ready at once, came later from the queue, or was started for this request is the set's business.
-import type { UpstreamPool } from '../upstream/pool.js';
 import type { RelayError } from '../http/errors.js';
+import type { ReleaseOutcome } from '../replicas/outcomes.js';
+import type { UpstreamPool } from '../upstream/pool.js';
 
 /** A service as a router's model list shows it (ReplicaSet.readiness). */
 export type Readiness = 'ready' | 'starting' | 'cold';
@@ -42,23 +44,6 @@ export interface ReplicaWaiter {
    */
   onNoReplica(error: RelayError): void;
 }
-
-/**
- * How a request ended for the replica:
- * - `ok`: the replica answered (any status line, even if the caller went away meanwhile);
- * - `unanswered`: over before the replica could answer, through no fault of its own (the caller
- *   left, the body was too large, the replica was being stopped);
- * - `unreachable`: connection refused or reset before any byte of the request was sent;
- * - `reset`: the connection closed or was reset after the request was sent, before a status line;
- * - `timeout`: no status line within `timeouts.responseHeadersMs`;
- * - `failed`: any other failure of the replica (after its status line, or a malformed answer).
- * `unreachable`, `reset` and `timeout` are consecutive failures that may eject the replica
- * (src/control/service/ejections.ts); `ok` ends the count.
- */
-export type ReleaseOutcome = 'ok' | 'unanswered' | 'unreachable' | 'reset' | 'timeout' | 'failed';
-
-/** The outcomes that count toward ejecting a replica, as the ejection's `reason` names them. */
-export type FailureReason = 'refused' | 'reset' | 'timeout';
 
 export interface ReplicaSet {
   readonly slug: string;
