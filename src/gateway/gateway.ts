@@ -23,7 +23,7 @@ import { loadUwsBuild, uws, uwsBuild } from '../http/uws-build.js';
 import { createAuthLimiterBuffer } from '../data/shared-auth-limiter.js';
 import { LimitCells, limitedTokens } from '../limits/limit-cells.js';
 import { createLimitBuffer, LimitControl } from '../limits/limit-control.js';
-import type { LimitStore } from '../control/limit-store.js';
+import type { LimitStore } from '../limits/store/limit-store.js';
 import { settlesWithin } from '../time/bounded-wait.js';
 import type { RoutersReload, TokensReload } from '../threads/messages.js';
 import { LIMIT_STORE_COMMAND_MS, LIMIT_SWEEP_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
@@ -379,7 +379,7 @@ export async function startGateway(config: Config, options: GatewayOptions): Pro
   // SLUICE_UWS_BUILD; otherwise the newest that loads); workers load the same one.
   await loadUwsBuild();
   await loadKinds(config.services);
-  const loaded: Loaded = { LimitStore: config.limits.store === undefined ? undefined : (await import('../control/limit-store.js')).LimitStore };
+  const loaded: Loaded = { LimitStore: config.limits.store === undefined ? undefined : (await import('../limits/store/limit-store.js')).LimitStore };
   const gateway = new ControlPlane(config, options, loaded);
   try {
     await gateway.listen();

@@ -4,15 +4,31 @@
 // tokensPerMinute once its body's first part says its reservation (body-fields.ts), a request whose
 // lease from the shared store ran out once the control plane topped it up. Such a request is
 // admitted as its token is at that moment (a reload may have replaced it: auth.ts `currentEntry`),
-// and starts only once admitted; and the tokens it settles with at its end.
+// and starts only once admitted. The tokens it settles with at its end: finished-request.ts `settledTokens`.
 import { RelayError } from '../http/errors.js';
 import type { LimitName } from '../limits/limit-layout.js';
 import type { LimitTable, TokenLimit } from '../limits/limit-table.js';
 import { LIMIT_STORE_WAIT_MS } from '../tunables.js';
 import { ratelimitRefused, ratelimitState } from '../limits/rate-limit-headers.js';
-import { currentEntry, WWW_AUTHENTICATE_INVALID } from './auth.js';
-import type { FinishedRequest } from './finished-request.js';
-import type { RelayRequest } from './relay.js';
+import { currentEntry, type TokenEntry, WWW_AUTHENTICATE_INVALID } from './auth.js';
+import type { BodyFields } from './body-fields.js';
+
+/**
+ * What admission reads and writes of a request: relay.ts's `RelayRequest`, declared here so that
+ * the relay imports its admission step and not the reverse.
+ */
+export interface AdmittedRequest {
+  /** Its token (as it is after a reload, once admitted). */
+  token: TokenEntry;
+  limit: TokenLimit | undefined;
+  reserved: number;
+  admitting: 'no' | 'store' | 'body';
+  readonly phase: string;
+  readonly fields: BodyFields | undefined;
+  readonly downstream: { ratelimit(policy: string, value: string): void };
+  start(): void;
+  refuse(error: RelayError): void;
+}
 
 /** Each limit in words, for a limit of one and for more. */
 const PER = {
@@ -39,7 +55,7 @@ export function refusedByLimits(verdict: LimitName | 'unavailable', table: Limit
 }
 
 /** `request` was admitted under `limit`: it ends in the table at its end, and its answer carries RateLimit-Policy and RateLimit. */
-export function admitted(request: RelayRequest, limit: TokenLimit, table: LimitTable): void {
+export function admitted(request: AdmittedRequest, limit: TokenLimit, table: LimitTable): void {
   request.limit = limit;
   request.downstream.ratelimit(limit.policy, ratelimitState(limit.limits, table));
 }
@@ -49,7 +65,7 @@ export function admitted(request: RelayRequest, limit: TokenLimit, table: LimitT
  * `body`): admitted with the reservation it reads (or refused, or waiting for the shared store).
  * False when it ended.
  */
-export function admitByBody(request: RelayRequest, table: LimitTable): boolean {
+export function admitByBody(request: AdmittedRequest, table: LimitTable): boolean {
   const decided = decide(request, table, false);
   if (typeof decided === 'object') waitForLimits(request, table, decided);
   return decided !== 'done';
@@ -61,7 +77,7 @@ export function admitByBody(request: RelayRequest, table: LimitTable): boolean {
  * LIMIT_STORE_WAIT_MS, then is admitted and started, or refused. Off the hot path: a lease is
  * asked for before it runs out.
  */
-export function waitForLimits(request: RelayRequest, table: LimitTable, limit: TokenLimit): void {
+export function waitForLimits(request: AdmittedRequest, table: LimitTable, limit: TokenLimit): void {
   request.admitting = 'store';
   const deadline = performance.now() + LIMIT_STORE_WAIT_MS;
   let waitingOn = limit;
@@ -87,7 +103,7 @@ export function waitForLimits(request: RelayRequest, table: LimitTable, limit: T
  * a token with tokensPerMinute: `start` (admitted, or its token has no limits any more), `done`
  * (refused: answered), or the limit to wait on (the shared store's top-up; `waited`: the wait is over).
  */
-function decide(request: RelayRequest, table: LimitTable, waited: boolean): 'start' | 'done' | TokenLimit {
+function decide(request: AdmittedRequest, table: LimitTable, waited: boolean): 'start' | 'done' | TokenLimit {
   const token = currentEntry(request.token);
   if (token === undefined) {
     // A reload removed its token meanwhile: refused as the token is refused now.
@@ -120,16 +136,4 @@ function decide(request: RelayRequest, table: LimitTable, waited: boolean): 'sta
   request.reserved = reservation;
   request.admitting = 'no';
   return 'start';
-}
-
-/**
- * The tokens a finished request of a limited token settles with: what its answer reported (prompt
- * plus completion tokens: a JSON answer's `usage`, a stream's last `usage`), or a stream's data
- * events when it reported none (finished-request.ts). A complete answer with neither settles with
- * its reservation; a request whose caller left or whose replica failed before any of it was
- * counted gives its reservation back (docs/api.md#limits-per-caller).
- */
-export function settledTokens(r: RelayRequest, f: FinishedRequest): number {
-  if (f.usageReported || f.completionTokens > 0) return f.promptTokens + f.completionTokens;
-  return f.outcome === 'ok' ? r.reserved : 0;
 }

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createLimitBuffer } from '../../src/limits/limit-control.js';
 import { LimitTable, type TokenLimit, tokenLimit } from '../../src/limits/limit-table.js';
-import { StoreCells } from '../../src/limits/store-cells.js';
+import { StoreCells } from '../../src/limits/store/store-cells.js';
 
 function token(table: LimitTable, cell: number, limits: TokenLimit['limits'], share = 1): TokenLimit {
   return { ...tokenLimit(table, cell, limits, ''), share };

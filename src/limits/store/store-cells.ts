@@ -2,8 +2,8 @@
 // docs/architecture.md#the-shared-store): what the store granted this gateway (leased requests,
 // slots of `concurrent`, tokens counted elsewhere) written in, what the gateway used read out, and
 // the doorbell that the data plane rings when a token's lease runs low.
-import { BUCKETS, DOORBELL, EPOCH_S, EXHAUSTED, FULL, HEADER, INFLIGHT, LEASE, LEFT, LOCAL, NEED, REMOTE, RESERVED, ROOM, SEQ, SLOTS, STORE, STORE_DOWN, STORE_UP, STRIDE, TICKS_PER_MS } from './limit-layout.js';
-import { BUCKET_MAX, WINDOW_S } from './token-window.js';
+import { BUCKETS, DOORBELL, EPOCH_S, EXHAUSTED, FULL, HEADER, INFLIGHT, LEASE, LEFT, LOCAL, NEED, REMOTE, RESERVED, ROOM, SEQ, SLOTS, STORE, STORE_DOWN, STORE_UP, STRIDE, TICKS_PER_MS } from '../limit-layout.js';
+import { BUCKET_MAX, WINDOW_S } from '../token-window.js';
 
 export class StoreCells {
   private readonly a: Int32Array;

@@ -12,15 +12,15 @@
 // `redis://user:***@host:port/db` (docs/security.md#the-limit-stores-password).
 import { randomUUID } from 'node:crypto';
 import { createClient } from 'redis';
-import type { Logger } from '../log/logger.js';
-import type { LimitedToken } from '../limits/limit-cells.js';
-import { leaseShare } from '../limits/limit-table.js';
-import { StoreCells } from '../limits/store-cells.js';
-import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS, LIMIT_STORE_SYNC_MS } from '../tunables.js';
-import { settlesWithin } from '../time/bounded-wait.js';
+import type { Logger } from '../../log/logger.js';
+import type { LimitedToken } from '../limit-cells.js';
+import { leaseShare } from '../limit-table.js';
+import { StoreCells } from './store-cells.js';
+import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS, LIMIT_STORE_SYNC_MS } from '../../tunables.js';
+import { settlesWithin } from '../../time/bounded-wait.js';
 import { LEAVE_SCRIPT, SYNC_SCRIPT } from './limit-store-script.js';
-import { parseRedisUrl, readStorePassword, shownTarget } from '../config/redis-store.js';
-import type { CertificatesInUse } from './certificate-watch.js';
+import { parseRedisUrl, readStorePassword, shownTarget } from '../../config/redis-store.js';
+import type { CertificatesInUse } from '../../control/certificate-watch.js';
 import { StoreTls, type StoreTlsFiles, tlsFailure } from './limit-store-tls.js';
 
 /** What the gateway knows of one limited token's part in the store. */

@@ -5,9 +5,9 @@
 // (they are copied shallowly) and Node builds each connection's TLS context from them, so
 // refilling them in place changes what the next connection trusts and presents, without a new
 // client (test/limits/limits-store-tls.test.ts shows a refill ending an outage).
-import type { Logger } from '../log/logger.js';
-import { readStoreCa, readStoreClientCertificate } from '../config/store-tls.js';
-import type { CertificatesInUse } from './certificate-watch.js';
+import type { Logger } from '../../log/logger.js';
+import { readStoreCa, readStoreClientCertificate } from '../../config/store-tls.js';
+import type { CertificatesInUse } from '../../control/certificate-watch.js';
 
 export interface StoreTlsFiles {
   caFile?: string | undefined;
