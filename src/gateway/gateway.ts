@@ -37,7 +37,7 @@ import { kindOf, loadKinds } from '../control/kinds/kinds.js';
 import { Pools } from '../control/pools/pools.js';
 import { registerPoolMetrics } from '../metrics/pool-metrics.js';
 import { registerCertificateMetrics } from '../metrics/certificate-metrics.js';
-import { CertificateWatch } from '../control/certificate-watch.js';
+import { CertificateWatch } from './certificate-watch.js';
 import { ServiceControl } from '../control/service/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from '../control/service/tuning.js';
 import type { KubernetesTuning } from '../control/sources/kubernetes/kubernetes-source.js';

@@ -7,7 +7,7 @@
 // client (test/limits/limits-store-tls.test.ts shows a refill ending an outage).
 import type { Logger } from '../../log/logger.js';
 import { readStoreCa, readStoreClientCertificate } from '../../config/store-tls.js';
-import type { CertificatesInUse } from '../../control/certificate-watch.js';
+import type { CertificatesInUse } from '../../metrics/certificate-metrics.js';
 
 export interface StoreTlsFiles {
   caFile?: string | undefined;

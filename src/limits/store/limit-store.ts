@@ -20,7 +20,7 @@ import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS, LIMI
 import { settlesWithin } from '../../time/bounded-wait.js';
 import { LEAVE_SCRIPT, SYNC_SCRIPT } from './limit-store-script.js';
 import { parseRedisUrl, readStorePassword, shownTarget } from '../../config/redis-store.js';
-import type { CertificatesInUse } from '../../control/certificate-watch.js';
+import type { CertificatesInUse } from '../../metrics/certificate-metrics.js';
 import { StoreTls, type StoreTlsFiles, tlsFailure } from './limit-store-tls.js';
 
 /** What the gateway knows of one limited token's part in the store. */

@@ -6,16 +6,7 @@
 // scrape reads each one's earliest end (sluice_tls_certificate_expiry_timestamp_seconds).
 import { type CertificateDates, certificateDates, earliestExpiry, expiryWarnings, readCertificateDates } from '../config/certificate-expiry.js';
 import type { Logger } from '../log/logger.js';
-import type { CertificateReading } from '../metrics/certificate-metrics.js';
-
-/** What a certificate is used for: the metric's `certificate` label. */
-export type CertificateUse = 'listen' | 'limit_store_ca' | 'limit_store_client';
-
-/** Where a certificate comes into use tells the watch (the limit store's client, on start and reload). */
-export interface CertificatesInUse {
-  /** `use` now holds the certificates of `pem`, read from `file`. */
-  inUse(use: CertificateUse, file: string, pem: string): void;
-}
+import type { CertificateReading, CertificatesInUse, CertificateUse } from '../metrics/certificate-metrics.js';
 
 /** The config key of each use, as warnings and problems name it. */
 const KEY: Record<CertificateUse, string> = {
