@@ -40,7 +40,7 @@ import { registerCertificateMetrics } from '../metrics/certificate-metrics.js';
 import { CertificateWatch } from './certificate-watch.js';
 import { ServiceControl } from '../control/service/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from '../control/service/tuning.js';
-import type { KubernetesTuning } from '../control/sources/kubernetes/kubernetes-source.js';
+import type { KubernetesTuning } from '../control/kinds/kubernetes/kubernetes-source.js';
 import { WorkerPool } from './worker-pool.js';
 
 export interface Gateway {

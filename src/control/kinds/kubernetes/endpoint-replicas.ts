@@ -22,7 +22,7 @@ import type { Logger } from '../../../log/logger.js';
 import type { SlotTable } from '../../../replicas/slots.js';
 import type { ReplicaKindPolicy, ReplicaHost } from '../../service/kind-policy.js';
 import type { ManagedReplica } from '../../service/replica.js';
-import { type KubeEndpoint, KubernetesReplicaSource } from '../../sources/kubernetes/kubernetes-source.js';
+import { type KubeEndpoint, KubernetesReplicaSource } from './kubernetes-source.js';
 import type { ReplicaStateName } from '../../../replicas/states.js';
 import { DEMAND_REPORT_MS } from '../../../tunables.js';
 

@@ -4,7 +4,7 @@
 // node:http Agent (src/control/sources/probe.ts), never through the relay's connections.
 import type { Agent } from 'node:http';
 import type { Logger } from '../../../log/logger.js';
-import { createProbeAgent, probeHttp } from '../probe.js';
+import { createProbeAgent, probeHttp } from '../../sources/probe.js';
 import { originOf, type SliceEndpoint } from './endpoints.js';
 
 export interface ProbeTuning {
