@@ -13,7 +13,7 @@ import type { HttpRequest } from 'uWebSockets.js';
 import { type CallerHeaders, headerProblem, readCallerHeaders, requestFraming, requestMaxWait, requestPriority } from '../../src/relay/headers.js';
 import { requestHead } from '../../src/relay/replica-request-head.js';
 import { bodylessAnswer, returnField, type ReturnedFields, writeReturnedHead } from '../../src/relay/response-headers.js';
-import { PARSE_DONE, PARSE_ERROR, ResponseParser } from '../../src/upstream/response-parser.js';
+import { PARSE_DONE, PARSE_ERROR, ResponseParser } from '../../src/http/response-parser.js';
 
 type Fields = readonly (readonly [string, string])[];
 

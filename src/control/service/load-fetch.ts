@@ -27,7 +27,7 @@
 import { connect, type Socket } from 'node:net';
 import { errorCode } from '../../http/error-code.js';
 import { hostAndPort } from '../../http/syntax.js';
-import { PARSE_DONE, PARSE_ERROR, ResponseParser, type ResponseSink } from '../../upstream/response-parser.js';
+import { PARSE_DONE, PARSE_ERROR, ResponseParser, type ResponseSink } from '../../http/response-parser.js';
 import { LOAD_READ_MAX_BYTES, UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS } from '../../tunables.js';
 import type { MetricScanner } from './metric-scanner.js';
 import type { ManagedReplica } from './replica.js';

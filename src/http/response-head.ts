@@ -12,7 +12,7 @@ import {
   hasTab,
   keepAliveTimeout,
   nameIs,
-} from './http-syntax.js';
+} from './syntax.js';
 
 /** How the body of the answer is delimited (for tests and logs). */
 export type Framing = 'none' | 'length' | 'chunked' | 'close';

@@ -8,7 +8,7 @@ import { Duplex } from 'node:stream';
 import { test } from 'node:test';
 import { errorCode } from '../../src/http/error-code.js';
 import { RelayError } from '../../src/http/errors.js';
-import { type GetFailure, getWithDeadline } from '../../src/http/get.js';
+import { type GetFailure, getWithDeadline } from '../../src/http/probe-client.js';
 import { describeUpstreamError } from '../../src/upstream/errors.js';
 
 /** One in-memory connection: what the client wrote, and `answer` to play the replica. */

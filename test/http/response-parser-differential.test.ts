@@ -12,7 +12,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Pool, request } from 'undici';
-import { PARSE_DONE, PARSE_ERROR, ResponseParser } from '../../src/upstream/response-parser.js';
+import { PARSE_DONE, PARSE_ERROR, ResponseParser } from '../../src/http/response-parser.js';
 
 const SEED = Number(process.env['FUZZ_SEED'] ?? 20261122);
 const CASES = Number(process.env['FUZZ_CASES'] ?? 3000);

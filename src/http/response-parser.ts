@@ -9,7 +9,7 @@
 //
 // Feed it with `execute(buf, start, end)` as bytes arrive and `finish()` at end of stream. One
 // parser per connection; `reset()` before each response.
-import { chunkExtensionProblem, fieldNameEnd, fieldNameProblem, fieldValueProblem, HEX, HTAB, statusLineProblem } from './http-syntax.js';
+import { chunkExtensionProblem, fieldNameEnd, fieldNameProblem, fieldValueProblem, HEX, HTAB, statusLineProblem } from './syntax.js';
 import { type Framing, FramingFields } from './response-head.js';
 import { MAX_CHUNK_LINE_BYTES, MAX_HEAD_BYTES } from '../tunables.js';
 

@@ -1,7 +1,7 @@
-// The one timer behind every upstream deadline (docs/architecture.md#fact-8): connect, response head,
-// body idle and keep-alive idle. Instead of a timer per request, one process-wide interval counts
-// ticks, and the interval runs only while something waits for one; it never keeps the process
-// alive.
+// The one timer of the data plane (docs/architecture.md#fact-8): every upstream deadline (connect,
+// response head, body idle and keep-alive idle) and the keep-alive clock of waiting requests.
+// Instead of a timer per request, one process-wide interval counts ticks, and the interval runs
+// only while something waits for one; it never keeps the process alive.
 //
 // Two kinds of waiters:
 // - `watch`: called at every tick (the keep-alive clock of waiting requests, which has work at

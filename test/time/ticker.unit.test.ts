@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
-import { cancel, type Deadline, schedule, type Ticking, tickNow, unwatch, watch } from '../../src/upstream/ticker.js';
+import { cancel, type Deadline, schedule, type Ticking, tickNow, unwatch, watch } from '../../src/time/ticker.js';
 import { eventually } from '../helpers/wait.js';
 
 setFlagsFromString('--expose-gc');
