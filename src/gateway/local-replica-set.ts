@@ -44,7 +44,7 @@ export class LocalReplicaSet implements ManagedReplicaSet {
     };
     this.control = new ServiceControl(service, { ...deps, kind: kindOf(service), threads: 1, views });
     const tuning = { ...DEFAULT_TUNING, ...deps.tuning };
-    view = new ReplicaView(service, this.control.slots, 0, this.control, this.control.queuesForColdStart, deps.logger, tuning.poolCloseMs);
+    view = new ReplicaView(service, this.control.dataView, 0, this.control, this.control.queuesForColdStart, deps.logger, tuning.poolCloseMs);
     for (const info of this.control.replicas()) view.announce(info);
     this.view = view;
   }

@@ -4,7 +4,7 @@
 // The calls of link.ts's two interfaces travel on the same port as `LinkCall`s (port-link.ts).
 import type { Config, LimitsConfig, RouterConfig, TokenConfig } from '../config/types.js';
 import type { LinkCall } from './port-link.js';
-import type { SlotTableInit } from '../replicas/slot-control.js';
+import type { SlotTableInit } from '../replicas/slot-memory.js';
 
 /** `workerData` of a data plane thread. */
 export interface WorkerInit {

@@ -7,7 +7,7 @@
 import type { ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
-import type { SlotTable } from '../../replicas/slots.js';
+import type { SlotControl } from '../../replicas/slot-control.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { Endpoint } from '../sources/source.js';
 import type { UnitPool } from '../pools/unit-pool.js';
@@ -90,7 +90,7 @@ export interface ReplicaKindPolicy {
 /** What a policy may ask of its service: the state machine's operations and its counts. */
 export interface ReplicaHost {
   readonly service: ServiceConfig;
-  readonly slots: SlotTable;
+  readonly slots: SlotControl;
   readonly log: Logger;
   readonly events: ReplicaEvents | undefined;
   readonly tuning: ReplicaSetTuning;

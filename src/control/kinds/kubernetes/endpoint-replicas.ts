@@ -19,7 +19,7 @@
 // gateway whose requests are too short to be seen in flight still keeps the Lease fresh.
 import type { ServiceConfig } from '../../../config/types.js';
 import type { Logger } from '../../../log/logger.js';
-import type { SlotTable } from '../../../replicas/slots.js';
+import type { SlotControl } from '../../../replicas/slot-control.js';
 import type { ReplicaKindPolicy, ReplicaHost } from '../../service/kind-policy.js';
 import type { ManagedReplica } from '../../service/replica.js';
 import { type KubeEndpoint, KubernetesReplicaSource } from './kubernetes-source.js';
@@ -48,7 +48,7 @@ export class EndpointReplicas implements ReplicaKindPolicy {
   /** When the service went cold with requests waiting (performance.now()), or -1. */
   private coldSince = -1;
 
-  private readonly slots: SlotTable;
+  private readonly slots: SlotControl;
   private readonly log: Logger;
 
   constructor(service: ServiceConfig, private readonly host: ReplicaHost) {
