@@ -3,16 +3,11 @@
 // slots of `concurrent`, tokens counted elsewhere) written in, what the gateway used read out, and
 // the doorbell that the data plane rings when a token's lease runs low.
 import { BUCKETS, DOORBELL, EPOCH_S, EXHAUSTED, FULL, HEADER, INFLIGHT, LEASE, LEFT, LOCAL, NEED, REMOTE, RESERVED, ROOM, SEQ, SLOTS, STORE, STORE_DOWN, STORE_UP, STRIDE, TICKS_PER_MS } from '../limit-layout.js';
+import { LimitMemory } from '../limit-memory.js';
 import { BUCKET_MAX, WINDOW_S } from '../token-window.js';
 
-export class StoreCells {
-  private readonly a: Int32Array;
-  private readonly base: number;
-
-  constructor(buffer: SharedArrayBuffer) {
-    this.a = new Int32Array(buffer);
-    this.base = new Float64Array(buffer, 0, 1)[0]!;
-  }
+/** The shared store's client's view of the limit table (a sibling of LimitTable and LimitControl: limit-memory.ts). */
+export class StoreCells extends LimitMemory {
 
   /** Whether requests decide with the store's grants (true) or follow `onStoreDown` (false). */
   setUp(up: boolean): void {
