@@ -3,8 +3,8 @@
 // per read: a read of one token event (a stream at one token per read, the common case), the same
 // with OpenAI's `"usage":null` in every chunk, and a 64 KiB read of many events. MICRO_N sets the
 // reads per round. On a busy machine compare the fastest rounds too.
-import { AnswerUsage } from '../../src/relay/answer-usage.js';
-import { EventScanner } from '../../src/relay/sse-events.js';
+import { AnswerUsage } from '../../src/relay/answer/answer-usage.js';
+import { EventScanner } from '../../src/relay/answer/sse-events.js';
 import { report, time, type Timing } from './timing.js';
 
 const N = Number(process.env['MICRO_N'] ?? 200_000);

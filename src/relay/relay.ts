@@ -26,23 +26,23 @@ import type { HttpResponse } from 'uWebSockets.js';
 import { RelayError } from '../http/errors.js';
 import type { Replica, ReplicaWaiter } from './replica-set.js';
 import type { UpstreamExchange, UpstreamHandler } from '../upstream/handler.js';
-import type { TokenEntry } from './auth.js';
-import { answerUsage } from './answer-usage.js';
+import type { TokenEntry } from './request/auth.js';
+import { answerUsage } from './answer/answer-usage.js';
 import { requestHead } from './replica-request-head.js';
-import { bodylessAnswer, returnField, type ReturnedFields } from './response-headers.js';
-import type { CallerBodyListener } from './caller-body.js';
-import type { DownstreamListener } from './downstream.js';
-import type { CallerHeaders } from './headers.js';
+import { bodylessAnswer, returnField, type ReturnedFields } from './answer/response-headers.js';
+import type { CallerBodyListener } from './body/caller-body.js';
+import type { DownstreamListener } from './answer/downstream.js';
+import type { CallerHeaders } from './request/headers.js';
 import type { ServiceRuntime } from './service-runtime.js';
-import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive, waitingComment } from './waiting-comments.js';
-import { isEventStream } from './sse-events.js';
-import { StreamFlag } from './stream-request.js';
-import { StreamTiming } from './stream-timing.js';
+import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive, waitingComment } from './answer/waiting-comments.js';
+import { isEventStream } from './answer/sse-events.js';
+import { StreamFlag } from './body/stream-request.js';
+import { StreamTiming } from './answer/stream-timing.js';
 import type { TokenLimit } from '../limits/limit-table.js';
-import type { BodyFields } from './body-fields.js';
+import type { BodyFields } from './body/body-fields.js';
 import { type ModelRouter, routedTerms } from './model-router.js';
-import { admitByBody } from './request-limits.js';
-import { RelayEnding, type RelayOwner } from './relay-ending.js';
+import { admitByBody } from './request/request-limits.js';
+import { RelayEnding, type RelayOwner } from './request-state.js';
 
 /** Told once per request, when it is over. */
 export interface RelayObserver extends RelayOwner {

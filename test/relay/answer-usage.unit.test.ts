@@ -4,7 +4,7 @@
 // bound, the JSON size bound, and which answers are looked at.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { answerUsage, isJson } from '../../src/relay/answer-usage.js';
+import { answerUsage, isJson } from '../../src/relay/answer/answer-usage.js';
 import { USAGE_JSON_MAX_BYTES, USAGE_TAIL_BYTES } from '../../src/tunables.js';
 
 function usageOf(stream: boolean, pieces: string[]): [number, number] | undefined {

@@ -5,7 +5,7 @@
 // no duration.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BodyFields, NoModel } from '../../src/relay/body-fields.js';
+import { BodyFields, NoModel } from '../../src/relay/body/body-fields.js';
 
 /** A reader fed `text` in pieces cut at `cuts`; each feed's answer. */
 function fed(text: string, cuts: number[] = []): { fields: BodyFields; accepted: boolean[] } {

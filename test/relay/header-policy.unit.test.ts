@@ -10,9 +10,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { HttpRequest } from 'uWebSockets.js';
-import { type CallerHeaders, headerProblem, readCallerHeaders, requestFraming, requestMaxWait, requestPriority } from '../../src/relay/headers.js';
+import { type CallerHeaders, headerProblem, readCallerHeaders, requestFraming, requestMaxWait, requestPriority } from '../../src/relay/request/headers.js';
 import { requestHead } from '../../src/relay/replica-request-head.js';
-import { bodylessAnswer, returnField, type ReturnedFields, writeReturnedHead } from '../../src/relay/response-headers.js';
+import { bodylessAnswer, returnField, type ReturnedFields, writeReturnedHead } from '../../src/relay/answer/response-headers.js';
 import { PARSE_DONE, PARSE_ERROR, ResponseParser } from '../../src/http/response-parser.js';
 
 type Fields = readonly (readonly [string, string])[];

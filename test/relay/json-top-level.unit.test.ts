@@ -6,7 +6,7 @@
 // or is malformed, and generated documents checked against JSON.parse.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type Outcome, TopLevelWalk, type ValueKind } from '../../src/relay/json-top-level.js';
+import { type Outcome, TopLevelWalk, type ValueKind } from '../../src/relay/body/json-top-level.js';
 
 interface Found {
   outcome: Outcome;

@@ -5,8 +5,8 @@
 // `model_validate` of the parsed value, as vLLM's FastAPI server validates a request.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { TopLevelWalk } from '../../src/relay/json-top-level.js';
-import { boolOf, intOf, stringOf } from '../../src/relay/json-values.js';
+import { TopLevelWalk } from '../../src/relay/body/json-top-level.js';
+import { boolOf, intOf, stringOf } from '../../src/relay/body/json-values.js';
 
 type Read = number | boolean | null | 'refused';
 

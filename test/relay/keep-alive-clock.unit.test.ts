@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
-import { type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from '../../src/relay/waiting-comments.js';
+import { type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from '../../src/relay/answer/waiting-comments.js';
 import { eventually, sleep } from '../helpers/wait.js';
 
 setFlagsFromString('--expose-gc');

@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { authenticate, tokenEntries } from '../../src/relay/auth.js';
-import { digestWords, sameDigest, sha256Ascii } from '../../src/relay/sha256.js';
+import { authenticate, tokenEntries } from '../../src/relay/request/auth.js';
+import { digestWords, sameDigest, sha256Ascii } from '../../src/relay/request/sha256.js';
 
 const B64TOKEN = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/';
 

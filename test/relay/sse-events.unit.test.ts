@@ -6,7 +6,7 @@
 // are counted apart as well, however they are cut.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { EventScanner, isEventStream } from '../../src/relay/sse-events.js';
+import { EventScanner, isEventStream } from '../../src/relay/answer/sse-events.js';
 import { referenceEventCount } from '../helpers/sse-reference.js';
 
 /** Scans `bytes` cut at `cuts` (ascending offsets); checks the count after every read. */

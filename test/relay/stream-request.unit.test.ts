@@ -6,7 +6,7 @@
 // to one walk that resumes where it stopped (each byte walked once), and on malformed bodies.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { acceptsEventStream, StreamFlag, type StreamSaid } from '../../src/relay/stream-request.js';
+import { acceptsEventStream, StreamFlag, type StreamSaid } from '../../src/relay/body/stream-request.js';
 import { STREAM_FLAG_MAX_SCAN as MAX_SCAN } from '../../src/tunables.js';
 
 /** One look at `body`, all of what is held, by a new walk. */

@@ -8,10 +8,10 @@
 // the life of the process, where today only digests do and a presented token lives only as long
 // as its request; and a Map keyed by presented strings compares them with an early exit (not
 // constant time) and, holding wrong tokens too, grows without bound.
-import type { LimitsConfig, TokenConfig } from '../config/types.js';
-import { effectiveLimits } from '../limits/limit-cells.js';
-import { type LimitTable, type TokenLimit, tokenLimit } from '../limits/limit-table.js';
-import { ratelimitPolicy } from '../limits/rate-limit-headers.js';
+import type { LimitsConfig, TokenConfig } from '../../config/types.js';
+import { effectiveLimits } from '../../limits/limit-cells.js';
+import { type LimitTable, type TokenLimit, tokenLimit } from '../../limits/limit-table.js';
+import { ratelimitPolicy } from '../../limits/rate-limit-headers.js';
 import { digestWords, sameDigest, sha256Ascii } from './sha256.js';
 
 /** The challenge of a 401 for a missing token, and for a wrong one. */

@@ -2,8 +2,8 @@
 // the error's extra headers, in one cork. Written by the relay's one writer (downstream.ts) and for
 // a request refused before it is relayed (refusal.ts).
 import type { HttpResponse } from 'uWebSockets.js';
-import type { RelayError } from '../http/errors.js';
-import { statusLine } from '../http/status-line.js';
+import type { RelayError } from '../../http/errors.js';
+import { statusLine } from '../../http/status-line.js';
 
 /**
  * What becomes of the caller's connection after one of Sluice's own errors:

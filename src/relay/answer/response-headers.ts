@@ -8,8 +8,8 @@
 // fields. Sluice adds X-Request-Id and, while the caller is still uploading, `Connection: close`.
 // What the replica receives is written by replica-request-head.ts; what Sluice reads from the
 // caller, by headers.ts.
-import { statusLine } from '../http/status-line.js';
-import { nameIs } from '../http/syntax.js';
+import { statusLine } from '../../http/status-line.js';
+import { nameIs } from '../../http/syntax.js';
 
 /** What the caller's answer keeps of the replica's head fields as they arrive (the request itself: no allocation). */
 export interface ReturnedFields {

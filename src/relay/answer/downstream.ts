@@ -9,8 +9,8 @@
 // event stream continues the response, and anything else (Sluice's error, or a replica's answer
 // that cannot follow) ends it with one `event: error`, never a second status line.
 import type { HttpResponse } from 'uWebSockets.js';
-import type { RelayError } from '../http/errors.js';
-import { sendsHeadAlone } from '../http/uws-build.js';
+import type { RelayError } from '../../http/errors.js';
+import { sendsHeadAlone } from '../../http/uws-build.js';
 import { writeError } from './error-answer.js';
 import { errorEvent, WAITING_COMMENT } from './waiting-comments.js';
 import { writeReturnedHead } from './response-headers.js';

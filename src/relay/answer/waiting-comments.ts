@@ -24,12 +24,12 @@
 //   is expected: `: waiting for a replica (ready in about N s)` (src/replicas/expected-start.ts).
 // - The comments go to the caller only: the replica's deadlines (response head, body idle) are its
 //   connection's and do not see them, so a replica that stalls is still cut off in time.
-import { type Ticking, unwatch, watch } from '../time/ticker.js';
-import type { CallerBody } from './caller-body.js';
+import { type Ticking, unwatch, watch } from '../../time/ticker.js';
+import type { CallerBody } from '../body/caller-body.js';
 import { isEventStream } from './sse-events.js';
-import { acceptsEventStream, type StreamLook } from './stream-request.js';
-import { ANSWER_MESSAGE_MAX } from '../tunables.js';
-import { wholeSeconds } from '../replicas/expected-start.js';
+import { acceptsEventStream, type StreamLook } from '../body/stream-request.js';
+import { ANSWER_MESSAGE_MAX } from '../../tunables.js';
+import { wholeSeconds } from '../../replicas/expected-start.js';
 
 /** A request the clock ticks while it waits. */
 export interface KeptAlive {

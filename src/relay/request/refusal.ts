@@ -8,9 +8,9 @@
 // without running it, so nothing behind a refused request ever runs. A caller that sent nothing
 // more gets the answer (and the connection closes if asked).
 import type { HttpResponse } from 'uWebSockets.js';
-import type { RelayError } from '../http/errors.js';
-import type { Logger } from '../log/logger.js';
-import { type AfterError, writeError } from './error-answer.js';
+import type { RelayError } from '../../http/errors.js';
+import type { Logger } from '../../log/logger.js';
+import { type AfterError, writeError } from '../answer/error-answer.js';
 import type { RequestIds } from './request-ids.js';
 
 export class Refusals {

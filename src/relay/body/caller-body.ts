@@ -17,9 +17,9 @@
 // walked as it arrives (body-fields.ts), before it is queued or written: a piece that contradicts
 // what the request decided from its first part is never written to the replica.
 import type { HttpResponse } from 'uWebSockets.js';
-import type { UpstreamExchange } from '../upstream/handler.js';
+import type { UpstreamExchange } from '../../upstream/handler.js';
 import type { HeldBodies } from './held-bodies.js';
-import { DRAIN_MAX_BYTES, HOLD_HIGH_WATER, QUEUE_HIGH_WATER } from '../tunables.js';
+import { DRAIN_MAX_BYTES, HOLD_HIGH_WATER, QUEUE_HIGH_WATER } from '../../tunables.js';
 
 export interface CallerBodyListener {
   /** The first bytes (or the whole body) are here: the request can be dispatched. */

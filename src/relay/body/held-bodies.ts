@@ -4,8 +4,8 @@
 // (docs/configuration.md#chunked-uploads). One account per service and thread; caller-body.ts is
 // its only writer. Only the hold is refused by it: queued and streamed bodies have their own
 // per-request high-water marks and count here so that holds leave room for them.
-import type { ServiceConfig } from '../config/types.js';
-import { HOLD_HIGH_WATER } from '../tunables.js';
+import type { ServiceConfig } from '../../config/types.js';
+import { HOLD_HIGH_WATER } from '../../tunables.js';
 
 export class HeldBodies {
   /** Bytes held now. */

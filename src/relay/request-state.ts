@@ -12,12 +12,12 @@ import type { Replica, ReplicaWaiter } from './replica-set.js';
 import type { ReleaseOutcome } from '../replicas/outcomes.js';
 import type { UpstreamExchange, UpstreamHandler } from '../upstream/handler.js';
 import { faultBeforeHead } from '../upstream/errors.js';
-import type { AnswerUsage } from './answer-usage.js';
-import { CallerBody, type CallerBodyListener } from './caller-body.js';
-import { Downstream, type DownstreamListener } from './downstream.js';
+import type { AnswerUsage } from './answer/answer-usage.js';
+import { CallerBody, type CallerBodyListener } from './body/caller-body.js';
+import { Downstream, type DownstreamListener } from './answer/downstream.js';
 import type { ServiceRuntime } from './service-runtime.js';
-import { type KeptAlive, stopKeepingAlive } from './waiting-comments.js';
-import { interruptionOf, type StreamTiming } from './stream-timing.js';
+import { type KeptAlive, stopKeepingAlive } from './answer/waiting-comments.js';
+import { interruptionOf, type StreamTiming } from './answer/stream-timing.js';
 
 /** What the end of a request needs to know of the gateway. */
 export interface RelayOwner {

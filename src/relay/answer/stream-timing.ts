@@ -8,9 +8,9 @@
 // chunk's events, the others a gap of 0. That is inter-token latency as the caller sees it (a
 // replica that flushes tokens in batches, or a reader that fell behind, gets bursts), and it keeps
 // the mean gap exact: the gaps of an answer add up to the time from its first event to its last.
-import type { RelayError } from '../http/errors.js';
-import type { Interruption, StreamCounters } from '../metrics/request-counters.js';
-import { UpstreamError } from '../upstream/errors.js';
+import type { RelayError } from '../../http/errors.js';
+import type { Interruption, StreamCounters } from '../../metrics/request-counters.js';
+import { UpstreamError } from '../../upstream/errors.js';
 import { EventScanner } from './sse-events.js';
 
 export class StreamTiming {

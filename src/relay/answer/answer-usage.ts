@@ -19,7 +19,7 @@
 // No false match from a string: inside a JSON string every quote is escaped, so the text `"usage"`
 // in a prompt, an answer or a tool's arguments is the bytes `\"usage\"`, which do not contain
 // `"usage"` (the closing quote follows a backslash, not the `e`).
-import { USAGE_JSON_MAX_BYTES, USAGE_TAIL_BYTES } from '../tunables.js';
+import { USAGE_JSON_MAX_BYTES, USAGE_TAIL_BYTES } from '../../tunables.js';
 
 const NEEDLE = Buffer.from('"usage"', 'latin1');
 const QUOTE = 0x22;

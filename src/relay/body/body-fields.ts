@@ -11,7 +11,7 @@
 // of the same key that says otherwise (another model; more tokens than reserved, or no integer)
 // sets `refused` before the piece that ends it is written: the replica's request is cut before the
 // body it would read is complete.
-import { MODEL_NAME_MAX_BYTES } from '../tunables.js';
+import { MODEL_NAME_MAX_BYTES } from '../../tunables.js';
 import { type KeptValue, TopLevelWalk, type ValueListener } from './json-top-level.js';
 import { intOf, stringOf } from './json-values.js';
 import { type StreamLook, type StreamSaid, streamSaid } from './stream-request.js';

@@ -16,7 +16,7 @@
 // that walk instead. At most the first STREAM_FLAG_MAX_SCAN bytes are walked: a chat body is far
 // smaller, and a body built to be slow to walk then costs a millisecond or two, once, for a request
 // that is still waiting after `keepAliveMs`.
-import { STREAM_FLAG_MAX_SCAN } from '../tunables.js';
+import { STREAM_FLAG_MAX_SCAN } from '../../tunables.js';
 import { TopLevelWalk } from './json-top-level.js';
 import { boolOf } from './json-values.js';
 

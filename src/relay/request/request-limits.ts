@@ -5,13 +5,13 @@
 // lease from the shared store ran out once the control plane topped it up. Such a request is
 // admitted as its token is at that moment (a reload may have replaced it: auth.ts `currentEntry`),
 // and starts only once admitted. The tokens it settles with at its end: finished-request.ts `settledTokens`.
-import { RelayError } from '../http/errors.js';
-import type { LimitName } from '../limits/limit-layout.js';
-import type { LimitTable, TokenLimit } from '../limits/limit-table.js';
-import { LIMIT_STORE_WAIT_MS } from '../tunables.js';
-import { ratelimitRefused, ratelimitState } from '../limits/rate-limit-headers.js';
+import { RelayError } from '../../http/errors.js';
+import type { LimitName } from '../../limits/limit-layout.js';
+import type { LimitTable, TokenLimit } from '../../limits/limit-table.js';
+import { LIMIT_STORE_WAIT_MS } from '../../tunables.js';
+import { ratelimitRefused, ratelimitState } from '../../limits/rate-limit-headers.js';
 import { currentEntry, type TokenEntry, WWW_AUTHENTICATE_INVALID } from './auth.js';
-import type { BodyFields } from './body-fields.js';
+import type { BodyFields } from '../body/body-fields.js';
 
 /**
  * What admission reads and writes of a request: relay.ts's `RelayRequest`, declared here so that

@@ -1,8 +1,8 @@
 // The request head as a whole, checked before routing (RFC 9112): framing, header syntax, the
 // method token and the raw target. A request that fails here cannot be framed or read safely, so
 // it is refused whatever its route, and the connection closes after the answer.
-import { RelayError } from '../http/errors.js';
-import { TOKEN } from '../http/syntax.js';
+import { RelayError } from '../../http/errors.js';
+import { TOKEN } from '../../http/syntax.js';
 import { type CallerHeaders, headerProblem, requestFraming } from './headers.js';
 import { targetProblem } from './path.js';
 
