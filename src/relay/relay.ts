@@ -42,14 +42,14 @@ import type { TokenLimit } from '../limits/limit-table.js';
 import type { BodyFields } from './body/body-fields.js';
 import { type ModelRouter, routedTerms } from './model-router.js';
 import { admitByBody } from './request/request-limits.js';
-import { RelayEnding, type RelayOwner } from './request-state.js';
+import { RequestState, type RelayOwner } from './request-state.js';
 
 /** Told once per request, when it is over. */
 export interface RelayObserver extends RelayOwner {
   onRelayFinished(request: RelayRequest): void;
 }
 
-export class RelayRequest extends RelayEnding implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive, ReturnedFields {
+export class RelayRequest extends RequestState implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive, ReturnedFields {
   declare protected readonly observer: RelayObserver;
   readonly startedAt = performance.now();
   /** The replica's Content-Type, as the current attempt's head reports it (response-headers.ts). */

@@ -35,7 +35,7 @@ export interface RelayOwner {
  */
 type Phase = 'waiting' | 'queued' | 'sending' | 'receiving' | 'done';
 
-export abstract class RelayEnding implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive {
+export abstract class RequestState implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive {
   readonly downstream: Downstream;
   readonly body: CallerBody;
   phase: Phase = 'waiting';
