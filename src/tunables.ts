@@ -2,16 +2,16 @@
 // but are not part of the configuration. Each says what it bounds and why it has its value; the
 // module that uses it says how. Per-service replica timings that tests shorten field by field are
 // `DEFAULT_TUNING` (control/service/tuning.ts) and `DEFAULT_KUBERNETES_TUNING`
-// (control/sources/kubernetes/kubernetes-source.ts), built from REPLICA_TIMINGS and
+// (control/kinds/kubernetes/kubernetes-source.ts), built from REPLICA_TIMINGS and
 // KUBERNETES_TIMINGS below.
 
 // ── The caller's request and answer ────────────────────────────────────────────────────────────────
 
-// used by relay/caller-body.ts
+// used by relay/body/caller-body.ts
 /** How many bytes may wait for a connection before the caller's socket is paused. */
 export const QUEUE_HIGH_WATER = 256 * 1024;
 
-// used by relay/caller-body.ts
+// used by relay/body/caller-body.ts
 /**
  * The same while the request waits in the service's queue: lower, since a thousand requests may
  * wait. The socket is not paused below it, so a caller that leaves while queued is noticed at
@@ -19,7 +19,7 @@ export const QUEUE_HIGH_WATER = 256 * 1024;
  */
 export const HOLD_HIGH_WATER = 64 * 1024;
 
-// used by relay/caller-body.ts
+// used by relay/body/caller-body.ts
 /**
  * After an answer that came before the whole body, the most of the body's rest that is still read
  * and dropped so the connection can serve the next request. Only a declared rest this small is
@@ -28,22 +28,22 @@ export const HOLD_HIGH_WATER = 64 * 1024;
  */
 export const DRAIN_MAX_BYTES = 128 * 1024;
 
-// used by relay/stream-request.ts
+// used by relay/body/stream-request.ts
 /** The most of a body walked for its `stream` key. */
 export const STREAM_FLAG_MAX_SCAN = 1024 * 1024;
 
-// used by relay/answer-usage.ts
+// used by relay/answer/answer-usage.ts
 /**
  * The most of an answer's `"usage"` object kept (from its `{`), to read the token counts from: an
  * OpenAI-style usage object with its details (`prompt_tokens_details`, …) is under 300 bytes.
  */
 export const USAGE_TAIL_BYTES = 512;
 
-// used by relay/answer-usage.ts
+// used by relay/answer/answer-usage.ts
 /** A JSON answer longer than this is not looked at for its usage (docs/operations.md#llm-token-usage). */
 export const USAGE_JSON_MAX_BYTES = 1024 * 1024;
 
-// used by relay/waiting-comments.ts
+// used by relay/answer/waiting-comments.ts
 /** The most of a replica's answer that goes into the error event's message. */
 export const ANSWER_MESSAGE_MAX = 4096;
 
@@ -55,20 +55,20 @@ export const DRAINING_RETRY_AFTER_S = 5;
 /** The window in which an address's authentication failures are counted (and it stays refused). */
 export const AUTH_FAILURE_WINDOW_S = 60;
 
-// used by control/gateway.ts
+// used by gateway/gateway.ts
 /** Cell sets of the limit table beyond twice the limited tokens at start: room for the limited
  *  tokens a reload adds (544 bytes each; a reload that needs more is refused: restart). */
 export const LIMIT_TABLE_SPARE = 256;
 
-// used by control/gateway.ts
+// used by gateway/gateway.ts
 /** How often the control plane keeps idle tokens' arrival times in the limit table's range (limits/limit-control.ts). */
 export const LIMIT_SWEEP_MS = 60_000;
 
-// used by relay/request-limits.ts
+// used by relay/request/request-limits.ts
 /** The longest a request waits for the shared limit store's top-up of its token's lease; then `onStoreDown`. */
 export const LIMIT_STORE_WAIT_MS = 50;
 
-// used by control/limit-store.ts (docs/architecture.md#the-shared-store)
+// used by limits/store/limit-store.ts (docs/architecture.md#the-shared-store)
 /** How often the control plane syncs every limited token with the shared store (tokens counted, slots given back, stale leases returned). */
 export const LIMIT_STORE_SYNC_MS = 100;
 /** A lease of requests unused this long after its grant is given back to the store (bounds the overshoot). */
@@ -84,7 +84,7 @@ export const AUTH_FAILURE_LIMIT = 20;
 
 // ── Replicas' connections ──────────────────────────────────────────────────────────────────────────
 
-// used by upstream/ticker.ts
+// used by time/ticker.ts
 /** Tick length: every deadline fires between its value and its value plus two ticks. */
 export const TICK_MS = 100;
 
@@ -106,11 +106,11 @@ export const JOIN_LIMIT = 16 * 1024;
 /** New connections opened synchronously per turn of the event loop; more wait for the next turn. */
 export const CONNECTS_PER_TURN = 32;
 
-// used by upstream/response-parser.ts
+// used by http/response-parser.ts
 /** The largest response head accepted: status line and header fields, CRLFs included (each 1xx too). */
 export const MAX_HEAD_BYTES = 64 * 1024;
 
-// used by upstream/response-parser.ts
+// used by http/response-parser.ts
 /** The longest chunk-size line (size, extensions, CRLF) accepted. */
 export const MAX_CHUNK_LINE_BYTES = 4 * 1024;
 
@@ -186,7 +186,7 @@ export const PORT_QUARANTINE_MS = 60_000;
 
 // ── Kubernetes ─────────────────────────────────────────────────────────────────────────────────────
 
-// used by control/sources/kubernetes/watch-request.ts
+// used by control/kinds/kubernetes/watch-request.ts
 /**
  * A watch the API server answered (200) that stays up this long is working, even without a line
  * (the API server sends a bookmark about once a minute). A watch open this long, answered or not
@@ -196,29 +196,29 @@ export const PORT_QUARANTINE_MS = 60_000;
  */
 export const WATCH_HELD_MS = 1_000;
 
-// used by control/sources/kubernetes/endpoint-watch.ts
+// used by control/kinds/kubernetes/endpoint-watch.ts
 /** Stopping the watch waits this long for its loop, not for a list call the API server leaves hanging. */
 export const WATCH_STOP_WAIT_MS = 1_000;
 
-// used by control/sources/kubernetes/idle-lease.ts
+// used by control/kinds/kubernetes/idle-lease.ts
 /** The Lease is written at most this often by one gateway, whatever idleTimeoutMs is. */
 export const LEASE_MIN_RENEW_MS = 250;
 
 // ── Threads ────────────────────────────────────────────────────────────────────────────────────────
 
-// used by control/worker-pool.ts
+// used by gateway/worker-pool.ts
 /** A replacement waits this long, doubling per quick death up to 5 s (a crash loop backs off). */
 export const WORKER_RESPAWN_BASE_MS = 100;
 
-// used by control/worker-pool.ts
+// used by gateway/worker-pool.ts
 /** The longest wait before replacing a worker that keeps dying. */
 export const WORKER_RESPAWN_MAX_MS = 5_000;
 
-// used by control/worker-pool.ts
+// used by gateway/worker-pool.ts
 /** How long closing waits for a worker thread to exit. */
 export const WORKER_CLOSE_WAIT_MS = 5_000;
 
-// used by control/worker-pool.ts
+// used by gateway/worker-pool.ts
 /** A worker alive this long resets its quick-death count. */
 export const WORKER_STABLE_MS = 10_000;
 
@@ -311,7 +311,7 @@ export const REPLICA_TIMINGS = {
   ejectionResetMs: 600_000,
 } as const;
 
-/** The Kubernetes source's timings: `DEFAULT_KUBERNETES_TUNING` in control/sources/kubernetes/kubernetes-source.ts. */
+/** The Kubernetes source's timings: `DEFAULT_KUBERNETES_TUNING` in control/kinds/kubernetes/kubernetes-source.ts. */
 export const KUBERNETES_TIMINGS = {
   backoffBaseMs: 250,
   backoffMaxMs: 10_000,

@@ -1,5 +1,5 @@
 // `node dist/bench/micro/answer-usage.js`: µs of the relaying thread's CPU that finding an answer's
-// LLM token usage (src/relay/answer-usage.ts) adds to finding its events (src/relay/sse-events.ts),
+// LLM token usage (src/relay/answer/answer-usage.ts) adds to finding its events (src/relay/answer/sse-events.ts),
 // per read: a read of one token event (a stream at one token per read, the common case), the same
 // with OpenAI's `"usage":null` in every chunk, and a 64 KiB read of many events. MICRO_N sets the
 // reads per round. On a busy machine compare the fastest rounds too.

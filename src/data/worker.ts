@@ -1,7 +1,7 @@
 // A data plane thread: its own uWS app on the shared port, its own view of
 // every service's replicas over the shared slot tables, its own upstream pools and request
 // counters. Everything else (replicas, the queue, metrics text, signals) is the main thread's;
-// the two talk through the messages in src/replicas/messages.ts.
+// the two talk through the messages in src/threads/messages.ts.
 //
 // A worker that fails (an uncaught error) closes its uWS app before it exits: a thread that ends
 // with uWS sockets open aborts the whole process. The main thread logs the exit, gives back the

@@ -1,7 +1,7 @@
 // A service's replicas in one thread: the control plane (src/control/service/service-control.ts)
 // and one data plane view (src/data/replica-view.ts) calling each other directly, with no
 // message in between. This is what `workers: 1` runs, and what the replica tests drive; with
-// worker threads the same two halves talk through messages instead (src/control/worker-pool.ts).
+// worker threads the same two halves talk through messages instead (src/gateway/worker-pool.ts).
 import type { ServiceConfig } from '../config/types.js';
 import type { ReplicaEvents } from '../replicas/events.js';
 import type { ServiceSnapshot } from '../control/service/control-types.js';

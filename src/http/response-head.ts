@@ -3,7 +3,7 @@
 // Transfer-Encoding, Connection, Keep-Alive), and the framing they give or why they are refused
 // (docs/architecture.md#fact-13). Framing is the upstream's job; every field, these included, is
 // also reported to the request (ResponseSink.onResponseField), and what the caller gets of them is
-// the relay's decision (src/relay/response-headers.ts).
+// the relay's decision (src/relay/answer/response-headers.ts).
 import {
   CONNECTION_CLOSE,
   CONNECTION_KEEP_ALIVE,

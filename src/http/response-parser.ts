@@ -5,7 +5,7 @@
 // field of the final answer's head, then its status and Content-Length, then each body piece, all
 // as slices of the buffer it was given (no copy), valid only during the call. It reads the fields
 // that frame the body for itself (response-head.ts); what the caller gets of the others is not
-// its business (src/relay/response-headers.ts).
+// its business (src/relay/answer/response-headers.ts).
 //
 // Feed it with `execute(buf, start, end)` as bytes arrive and `finish()` at end of stream. One
 // parser per connection; `reset()` before each response.

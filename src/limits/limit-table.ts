@@ -24,7 +24,7 @@
 // - Per thread and cell set, what that thread's requests hold of `concurrent` and of the
 //   reservations, so that a worker thread that dies without ending its requests gives them back.
 // - With the shared store (`limits.store: redis://…`, docs/architecture.md#the-shared-store): what
-//   this gateway holds of the store's counts, topped up by the control plane (limits/store-cells.ts):
+//   this gateway holds of the store's counts, topped up by the control plane (limits/store/store-cells.ts):
 //   requests leased of requestsPerMinute, slots of `concurrent`, tokens counted by other gateways.
 //   A request that finds its lease empty rings the doorbell and may wait up to 50 ms for a top-up.
 import type { LimitsConfig } from '../config/types.js';

@@ -120,7 +120,7 @@ export class Metrics implements ReplicaEvents {
     });
   }
 
-  /** sluice_limit_store_errors_total: the shared limit store's failures, read at each scrape (control/limit-store.ts). */
+  /** sluice_limit_store_errors_total: the shared limit store's failures, read at each scrape (limits/store/limit-store.ts). */
   limitStoreErrors(read: () => number): void {
     new Counter({
       name: 'sluice_limit_store_errors_total',

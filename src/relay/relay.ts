@@ -15,13 +15,13 @@
 //                      LLM token usage of a stream or a JSON answer found (answer-usage.ts)
 //   finish           — release the replica, count, log; and the other ways a request ends (a
 //                      failed exchange, its one retry, a body too large, the caller gone):
-//                      relay-ending.ts, the class this one extends, off the per-chunk path
+//                      request-state.ts, the class this one extends, off the per-chunk path
 // Meanwhile, for a service with `queue.keepAliveMs`, a request for a stream that is still waiting
 // for the replica's answer gets `200` and comments (waiting-comments.ts).
 //
 // One object per request plays every role (replica waiter, upstream handler, body and writer
 // listener, keep-alive tick), so the hot path allocates no closures beyond the two uWS callbacks;
-// its state and cold paths are declared in relay-ending.ts, the request's path in order here.
+// its state and cold paths are declared in request-state.ts, the request's path in order here.
 import type { HttpResponse } from 'uWebSockets.js';
 import { RelayError } from '../http/errors.js';
 import type { Replica, ReplicaWaiter } from './replica-set.js';
@@ -77,7 +77,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
   /** Sent to a router: its slug (the access line's `router`). */
   routedBy: string | undefined = undefined;
 
-  /** uWS callback (with relay-ending.ts's `abortHandler`): bound once per request. */
+  /** uWS callback (with request-state.ts's `abortHandler`): bound once per request. */
   readonly dataHandler = (data: ArrayBuffer, isLast: boolean): void => this.body.onData(data, isLast);
 
   constructor(
@@ -301,7 +301,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
     this.connection?.resume();
   }
 
-  // ── finish (the other ways a request ends: relay-ending.ts) ──────────────────────────────────
+  // ── finish (the other ways a request ends: request-state.ts) ──────────────────────────────────
 
   protected finished(): void {
     this.observer.onRelayFinished(this);

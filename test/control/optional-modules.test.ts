@@ -1,5 +1,5 @@
 // A gateway imports the Kubernetes client and the Redis client only when its config uses them
-// (control/gateway.ts `startGateway`, `ReplicaKind.load`): the Kubernetes client alone holds about
+// (gateway/gateway.ts `startGateway`, `ReplicaKind.load`): the Kubernetes client alone holds about
 // 28 MB of heap, which every major collection of a gateway would otherwise mark again. Each case
 // runs `sluice serve` with a loader hook that records every module the process loads
 // (fixtures/record-loads.ts); the gateway's own module in the record shows the recorder works.

@@ -38,7 +38,7 @@ test('the rules refuse what they must (each a made-up import)', () => {
   assert.equal(refused('control/service/demand.ts', 'relay/relay.ts'), 'the control plane imports the data plane');
   assert.equal(refused('relay/relay.ts', 'control/service/demand.ts'), 'the data plane imports a main-thread-only folder');
   assert.equal(refused('data/data-plane.ts', 'limits/store/limit-store.ts'), 'the data plane imports a main-thread-only folder');
-  assert.equal(refused('relay/auth.ts', 'admin/status.ts'), 'the data plane imports a main-thread-only folder');
+  assert.equal(refused('relay/request/auth.ts', 'admin/status.ts'), 'the data plane imports a main-thread-only folder');
   assert.equal(refused('replicas/slots.ts', 'upstream/pool.ts'), 'a shared folder imports a data-plane folder');
   assert.equal(refused('limits/limit-table.ts', 'limits/store/store-cells.ts'), 'a shared folder imports a main-plane folder');
   assert.equal(refused('threads/messages.ts', 'gateway/gateway.ts'), 'a shared folder imports a composition folder');

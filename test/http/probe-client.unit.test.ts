@@ -1,4 +1,4 @@
-// The control plane's GET with a deadline (src/http/get.ts) and the one rule that names a failure
+// The control plane's GET with a deadline (src/http/probe-client.ts) and the one rule that names a failure
 // (src/http/error-code.ts). No sockets: the Agent hands node:http an in-memory connection that the
 // test plays the replica on.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The limit table with a shared store (src/limits/limit-table.ts, src/limits/store-cells.ts),
+// The limit table with a shared store (src/limits/limit-table.ts, src/limits/store/store-cells.ts),
 // without Redis: what a request decides from what the control plane wrote in — a lease taken in
 // one atomic step, an empty lease that rings the doorbell and waits, the store's "exhausted"
 // refusing at once with its Retry-After, places of `concurrent` short (wait) or full (429), and

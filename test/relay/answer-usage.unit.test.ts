@@ -1,4 +1,4 @@
-// The usage finder (src/relay/answer-usage.ts) on its own: a JSON answer's and a stream's usage
+// The usage finder (src/relay/answer/answer-usage.ts) on its own: a JSON answer's and a stream's usage
 // however the bytes are cut into reads (every cut, one byte at a time), the last usage of a stream
 // winning, `usage: null`, `"usage"` inside strings and nested objects, counts cut by the tail's
 // bound, the JSON size bound, and which answers are looked at.

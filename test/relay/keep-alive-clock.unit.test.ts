@@ -1,4 +1,4 @@
-// The clock of requests kept alive while they wait (src/relay/waiting-comments.ts): a waiting request
+// The clock of requests kept alive while they wait (src/relay/answer/waiting-comments.ts): a waiting request
 // is ticked until it says it no longer waits; a request that has its answer is forgotten at once,
 // not at the next tick. Holding finished requests until the tick made every young-generation
 // collection copy and promote thousands of them (pauses of 4 to 8 ms at a few thousand requests

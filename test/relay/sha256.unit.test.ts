@@ -1,4 +1,4 @@
-// The bearer check's SHA-256 (src/relay/sha256.ts) against node:crypto, and `authenticate` over
+// The bearer check's SHA-256 (src/relay/request/sha256.ts) against node:crypto, and `authenticate` over
 // several tokens: every length across the block and padding boundaries, random texts from a
 // seed, and the comparisons that must and must not match.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The event scanner (src/relay/sse-events.ts) against a reference written straight from the
+// The event scanner (src/relay/answer/sse-events.ts) against a reference written straight from the
 // WHATWG rules over whole strings: for every stream, every way of cutting it into two or three
 // reads, byte by byte, and random cuts, the events counted after each read are the events the
 // reference finds in the bytes so far. Streams mix LF, CRLF and lone CR, comments, multi-line

@@ -1,4 +1,4 @@
-// Whether a request asks for a streamed answer (src/relay/stream-request.ts): the Accept header,
+// Whether a request asks for a streamed answer (src/relay/body/stream-request.ts): the Accept header,
 // and a walk over the body's top-level object checked against JSON.parse (and pydantic's reading of
 // a boolean: `true`, 1, "yes", ...; null is false) on generated documents
 // (nested objects and arrays, strings full of quotes, backslashes and the word "stream", the key

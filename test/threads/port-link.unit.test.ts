@@ -1,4 +1,4 @@
-// The generic link over a MessagePort on its own (src/replicas/port-link.ts): a real MessageChannel,
+// The generic link over a MessagePort on its own (src/threads/port-link.ts): a real MessageChannel,
 // no gateway. Calls arrive in order at the implementation they name, other messages on the same
 // port pass by, and a call naming no method of the link or no implementation runs nothing and is
 // refused with its code. The type checks at the end fail the build if the types loosen.

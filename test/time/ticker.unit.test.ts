@@ -1,4 +1,4 @@
-// The one clock of the upstream deadlines (src/upstream/ticker.ts): a deadline is called once, at
+// The one clock of the upstream deadlines (src/time/ticker.ts): a deadline is called once, at
 // the tick it names, and not at the ticks before it (visiting every live connection at every tick
 // cost more than relaying tokens); a deadline moved earlier is called at the earlier tick only; a
 // cancelled one never, and nothing of the clock keeps it reachable (a closed connection must not

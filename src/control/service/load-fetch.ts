@@ -11,7 +11,7 @@
 //   replica's `Keep-Alive: timeout` hint less UPSTREAM_KEEP_ALIVE_MARGIN_MS) after the last
 //   reading began; a connection the replica closed while idle is noticed and the next reading
 //   reconnects. Not the upstream pool: its idle deadline would run the 100 ms deadline clock
-//   (upstream/ticker.ts) on the main thread for good, and a timer's wake-up costs about as much as
+//   (time/ticker.ts) on the main thread for good, and a timer's wake-up costs about as much as
 //   a reading here.
 // - At most LOAD_READ_MAX_BYTES (1 MiB) of a body is read. A larger one fails the reading with
 //   `larger than 1048576 bytes`: at once when its Content-Length says so, else when the byte past

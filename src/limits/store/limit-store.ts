@@ -6,7 +6,7 @@
 // token is synced every LIMIT_STORE_SYNC_MS besides (tokens settled, slots given back, a stale
 // lease returned). Down (a failed or unanswered command, a lost connection, credentials refused):
 // the table follows `onStoreDown` until a sync succeeds again; the client reconnects by itself.
-// `rediss://`: over TLS (control/limit-store-tls.ts: the CA and client certificate files); a
+// `rediss://`: over TLS (limits/store/limit-store-tls.ts: the CA and client certificate files); a
 // failed handshake is an outage like refused credentials.
 // The password (in the URL or its file) goes only to the client: logs show the store as
 // `redis://user:***@host:port/db` (docs/security.md#the-limit-stores-password).

@@ -1,7 +1,7 @@
 // The response-header policy (docs/api.md#what-the-caller-receives), as pure functions: what the
 // caller gets of the replica's head, decided here as a proxy's response filter does. The upstream
 // parser reports every field of the replica's final head and keeps its framing for itself
-// (src/upstream/response-parser.ts); of those fields the caller gets the first Content-Type, and
+// (src/http/response-parser.ts); of those fields the caller gets the first Content-Type, and
 // Content-Length only as the framing of its own answer (uWS writes it, or
 // `Transfer-Encoding: chunked` when the replica sent none, with the body; a HEAD answer's is
 // written here). Nothing else: no Set-Cookie, Server, Cache-Control, Content-Encoding, hop-by-hop

@@ -1,5 +1,5 @@
 // Replicas run by Kubernetes (`replicas.kubernetes`): the policy of their kind, as the control
-// plane sees them: the endpoint list of the Kubernetes source (src/control/sources/kubernetes/) turned
+// plane sees them: the endpoint list of the Kubernetes source (src/control/kinds/kubernetes/) turned
 // into replicas of the state machine (ServiceControl, src/control/service/service-control.ts), and the service's demand reported back to
 // the source, which raises the Deployment and keeps the idle Lease fresh.
 //
