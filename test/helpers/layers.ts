@@ -159,17 +159,17 @@ export function cycles(imports: readonly Import[]): string[][] {
 
 const PLANE_COLUMN: Record<Plane, number> = { main: 0, both: 1, shared: 1, data: 2 };
 
-/** The table as docs/architecture.md draws it: one line per layer, the main thread left, the worker threads right. */
+/** The table as docs/architecture.md draws it: one line per layer, top to bottom, the main thread left, the worker threads right. */
 export function layerDiagram(): string {
   const width = 36;
-  const lines = [`${'main thread only'.padEnd(width)}${'both planes / shared'.padEnd(width)}worker threads (data plane)`];
-  for (const places of LAYERS) {
+  const lines = [`    ${'main thread only'.padEnd(width)}${'both planes: built / shared'.padEnd(width)}worker threads (data plane)`];
+  LAYERS.forEach((places, row) => {
     const cells = ['', '', ''];
     for (const p of places) {
       const column = PLANE_COLUMN[p.plane];
       cells[column] = cells[column] === '' ? `src/${p.path}` : `${cells[column]}, src/${p.path}`;
     }
-    lines.push(`${cells[0]!.padEnd(width)}${cells[1]!.padEnd(width)}${cells[2]}`.trimEnd());
-  }
+    lines.push(`${String(row + 1).padStart(2)}  ${cells[0]!.padEnd(width)}${cells[1]!.padEnd(width)}${cells[2]}`.trimEnd());
+  });
   return lines.join('\n');
 }
