@@ -8,8 +8,10 @@ import type { Gateway, TestHooks } from '../gateway/gateway.js';
 import { createLogger, type Logger } from '../log/logger.js';
 import { loadOrReport, oneLine } from './config-file.js';
 import { settlesWithin } from '../time/bounded-wait.js';
-import { LOG_EXIT_FLUSH_MS } from '../tunables.js';
 import { reloadTokens } from './reload.js';
+
+/** Before an exit, the log destination's flush is waited for this long at most. */
+const LOG_EXIT_FLUSH_MS = 1_000;
 
 /** `sluice serve --config FILE`: undefined while the gateway runs (the process exits when it stops), 1 if the config is invalid. */
 export async function serve(file: string, env: NodeJS.ProcessEnv, testHooks: TestHooks | undefined): Promise<number | undefined> {

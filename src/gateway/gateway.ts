@@ -27,7 +27,8 @@ import { createLimitBuffer } from '../limits/limit-memory.js';
 import type { LimitStore } from '../limits/store/limit-store.js';
 import { settlesWithin } from '../time/bounded-wait.js';
 import type { RoutersReload, TokensReload } from '../threads/messages.js';
-import { LIMIT_STORE_COMMAND_MS, LIMIT_SWEEP_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
+import { LIMIT_STORE_COMMAND_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
+
 import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
 import { Refusals } from '../relay/request/refusal.js';
 import { RequestIds } from '../relay/request/request-ids.js';
@@ -43,6 +44,9 @@ import { ServiceControl } from '../control/service/service-control.js';
 import { DEFAULT_TUNING, type ReplicaSetTuning } from '../control/service/tuning.js';
 import type { KubernetesTuning } from '../control/kinds/kubernetes/kubernetes-source.js';
 import { WorkerPool } from './worker-pool.js';
+
+/** How often the control plane keeps idle tokens' arrival times in the limit table's range (limits/limit-control.ts). */
+const LIMIT_SWEEP_MS = 60_000;
 
 export interface Gateway {
   /** The port the relay listens on (the real one when the config said 0). */

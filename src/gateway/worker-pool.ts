@@ -13,7 +13,18 @@ import type { ViewRouter } from '../control/service/control-types.js';
 import type { ServiceControl } from '../control/service/service-control.js';
 import { backoffMs } from '../time/backoff.js';
 import { settlesWithin } from '../time/bounded-wait.js';
-import { WORKER_CLOSE_WAIT_MS, WORKER_RESPAWN_BASE_MS, WORKER_RESPAWN_MAX_MS, WORKER_STABLE_MS } from '../tunables.js';
+
+/** A replacement waits this long, doubling per quick death up to 5 s (a crash loop backs off). */
+const WORKER_RESPAWN_BASE_MS = 100;
+
+/** The longest wait before replacing a worker that keeps dying. */
+const WORKER_RESPAWN_MAX_MS = 5_000;
+
+/** How long closing waits for a worker thread to exit. */
+const WORKER_CLOSE_WAIT_MS = 5_000;
+
+/** A worker alive this long resets its quick-death count. */
+const WORKER_STABLE_MS = 10_000;
 
 const WORKER_URL = new URL('../data/worker.js', import.meta.url);
 

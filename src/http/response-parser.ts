@@ -11,7 +11,10 @@
 // parser per connection; `reset()` before each response.
 import { chunkExtensionProblem, fieldNameEnd, fieldNameProblem, fieldValueProblem, HEX, HTAB, statusLineProblem } from './syntax.js';
 import { type Framing, FramingFields } from './response-head.js';
-import { MAX_CHUNK_LINE_BYTES, MAX_HEAD_BYTES } from '../tunables.js';
+import { MAX_HEAD_BYTES } from '../tunables.js';
+
+/** The longest chunk-size line (size, extensions, CRLF) accepted. */
+const MAX_CHUNK_LINE_BYTES = 4 * 1024;
 
 /** Chunk sizes are at most 13 hex digits, so every length stays a safe integer. */
 const MAX_CHUNK_SIZE_DIGITS = 13;
@@ -255,7 +258,6 @@ export class ResponseParser {
     this.state = S_HEADER;
     return true;
   }
-
 
   /** `name: value`; a field of the final head is read for its framing and reported. */
   private field(buf: Buffer, start: number, end: number, head: boolean): boolean {

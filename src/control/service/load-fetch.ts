@@ -28,9 +28,16 @@ import { connect, type Socket } from 'node:net';
 import { errorCode } from '../../http/error-code.js';
 import { hostAndPort } from '../../http/syntax.js';
 import { PARSE_DONE, PARSE_ERROR, ResponseParser, type ResponseSink } from '../../http/response-parser.js';
-import { LOAD_READ_MAX_BYTES, UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS } from '../../tunables.js';
+import { UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS } from '../../tunables.js';
+
 import type { MetricScanner } from './metric-scanner.js';
 import type { ManagedReplica } from './replica.js';
+
+/**
+ * An exposition larger than this fails the reading: its body is read no further and its socket is
+ * destroyed (vLLM's, histograms included, is well under 1 MiB). docs/configuration.md#the-model-servers-own-queue
+ */
+const LOAD_READ_MAX_BYTES = 1024 * 1024;
 
 const TOO_LARGE = `larger than ${LOAD_READ_MAX_BYTES} bytes`;
 

@@ -28,7 +28,12 @@ import { ExpositionRead, type ReadingSink } from './load-fetch.js';
 import type { ReplicaLoad as LoadSnapshot } from '../../admin/status-source.js';
 import { type MetricSamples, MetricScanner } from './metric-scanner.js';
 import type { ManagedReplica } from './replica.js';
-import { LOAD_READ_MAX_TIMEOUT_MS, LOAD_STALE_INTERVALS } from '../../tunables.js';
+
+/** A reading older than this many intervals is stale. */
+const LOAD_STALE_INTERVALS = 3;
+
+/** The longest a reading may take (or twice the interval, if shorter). */
+const LOAD_READ_MAX_TIMEOUT_MS = 10_000;
 
 /** One replica's reading state. */
 class ReplicaLoad {

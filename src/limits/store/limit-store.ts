@@ -16,12 +16,16 @@ import type { Logger } from '../../log/logger.js';
 import type { LimitedToken } from '../limit-cells.js';
 import { leaseShare } from '../limit-table.js';
 import { StoreCells } from './store-cells.js';
-import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS, LIMIT_STORE_SYNC_MS } from '../../tunables.js';
+import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS } from '../../tunables.js';
+
 import { settlesWithin } from '../../time/bounded-wait.js';
 import { LEAVE_SCRIPT, SYNC_SCRIPT } from './limit-store-script.js';
 import { parseRedisUrl, readStorePassword, shownTarget } from '../../config/redis-store.js';
 import type { CertificatesInUse } from '../../metrics/certificate-metrics.js';
 import { StoreTls, type StoreTlsFiles, tlsFailure } from './limit-store-tls.js';
+
+/** How often the control plane syncs every limited token with the shared store (tokens counted, slots given back, stale leases returned). */
+const LIMIT_STORE_SYNC_MS = 100;
 
 /** What the gateway knows of one limited token's part in the store. */
 interface TokenSync {

@@ -28,8 +28,10 @@ import { type Ticking, unwatch, watch } from '../../time/ticker.js';
 import type { CallerBody } from '../body/caller-body.js';
 import { isEventStream } from './sse-events.js';
 import { acceptsEventStream, type StreamLook } from '../body/stream-request.js';
-import { ANSWER_MESSAGE_MAX } from '../../tunables.js';
 import { wholeSeconds } from '../../replicas/expected-start.js';
+
+/** The most of a replica's answer that goes into the error event's message. */
+const ANSWER_MESSAGE_MAX = 4096;
 
 /** A request the clock ticks while it waits. */
 export interface KeptAlive {

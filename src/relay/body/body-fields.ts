@@ -11,10 +11,12 @@
 // of the same key that says otherwise (another model; more tokens than reserved, or no integer)
 // sets `refused` before the piece that ends it is written: the replica's request is cut before the
 // body it would read is complete.
-import { MODEL_NAME_MAX_BYTES } from '../../tunables.js';
 import { type KeptValue, TopLevelWalk, type ValueListener } from './json-top-level.js';
 import { intOf, stringOf } from './json-values.js';
 import { type StreamLook, type StreamSaid, streamSaid } from './stream-request.js';
+
+/** The longest model name read from a body (a longer value is no model any service serves). */
+const MODEL_NAME_MAX_BYTES = 1024;
 
 const MODEL = 0;
 const STREAM = 1;

@@ -19,7 +19,18 @@
 import type { HttpResponse } from 'uWebSockets.js';
 import type { UpstreamExchange } from '../../upstream/handler.js';
 import type { HeldBodies } from './held-bodies.js';
-import { DRAIN_MAX_BYTES, HOLD_HIGH_WATER, QUEUE_HIGH_WATER } from '../../tunables.js';
+import { HOLD_HIGH_WATER } from '../../tunables.js';
+
+/** How many bytes may wait for a connection before the caller's socket is paused. */
+const QUEUE_HIGH_WATER = 256 * 1024;
+
+/**
+ * After an answer that came before the whole body, the most of the body's rest that is still read
+ * and dropped so the connection can serve the next request. Only a declared rest this small is
+ * read: uWS renews its 10 s idle timer only after 160 KB have arrived, so reading at most this
+ * much ends within about two of its timeouts however slowly the caller sends.
+ */
+const DRAIN_MAX_BYTES = 128 * 1024;
 
 export interface CallerBodyListener {
   /** The first bytes (or the whole body) are here: the request can be dispatched. */

@@ -8,10 +8,12 @@
 import { RelayError } from '../../http/errors.js';
 import type { LimitName } from '../../limits/limit-layout.js';
 import type { LimitTable, TokenLimit } from '../../limits/limit-table.js';
-import { LIMIT_STORE_WAIT_MS } from '../../tunables.js';
 import { ratelimitRefused, ratelimitState } from '../../limits/rate-limit-headers.js';
 import { currentEntry, type TokenEntry, WWW_AUTHENTICATE_INVALID } from './auth.js';
 import type { BodyFields } from '../body/body-fields.js';
+
+/** The longest a request waits for the shared limit store's top-up of its token's lease; then `onStoreDown`. */
+const LIMIT_STORE_WAIT_MS = 50;
 
 /**
  * What admission reads and writes of a request: relay.ts's `RelayRequest`, declared here so that

@@ -24,7 +24,9 @@ import type { ReplicaKindPolicy, ReplicaHost } from '../../service/kind-policy.j
 import type { ManagedReplica } from '../../service/replica.js';
 import { type KubeEndpoint, KubernetesReplicaSource } from './kubernetes-source.js';
 import type { ReplicaStateName } from '../../../replicas/states.js';
-import { DEMAND_REPORT_MS } from '../../../tunables.js';
+
+/** How often the service's demand is reported to the source besides each enqueue. */
+const DEMAND_REPORT_MS = 200;
 
 export class EndpointReplicas implements ReplicaKindPolicy {
   readonly queuesForColdStart = true;

@@ -25,7 +25,9 @@ import { type ApiTrouble, callOptions, describeApiError, sleep } from './api-tro
 import { SERVICE_NAME_LABEL } from './endpoints.js';
 import { type WatchEnd, WatchRequest } from './watch-request.js';
 import { settlesWithin } from '../../../time/bounded-wait.js';
-import { WATCH_STOP_WAIT_MS } from '../../../tunables.js';
+
+/** Stopping the watch waits this long for its loop, not for a list call the API server leaves hanging. */
+const WATCH_STOP_WAIT_MS = 1_000;
 
 export interface WatchTuning {
   /** `timeoutSeconds` asked of the API server: it ends the watch cleanly after this long. */

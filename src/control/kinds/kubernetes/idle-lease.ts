@@ -23,7 +23,9 @@ import { type ConfigurationOptions, type CoordinationV1Api, V1MicroTime, type V1
 import type { Logger } from '../../../log/logger.js';
 import { type ApiTrouble, callOptions, statusOf } from './api-trouble.js';
 import { CONFLICT, type DeploymentScaler } from './scaler.js';
-import { LEASE_MIN_RENEW_MS } from '../../../tunables.js';
+
+/** The Lease is written at most this often by one gateway, whatever idleTimeoutMs is. */
+const LEASE_MIN_RENEW_MS = 250;
 
 interface LeaseReading {
   lease: V1Lease | undefined;

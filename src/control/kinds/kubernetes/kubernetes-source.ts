@@ -26,13 +26,24 @@ import { AppsV1Api, CoordinationV1Api, DiscoveryV1Api, type V1EndpointSlice } fr
 import type { KubernetesTarget } from '../../../config/types.js';
 import type { Logger } from '../../../log/logger.js';
 import { ApiTrouble, sleep, statusOf } from './api-trouble.js';
-import { KUBERNETES_TIMINGS } from '../../../tunables.js';
 import { type CredentialOptions, type KubeCredentials, loadCredentials } from './credentials.js';
 import { EndpointProbes } from './endpoint-probes.js';
 import { EndpointSliceWatch } from './endpoint-watch.js';
 import { endpointsOf, originOf, type SliceEndpoint } from './endpoints.js';
 import { IdleCoordinator } from './idle-lease.js';
 import { CONFLICT, DeploymentScaler, type ScaleReading, wantedReplicas } from './scaler.js';
+
+/** The Kubernetes source's timings: `DEFAULT_KUBERNETES_TUNING` below. */
+const KUBERNETES_TIMINGS = {
+  backoffBaseMs: 250,
+  backoffMaxMs: 10_000,
+  watchTimeoutSeconds: 300,
+  watchStallMs: 330_000,
+  probeIntervalMs: 200,
+  probeTimeoutMs: 2_000,
+  scaleCacheMs: 2_000,
+  callTimeoutMs: 10_000,
+} as const;
 
 /** The replica settings that apply to a Kubernetes service. */
 export interface KubernetesReplicaSettings {
