@@ -30,6 +30,7 @@
 //                        (bench/pauses.ts)
 // Logs go where production sends them: pino's default destination, fd 1 (the parent points it at
 // a file, so the cost of writing every access-log line at `info` is measured, not a pipe's).
+import { existsSync } from 'node:fs';
 import { pathToFileURL, fileURLToPath } from 'node:url';
 import { join, resolve } from 'node:path';
 import { announceReady, exitOnStop } from './lib/child-side.js';
@@ -41,7 +42,10 @@ const src = process.env['BENCH_SLUICE_SRC'];
 const module = (path: string): string => (src === undefined || src === '' ? new URL(`../src/${path}`, import.meta.url).href : pathToFileURL(join(resolve(src), path)).href);
 const { parseConfig } = (await import(module('config/load.js'))) as typeof import('../src/config/load.js');
 const { createLogger } = (await import(module('log/logger.js'))) as typeof import('../src/log/logger.js');
-const { startGateway } = (await import(module('control/gateway.js'))) as typeof import('../src/control/gateway.js');
+// The composition root is gateway/gateway.js; another build from before the source layout by
+// concern has it in control/.
+const root = src !== undefined && src !== '' && !existsSync(join(resolve(src), 'gateway/gateway.js')) ? 'control/gateway.js' : 'gateway/gateway.js';
+const { startGateway } = (await import(module(root))) as typeof import('../src/gateway/gateway.js');
 const { loadUwsBuild } = (await import(module('http/uws-build.js'))) as typeof import('../src/http/uws-build.js');
 
 const replicaUrl = process.env['BENCH_REPLICA_URL'] ?? '';

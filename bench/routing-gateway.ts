@@ -3,7 +3,7 @@
 // (JSON), validated by the real loader.
 import { parseConfig } from '../src/config/load.js';
 import { createLogger } from '../src/log/logger.js';
-import { startGateway } from '../src/control/gateway.js';
+import { startGateway } from '../src/gateway/gateway.js';
 import { loadUwsBuild } from '../src/http/uws-build.js';
 import { announceReady, exitOnStop } from './lib/child-side.js';
 

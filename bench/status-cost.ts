@@ -9,7 +9,7 @@
 import { parseConfig } from '../src/config/load.js';
 import { createLogger } from '../src/log/logger.js';
 import { Metrics } from '../src/metrics/metrics.js';
-import { createReplicaSet } from '../src/control/replica-set.js';
+import { createReplicaSet } from '../src/gateway/local-replica-set.js';
 import { StatusBoard } from '../src/admin/status.js';
 import { createStatusSource } from '../src/admin/status-source.js';
 

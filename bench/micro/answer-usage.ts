@@ -1,10 +1,10 @@
 // `node dist/bench/micro/answer-usage.js`: µs of the relaying thread's CPU that finding an answer's
-// LLM token usage (src/relay/answer-usage.ts) adds to finding its events (src/relay/sse-events.ts),
+// LLM token usage (src/relay/answer/answer-usage.ts) adds to finding its events (src/relay/answer/sse-events.ts),
 // per read: a read of one token event (a stream at one token per read, the common case), the same
 // with OpenAI's `"usage":null` in every chunk, and a 64 KiB read of many events. MICRO_N sets the
 // reads per round. On a busy machine compare the fastest rounds too.
-import { AnswerUsage } from '../../src/relay/answer-usage.js';
-import { EventScanner } from '../../src/relay/sse-events.js';
+import { AnswerUsage } from '../../src/relay/answer/answer-usage.js';
+import { EventScanner } from '../../src/relay/answer/sse-events.js';
 import { report, time, type Timing } from './timing.js';
 
 const N = Number(process.env['MICRO_N'] ?? 200_000);

@@ -1,9 +1,9 @@
 // `node dist/bench/micro/sse-events.js`: µs of the relaying thread's CPU to find the events in one
-// 64 KiB read of a server-sent event stream (src/relay/sse-events.ts), for each kind of line
+// 64 KiB read of a server-sent event stream (src/relay/answer/sse-events.ts), for each kind of line
 // ending, and the ratio of each to LF. Lone CR is valid SSE; a stream of lone-CR lines must cost
 // about what an LF one does (at most 3x), not a search over the rest of the read per line.
 // MICRO_N sets the reads per round.
-import { EventScanner } from '../../src/relay/sse-events.js';
+import { EventScanner } from '../../src/relay/answer/sse-events.js';
 import { report, time, type Timing } from './timing.js';
 
 const N = Number(process.env['MICRO_N'] ?? 200);

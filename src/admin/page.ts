@@ -10,9 +10,15 @@ import type { Config } from '../config/types.js';
 import type { Logger } from '../log/logger.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { SAMPLE_INTERVAL_MS } from '../tunables.js';
+
 import { StatusBoard, type StatusBoardOptions } from './status.js';
 import { createStatusSource, type SnapshotSource } from './status-source.js';
-import { MAX_EVENT_STREAMS, STALLED_STREAM_MS } from '../tunables.js';
+
+/** At most this many pages streaming at once; more get `503` (each costs a write a second). */
+const MAX_EVENT_STREAMS = 64;
+
+/** A stream whose caller has not read for this long is closed. */
+const STALLED_STREAM_MS = 30_000;
 
 /** The page's files: shipped in the package as source (`src/admin/ui`), found from `dist/src/admin` too. */
 export const UI_DIR = fileURLToPath(new URL('../../../src/admin/ui/', import.meta.url));

@@ -6,48 +6,71 @@
 import type { Metrics } from '../metrics/metrics.js';
 import { LATENCY_BUCKETS, STREAM_BUCKETS } from '../metrics/request-counters.js';
 
+/**
+ * A service as the control plane reports it (ServiceControl.snapshot, control/service/control-types.ts
+ * narrows it): the one declaration of its status shape, which the overview reads.
+ */
+export interface ServiceSnapshotShape {
+  slug: string;
+  /** The kind of its replicas: `static`, `launched`, `kubernetes`. */
+  kind: string;
+  accepting: boolean;
+  queued: number;
+  routing: RoutingStatus;
+  /** The median of the service's recent start durations (start-estimate.ts), or null before any was measured. */
+  expectedStartMs: number | null;
+  /** Every replica that holds a place (not yet stopped, or its process not yet exited). */
+  replicas: ReadonlyArray<{ id: string; state: string; inflight: number; load?: ReplicaLoad; ejection?: ReplicaEjection }>;
+}
+
 /** What the overview needs of a service's replicas: the replica set's (or control plane's) read-only view. */
 export interface SnapshotSource {
-  snapshot(): {
-    slug: string;
-    kind: string;
-    accepting: boolean;
-    queued: number;
-    routing: RoutingStatus;
-    /** The median of the service's recent start durations, or null before any was measured. */
-    expectedStartMs: number | null;
-    replicas: ReadonlyArray<{ id: string; state: string; inflight: number; load?: Omit<ReplicaLoadStatus, 'replica'>; ejection?: Omit<ReplicaEjectionStatus, 'replica'> }>;
-  };
+  snapshot(): ServiceSnapshotShape;
 }
 
 /** How a service chooses among its ready replicas. */
 export interface RoutingStatus {
+  /** `fewest-in-flight`, or `queue-aware` with `replicas.load`. */
   policy: 'fewest-in-flight' | 'queue-aware';
+  /** `routing.affinityHeader` (lower case), or null. */
   affinityHeader: string | null;
 }
 
 /** A ready replica's last load reading (`replicas.load`). */
-export interface ReplicaLoadStatus {
-  replica: string;
+export interface ReplicaLoad {
+  /** The last valid reading's waiting requests (null: none yet). */
   waiting: number | null;
+  /** Its cache usage (null: not read, or not exported). */
   cacheUsage: number | null;
-  /** The requests the server was running at that reading (a preset's running gauge). */
+  /** The requests the server was running at that reading, summed over series (a preset's running gauge; null: not read, or not exported). */
   running: number | null;
+  /** How old that reading is, in ms (null: none yet). */
   ageMs: number | null;
-  /** True while the reading weighs in the choice; false: the replica is weighed by in flight. */
+  /** True while the reading is valid and weighs in the choice; false: the replica is weighed by in flight. */
   used: boolean;
+  /** Why it is not used (the failure, or `stale`), if it is not. */
   problem: string | null;
 }
 
-/** A replica ejected now or before for consecutive failures (docs/operations.md#ejected-replicas). */
-export interface ReplicaEjectionStatus {
+/** The same, with the replica it is of (/status). */
+export interface ReplicaLoadStatus extends ReplicaLoad {
   replica: string;
+}
+
+/** A replica ejected now or before for consecutive failures (docs/operations.md#ejected-replicas). */
+export interface ReplicaEjection {
   ejected: boolean;
   /** ISO time its current ejection ends, or null. */
   until: string | null;
+  /** Why it was last ejected. */
   reason: string | null;
   /** Ejections so far. */
   ejections: number;
+}
+
+/** The same, with the replica it is of (/status). */
+export interface ReplicaEjectionStatus extends ReplicaEjection {
+  replica: string;
 }
 
 /** What is true of a service now. */

@@ -12,7 +12,19 @@ import type { PoolStatus } from './pool-status.js';
 import { type RoutersNow, type RouterStatus, routerStatuses } from './router-status.js';
 import { type ServiceState, serviceState } from './service-state.js';
 import type { LiveService, ReplicaEjectionStatus, ReplicaLoadStatus, RoutingStatus, ServiceCounters, StatusSource } from './status-source.js';
-import { SAMPLE_INTERVAL_MS, STATUS_HISTORY_SAMPLES, STATUS_MINUTE_SAMPLES, STATUS_POINT_SAMPLES, STATUS_RATE_SAMPLES } from '../tunables.js';
+import { SAMPLE_INTERVAL_MS } from '../tunables.js';
+
+/** Five minutes of one-second samples. */
+const STATUS_HISTORY_SAMPLES = 300;
+
+/** Requests per second are averaged over this many samples (10 s). */
+const STATUS_RATE_SAMPLES = 10;
+
+/** Time to first byte and errors cover the last minute. */
+const STATUS_MINUTE_SAMPLES = 60;
+
+/** A chart point's quantiles (time to first byte, to first event, between events) cover this many samples. */
+const STATUS_POINT_SAMPLES = 10;
 
 export interface ServiceStatus {
   slug: string;

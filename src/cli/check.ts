@@ -24,7 +24,7 @@ export async function check(file: string, env: NodeJS.ProcessEnv): Promise<numbe
 async function kubernetesWarnings(config: Config, env: NodeJS.ProcessEnv): Promise<string[]> {
   const services = config.services.map((s, i) => ({ i, target: s.replicas.kubernetes })).filter((s) => s.target !== undefined);
   if (services.length === 0) return [];
-  const { loadCredentials, KubeCredentialsError } = await import('../control/sources/kubernetes/credentials.js');
+  const { loadCredentials, KubeCredentialsError } = await import('../control/kinds/kubernetes/credentials.js');
   const warnings: string[] = [];
   for (const { i, target } of services) {
     try {

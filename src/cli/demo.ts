@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { build as prettyStream } from 'pino-pretty';
 import { loadConfigFile } from '../config/load.js';
 import type { Config, ServiceConfig } from '../config/types.js';
-import type { TestHooks } from '../control/gateway.js';
+import type { TestHooks } from '../gateway/gateway.js';
 import { createLogger } from '../log/logger.js';
 import { runGateway } from './serve.js';
 

@@ -5,7 +5,7 @@
 import { ConfigError, formatProblem } from '../config/load.js';
 import { tlsFingerprint } from '../config/tls.js';
 import type { Config } from '../config/types.js';
-import type { Gateway } from '../control/gateway.js';
+import type { Gateway } from '../gateway/gateway.js';
 import type { Logger } from '../log/logger.js';
 
 /**

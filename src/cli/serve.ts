@@ -4,12 +4,14 @@
 import { loadConfigFile } from '../config/load.js';
 import { tlsFingerprint } from '../config/tls.js';
 import type { Config } from '../config/types.js';
-import type { Gateway, TestHooks } from '../control/gateway.js';
+import type { Gateway, TestHooks } from '../gateway/gateway.js';
 import { createLogger, type Logger } from '../log/logger.js';
 import { loadOrReport, oneLine } from './config-file.js';
 import { settlesWithin } from '../time/bounded-wait.js';
-import { LOG_EXIT_FLUSH_MS } from '../tunables.js';
 import { reloadTokens } from './reload.js';
+
+/** Before an exit, the log destination's flush is waited for this long at most. */
+const LOG_EXIT_FLUSH_MS = 1_000;
 
 /** `sluice serve --config FILE`: undefined while the gateway runs (the process exits when it stops), 1 if the config is invalid. */
 export async function serve(file: string, env: NodeJS.ProcessEnv, testHooks: TestHooks | undefined): Promise<number | undefined> {
@@ -41,7 +43,7 @@ export async function runGateway(options: RunOptions): Promise<void> {
   lifecycle.listen();
   let gateway: Gateway;
   try {
-    const { startGateway } = await import('../control/gateway.js');
+    const { startGateway } = await import('../gateway/gateway.js');
     gateway = await startGateway(config, { logger, ...(options.testHooks === undefined ? {} : { testHooks: options.testHooks }) });
   } catch (err) {
     logger.error({ err }, 'gateway start failed');

@@ -3,8 +3,8 @@
 // backoff in milliseconds: SLUICE_TEST_REPLICA_TUNING). The command line reads them once, here,
 // and hands them to the gateway. Both NODE_ENV=test and SLUICE_TEST_HOOKS=1 are needed, so no
 // production environment turns them on by accident.
-import type { TestHooks } from '../control/gateway.js';
-import type { KubernetesTuning } from '../control/sources/kubernetes/kubernetes-source.js';
+import type { TestHooks } from '../gateway/gateway.js';
+import type { KubernetesTuning } from '../control/kinds/kubernetes/kubernetes-source.js';
 import type { ReplicaSetTuning } from '../control/service/tuning.js';
 
 /** The hooks `env` switches on, or undefined outside a test build. */

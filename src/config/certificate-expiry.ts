@@ -2,7 +2,7 @@
 // (`listen.tls.certFile`, its chain included) and the limit store's (`limits.storeCaFile`,
 // `limits.storeCertFile`). Every certificate of a file counts: an expired intermediate breaks a
 // chain as surely as an expired leaf. `check` prints the warnings; a running gateway logs them and
-// exports each file's earliest end (control/certificate-watch.ts).
+// exports each file's earliest end (gateway/certificate-watch.ts).
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 

@@ -2,7 +2,7 @@
 // the Redis URL `redis://[[username]:password@]host:port[/db]` (`rediss://`: the same over TLS)
 // taken apart, the password file read, and the URL as it may be shown (logs, config problems): the
 // password replaced by `***`.
-// The password itself goes only to the Redis client (control/limit-store.ts).
+// The password itself goes only to the Redis client (limits/store/limit-store.ts).
 import { readFileSync } from 'node:fs';
 import { describeFsError } from './problems.js';
 

@@ -2,7 +2,7 @@
 // docs/configuration.md#sharing-limits-across-gateways): `limits.storeCaFile`, the CA certificates
 // to trust instead of Node's, and `limits.storeCertFile` with `limits.storeKeyFile`, the client
 // certificate the gateway presents (a Redis with `tls-auth-clients yes`). Read when the config is
-// (`check`, `serve`, a SIGHUP reload) and by the store's client (control/limit-store-tls.ts) at
+// (`check`, `serve`, a SIGHUP reload) and by the store's client (limits/store/limit-store-tls.ts) at
 // start and on SIGHUP.
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';

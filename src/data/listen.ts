@@ -3,7 +3,7 @@
 // One thread (`workers: 1`) listens with LIBUS_LISTEN_EXCLUSIVE_PORT, as any server would: a
 // second gateway on the port fails. Several threads must share the port, so each listens with
 // SO_REUSEPORT (uWS's default) and the kernel spreads connections across them (fact 14). The
-// main thread first binds the port itself, briefly, without SO_REUSEPORT (control/port-check.ts):
+// main thread first binds the port itself, briefly, without SO_REUSEPORT (gateway/port-check.ts):
 // if anything holds the port that fails, and once the workers hold it a second Sluice fails the
 // same check. With port 0 the first worker picks the port and the others join it.
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';

@@ -5,9 +5,9 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { RelayError } from '../http/errors.js';
 import type { Logger } from '../log/logger.js';
-import { checkRequestHead } from '../relay/caller-head-checks.js';
-import { readCallerHeaders } from '../relay/headers.js';
-import type { Refusals } from '../relay/refusal.js';
+import { checkRequestHead } from '../relay/request/caller-head-checks.js';
+import { readCallerHeaders } from '../relay/request/headers.js';
+import type { Refusals } from '../relay/request/refusal.js';
 
 export interface OpsSource {
   /**

@@ -30,16 +30,23 @@
 import type { ServiceConfig } from '../config/types.js';
 import { drainingError, RelayError } from '../http/errors.js';
 import type { Logger } from '../log/logger.js';
-import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../replicas/link.js';
+import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../threads/link.js';
 import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
 import { sharedClock } from '../replicas/clock.js';
 import { wholeSeconds } from '../replicas/expected-start.js';
 import { BUSY, EJECTED, READY, type SlotTable } from '../replicas/slots.js';
-import type { Readiness, ReleaseOutcome, Replica, ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { Readiness, Replica, ReplicaSet, ReplicaWaiter } from '../relay/replica-set.js';
+import type { ReleaseOutcome } from '../replicas/outcomes.js';
 import { hostAndPort } from '../http/syntax.js';
 import { type OverdueSink, type PoolOptions, UpstreamPool } from '../upstream/pool.js';
 import { settlesWithin } from '../time/bounded-wait.js';
-import { CONNECT_TIMEOUT_MS, EJECT_AFTER_FAILURES, WAKE_EVERY_MS } from '../tunables.js';
+import { EJECT_AFTER_FAILURES } from '../tunables.js';
+
+/** How long a TCP connect to a replica may take before it counts as unreachable. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+/** Wake messages of one thread for a cold service: at most one per this many ms. */
+const WAKE_EVERY_MS = 100;
 
 /** One replica as this thread uses it. */
 class LocalReplica implements Replica {

@@ -1,7 +1,7 @@
 // A data plane thread: its own uWS app on the shared port, its own view of
 // every service's replicas over the shared slot tables, its own upstream pools and request
 // counters. Everything else (replicas, the queue, metrics text, signals) is the main thread's;
-// the two talk through the messages in src/replicas/messages.ts.
+// the two talk through the messages in src/threads/messages.ts.
 //
 // A worker that fails (an uncaught error) closes its uWS app before it exits: a thread that ends
 // with uWS sockets open aborts the whole process. The main thread logs the exit, gives back the
@@ -11,10 +11,10 @@ import type { TemplatedApp } from 'uWebSockets.js';
 import { createLogger } from '../log/logger.js';
 import { PostingDestination } from '../log/transport.js';
 import { CounterLayout, RequestCounters } from '../metrics/request-counters.js';
-import { DEMAND_LINK, type DemandLink, VIEW_LINK } from '../replicas/link.js';
+import { DEMAND_LINK, type DemandLink, VIEW_LINK } from '../threads/link.js';
 import { SlotTable } from '../replicas/slots.js';
-import { FLAG_DRAINING, FLAG_READY, type FromWorker, type ToWorker, type WorkerInit } from '../replicas/messages.js';
-import { linkOverPort, serveLink } from '../replicas/port-link.js';
+import { FLAG_DRAINING, FLAG_READY, type FromWorker, type ToWorker, type WorkerInit } from '../threads/messages.js';
+import { linkOverPort, serveLink } from '../threads/port-link.js';
 import { DataPlane } from './data-plane.js';
 import { ReplicaView } from './replica-view.js';
 import { loadUwsBuild } from '../http/uws-build.js';

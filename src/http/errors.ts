@@ -1,6 +1,9 @@
+
+/** How long a caller refused while the gateway drains should wait before trying again (seconds). */
+const DRAINING_RETRY_AFTER_S = 5;
+
 // The one error type Sluice produces itself (docs/api.md#errors), and its JSON body.
 // Errors relayed from a replica are not RelayErrors: they pass through untouched.
-import { DRAINING_RETRY_AFTER_S } from '../tunables.js';
 
 /**
  * Every code of Sluice's own errors: the one list that the type, the table below, the outcomes

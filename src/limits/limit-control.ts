@@ -1,8 +1,8 @@
-// The limit table's memory and the control plane's side of it (docs/architecture.md#the-limit-table):
+// The control plane's side of the limit table (docs/architecture.md#the-limit-table):
 // what the main thread and a reload write into the cells and read out of them, off the request path.
 // The data planes' side — admitting, reserving, ending a request — is limit-table.ts's `LimitTable`,
-// which extends this class so that its hot path reads the very same fields, with no indirection
-// per request. The cells: limit-layout.ts; the shared store's fields: store-cells.ts.
+// a sibling view over the same memory (limit-memory.ts). The cells: limit-layout.ts; the shared
+// store's fields: store/store-cells.ts.
 //
 // - A cell set given to another token (`clear`): its counts start from nothing and its generation
 //   is bumped, so a request that ends after its token was removed leaves the new owner's counts
@@ -17,27 +17,12 @@
 //   token a reload removed is given to another token only once every thread applied that reload
 //   and the cell set is idle (limit-cells.ts), so no request moves counts from one token to another.
 import type { LimitsConfig } from '../config/types.js';
-import { BUCKETS, CELL_SETS, clock, EPOCH_S, GEN, HEADER, INFLIGHT, LOCAL, REFUSE_WHEN_DOWN, REFUSED, REMOTE, RESERVED, STORE, STORE_DOWN, STRIDE, TAT, THREADS, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
+import { BUCKETS, CELL_SETS, clock, EPOCH_S, GEN, HEADER, INFLIGHT, REFUSED, REMOTE, RESERVED, STRIDE, TAT, THREADS, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
+import { LimitMemory } from './limit-memory.js';
 import { windowSum } from './token-window.js';
 
 /** `sweep` pulls a TAT older than this forward (well within the ±2.3 hours an Int32 of ticks spans). */
 const STALE_TICKS = 3_600_000 * TICKS_PER_MS;
-
-/**
- * A table for `cellSets` limited (service, token) pairs and `threads` data plane threads: once per
- * gateway start, shared by every thread.
- */
-export function createLimitBuffer(cellSets: number, threads: number, store?: { refuseWhenDown: boolean }): SharedArrayBuffer {
-  const buffer = new SharedArrayBuffer(4 * (HEADER + cellSets * STRIDE + threads * cellSets * 2 + threads));
-  new Float64Array(buffer, 0, 1)[0] = clock();
-  const a = new Int32Array(buffer);
-  a[THREADS] = threads;
-  a[CELL_SETS] = cellSets;
-  // With a store, down until it first answers.
-  a[STORE] = store === undefined ? LOCAL : STORE_DOWN;
-  a[REFUSE_WHEN_DOWN] = store?.refuseWhenDown === true ? 1 : 0;
-  return buffer;
-}
 
 /** What a limited token uses now (`/status`). */
 export interface LimitUse {
@@ -46,36 +31,8 @@ export interface LimitUse {
   tokensPerMinute?: { limit: number; used: number; reserved: number };
 }
 
-/** The limit table as the control plane uses it (the main thread's own instance; every `LimitTable` inherits it). */
-export class LimitControl {
-  protected readonly a: Int32Array;
-  /** The base time of the ticks (ms). */
-  protected readonly base: number;
-
-  constructor(buffer: SharedArrayBuffer) {
-    this.a = new Int32Array(buffer);
-    this.base = new Float64Array(buffer, 0, 1)[0]!;
-  }
-
-  get cellSets(): number {
-    return this.a[CELL_SETS]!;
-  }
-
-  /** Where the holds of `thread` begin (per cell set: concurrent places, reserved tokens). */
-  protected holdsOf(thread: number): number {
-    return HEADER + this.a[CELL_SETS]! * STRIDE + thread * this.a[CELL_SETS]! * 2;
-  }
-
-  /** Where the reloads applied by each thread are (one word per thread, after the holds). */
-  private get appliedAt(): number {
-    return this.holdsOf(this.a[THREADS]!);
-  }
-
-  /** Data plane thread `thread` applied the tokens of reload `reload` (1 at start, one more per reload). */
-  applied(thread: number, reload: number): void {
-    Atomics.store(this.a, this.appliedAt + thread, reload);
-  }
-
+/** The limit table as the control plane uses it (the main thread's own view). */
+export class LimitControl extends LimitMemory {
   /** Whether every data plane thread has applied reload `reload` or a later one. */
   appliedEverywhere(reload: number): boolean {
     const at = this.appliedAt;
@@ -150,11 +107,6 @@ export class LimitControl {
       given += places;
     }
     return given;
-  }
-
-  /** The cell set's generation now: bumped by each `clear`. */
-  generation(cell: number): number {
-    return Atomics.load(this.a, HEADER + cell * STRIDE + GEN);
   }
 
   /** Pulls the TATs of `cells` that are more than an hour behind forward (the control plane, once a minute). */

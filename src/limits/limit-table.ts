@@ -3,7 +3,8 @@
 // read and written with Atomics, so a limit holds exactly across worker threads with no message
 // per request. This is the request path's side (admit, end); what the control plane writes (a cell
 // set cleared for another token, a dead thread's holds given back, idle TATs swept, a token's use
-// read) is limit-control.ts, which `LimitTable` extends; the cells: limit-layout.ts.
+// read) is limit-control.ts, a sibling view over the same memory (limit-memory.ts); the cells:
+// limit-layout.ts.
 //
 // - requestsPerMinute: GCRA. One theoretical arrival time (TAT) per cell set, in ticks of 1/256 ms
 //   since the table's base time, wrapping in an Int32 (differences are taken `| 0`, exact while they
@@ -23,11 +24,11 @@
 // - Per thread and cell set, what that thread's requests hold of `concurrent` and of the
 //   reservations, so that a worker thread that dies without ending its requests gives them back.
 // - With the shared store (`limits.store: redis://…`, docs/architecture.md#the-shared-store): what
-//   this gateway holds of the store's counts, topped up by the control plane (limits/store-cells.ts):
+//   this gateway holds of the store's counts, topped up by the control plane (limits/store/store-cells.ts):
 //   requests leased of requestsPerMinute, slots of `concurrent`, tokens counted by other gateways.
 //   A request that finds its lease empty rings the doorbell and may wait up to 50 ms for a top-up.
 import type { LimitsConfig } from '../config/types.js';
-import { LimitControl } from './limit-control.js';
+import { LimitMemory } from './limit-memory.js';
 import { BUCKETS, clock, DOORBELL, EPOCH_S, EXHAUSTED, FULL, GEN, HEADER, INFLIGHT, LEASE, LEFT, LIMIT_NAMES, type LimitName, LOCAL, NEED, REFUSE_WHEN_DOWN, REFUSED, REMOTE, RESERVED, ROOM, SEQ, SLOTS, STORE, STORE_DOWN, STRIDE, TAT, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
 import { PastWindows, settle, tokensRetryAfter, WINDOW_S, windowRead } from './token-window.js';
 
@@ -64,13 +65,13 @@ export function leaseShare(requestsPerMinute: number | undefined): number {
 }
 
 /** A token's limits on cell set `cell` as a thread holds them (its generation read now). */
-export function tokenLimit(table: LimitControl, cell: number, limits: LimitsConfig, policy: string): TokenLimit {
+export function tokenLimit(table: LimitMemory, cell: number, limits: LimitsConfig, policy: string): TokenLimit {
   const counted = limits.concurrent !== undefined || limits.tokensPerMinute !== undefined;
   return { cell, gen: table.generation(cell), limits, counted, policy, share: leaseShare(limits.requestsPerMinute) };
 }
 
-/** The limit table as a data plane thread uses it: the request path here, the control plane's side inherited. */
-export class LimitTable extends LimitControl {
+/** The limit table as a data plane thread uses it: the request path (the control plane's side: limit-control.ts, a sibling view). */
+export class LimitTable extends LimitMemory {
   /** Where this thread's holds begin (per cell set: concurrent places, reserved tokens). */
   private readonly holds: number;
   /** This thread's sums of the tokensPerMinute windows' past seconds (token-window.ts). */

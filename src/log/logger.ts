@@ -6,7 +6,16 @@
 // about 6 µs through pino.destination with minLength alone, about 3 µs with the batching and
 // the clock below. redact on these exact paths costs next to nothing, so it stays.
 import { pino, type Logger } from 'pino';
-import { LOG_BATCH_BYTES, LOG_BATCH_CAPACITY, LOG_FLUSH_EVERY_MS, LOG_MAX_WRITE } from '../tunables.js';
+import { LOG_FLUSH_EVERY_MS } from '../tunables.js';
+
+/** Log text is written in batches of this many bytes… */
+const LOG_BATCH_BYTES = 16 * 1024;
+
+/** …gathered in a buffer this large (room for a batch and the line that completes it). */
+const LOG_BATCH_CAPACITY = 32 * 1024;
+
+/** sonic-boom's largest single write (its default, 16 KiB, must stay above minLength). */
+const LOG_MAX_WRITE = 64 * 1024;
 
 export type { Logger };
 

@@ -4,7 +4,9 @@
 // posted as one message per 4 KiB or per turn of its event loop, whichever comes first: under
 // load one message carries many lines; a quiet worker's line leaves at once.
 import { pino, type Logger } from 'pino';
-import { WORKER_LOG_BATCH_BYTES } from '../tunables.js';
+
+/** A worker posts its log lines to the main thread per this many bytes, or per turn of its loop. */
+const WORKER_LOG_BATCH_BYTES = 4096;
 
 /** A pino destination that posts batches of whole lines with `post`. */
 export class PostingDestination {

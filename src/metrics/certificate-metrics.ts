@@ -1,7 +1,16 @@
-// The end of each certificate in use (control/certificate-watch.ts), read at each scrape: an alert
+// The end of each certificate in use (gateway/certificate-watch.ts), read at each scrape: an alert
 // on `sluice_tls_certificate_expiry_timestamp_seconds - time() < 14 * 86400` fires before callers
 // or the limit store refuse the gateway.
 import { Gauge, type Registry } from 'prom-client';
+
+/** What a certificate is used for: the metric's `certificate` label. */
+export type CertificateUse = 'listen' | 'limit_store_ca' | 'limit_store_client';
+
+/** Where a certificate comes into use tells the watch (the limit store's client, on start and reload). */
+export interface CertificatesInUse {
+  /** `use` now holds the certificates of `pem`, read from `file`. */
+  inUse(use: CertificateUse, file: string, pem: string): void;
+}
 
 /** One certificate in use as the metric reads it. */
 export interface CertificateReading {

@@ -6,7 +6,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { QueueOutcome, ReplicaEvents } from '../replicas/events.js';
 import type { ReplicaStateName } from '../replicas/states.js';
-import type { FailureReason } from '../replicas/types.js';
+import type { FailureReason } from '../replicas/outcomes.js';
 import { registerRequestCollectors } from './collectors.js';
 import { CounterLayout, RequestCounters, sameLayout } from './request-counters.js';
 
@@ -120,7 +120,7 @@ export class Metrics implements ReplicaEvents {
     });
   }
 
-  /** sluice_limit_store_errors_total: the shared limit store's failures, read at each scrape (control/limit-store.ts). */
+  /** sluice_limit_store_errors_total: the shared limit store's failures, read at each scrape (limits/store/limit-store.ts). */
   limitStoreErrors(read: () => number): void {
     new Counter({
       name: 'sluice_limit_store_errors_total',

@@ -79,3 +79,15 @@ export function accessLine(r: RelayRequest, f: FinishedRequest): AccessLine {
 function round(ms: number): number {
   return Math.round(ms * 1000) / 1000;
 }
+
+/**
+ * The tokens a finished request of a limited token settles with: what its answer reported (prompt
+ * plus completion tokens: a JSON answer's `usage`, a stream's last `usage`), or a stream's data
+ * events when it reported none (`finishedRequest` above). A complete answer with neither settles with
+ * its reservation; a request whose caller left or whose replica failed before any of it was
+ * counted gives its reservation back (docs/api.md#limits-per-caller).
+ */
+export function settledTokens(r: RelayRequest, f: FinishedRequest): number {
+  if (f.usageReported || f.completionTokens > 0) return f.promptTokens + f.completionTokens;
+  return f.outcome === 'ok' ? r.reserved : 0;
+}

@@ -14,14 +14,14 @@ import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
 import type { TokenUsage } from '../metrics/token-usage.js';
 import { hashKey, NO_AFFINITY } from '../replicas/affinity-ring.js';
-import type { ReplicaSet, ReplicaWaiter } from '../replicas/types.js';
+import type { ReplicaSet, ReplicaWaiter } from './replica-set.js';
 import { MAX_DURATION_MS } from '../config/rules.js';
 import { ROUTER_MODEL_BYTES } from '../tunables.js';
-import { type TokenEntry, tokenEntries } from './auth.js';
-import { type BodyFields, NoModel } from './body-fields.js';
-import type { CallerHeaders } from './headers.js';
-import { requestMaxWait } from './headers.js';
-import { HeldBodies } from './held-bodies.js';
+import { type TokenEntry, tokenEntries } from './request/auth.js';
+import { type BodyFields, NoModel } from './body/body-fields.js';
+import type { CallerHeaders } from './request/headers.js';
+import { requestMaxWait } from './request/headers.js';
+import { HeldBodies } from './body/held-bodies.js';
 import type { ServiceRuntime } from './service-runtime.js';
 
 /** What a router routes to: a service as the request filter has it (request-filter.ts, ServiceEntry). */

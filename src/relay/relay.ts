@@ -15,41 +15,41 @@
 //                      LLM token usage of a stream or a JSON answer found (answer-usage.ts)
 //   finish           — release the replica, count, log; and the other ways a request ends (a
 //                      failed exchange, its one retry, a body too large, the caller gone):
-//                      relay-ending.ts, the class this one extends, off the per-chunk path
+//                      request-state.ts, the class this one extends, off the per-chunk path
 // Meanwhile, for a service with `queue.keepAliveMs`, a request for a stream that is still waiting
 // for the replica's answer gets `200` and comments (waiting-comments.ts).
 //
 // One object per request plays every role (replica waiter, upstream handler, body and writer
 // listener, keep-alive tick), so the hot path allocates no closures beyond the two uWS callbacks;
-// its state and cold paths are declared in relay-ending.ts, the request's path in order here.
+// its state and cold paths are declared in request-state.ts, the request's path in order here.
 import type { HttpResponse } from 'uWebSockets.js';
 import { RelayError } from '../http/errors.js';
-import type { Replica, ReplicaWaiter } from '../replicas/types.js';
+import type { Replica, ReplicaWaiter } from './replica-set.js';
 import type { UpstreamExchange, UpstreamHandler } from '../upstream/handler.js';
-import type { TokenEntry } from './auth.js';
-import { answerUsage } from './answer-usage.js';
+import type { TokenEntry } from './request/auth.js';
+import { answerUsage } from './answer/answer-usage.js';
 import { requestHead } from './replica-request-head.js';
-import { bodylessAnswer, returnField, type ReturnedFields } from './response-headers.js';
-import type { CallerBodyListener } from './caller-body.js';
-import type { DownstreamListener } from './downstream.js';
-import type { CallerHeaders } from './headers.js';
+import { bodylessAnswer, returnField, type ReturnedFields } from './answer/response-headers.js';
+import type { CallerBodyListener } from './body/caller-body.js';
+import type { DownstreamListener } from './answer/downstream.js';
+import type { CallerHeaders } from './request/headers.js';
 import type { ServiceRuntime } from './service-runtime.js';
-import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive, waitingComment } from './waiting-comments.js';
-import { isEventStream } from './sse-events.js';
-import { StreamFlag } from './stream-request.js';
-import { StreamTiming } from './stream-timing.js';
+import { AnswerAsError, asksForStreamedAnswer, continuesStream, type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive, waitingComment } from './answer/waiting-comments.js';
+import { isEventStream } from './answer/sse-events.js';
+import { StreamFlag } from './body/stream-request.js';
+import { StreamTiming } from './answer/stream-timing.js';
 import type { TokenLimit } from '../limits/limit-table.js';
-import type { BodyFields } from './body-fields.js';
+import type { BodyFields } from './body/body-fields.js';
 import { type ModelRouter, routedTerms } from './model-router.js';
-import { admitByBody } from './request-limits.js';
-import { RelayEnding, type RelayOwner } from './relay-ending.js';
+import { admitByBody } from './request/request-limits.js';
+import { RequestState, type RelayOwner } from './request-state.js';
 
 /** Told once per request, when it is over. */
 export interface RelayObserver extends RelayOwner {
   onRelayFinished(request: RelayRequest): void;
 }
 
-export class RelayRequest extends RelayEnding implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive, ReturnedFields {
+export class RelayRequest extends RequestState implements ReplicaWaiter, UpstreamHandler, CallerBodyListener, DownstreamListener, KeptAlive, ReturnedFields {
   declare protected readonly observer: RelayObserver;
   readonly startedAt = performance.now();
   /** The replica's Content-Type, as the current attempt's head reports it (response-headers.ts). */
@@ -77,7 +77,7 @@ export class RelayRequest extends RelayEnding implements ReplicaWaiter, Upstream
   /** Sent to a router: its slug (the access line's `router`). */
   routedBy: string | undefined = undefined;
 
-  /** uWS callback (with relay-ending.ts's `abortHandler`): bound once per request. */
+  /** uWS callback (with request-state.ts's `abortHandler`): bound once per request. */
   readonly dataHandler = (data: ArrayBuffer, isLast: boolean): void => this.body.onData(data, isLast);
 
   constructor(
@@ -313,7 +313,7 @@ export class RelayRequest extends RelayEnding implements ReplicaWaiter, Upstream
     this.connection?.resume();
   }
 
-  // ── finish (the other ways a request ends: relay-ending.ts) ──────────────────────────────────
+  // ── finish (the other ways a request ends: request-state.ts) ──────────────────────────────────
 
   protected finished(): void {
     this.observer.onRelayFinished(this);

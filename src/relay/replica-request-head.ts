@@ -7,7 +7,7 @@
 // (RFC 9110 section 8.6: those methods anticipate content). Nothing else from the caller (no Authorization,
 // Cookie, Connection or other hop-by-hop fields, RFC 9110 section 7.6.1).
 // The header values come from uWS, which refuses CR and LF in them.
-import type { CallerHeaders } from './headers.js';
+import type { CallerHeaders } from './request/headers.js';
 
 /**
  * @param bodyLength from the caller's framing: bytes (0: no body), or -1 for a chunked body

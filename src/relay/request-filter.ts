@@ -16,22 +16,21 @@ import type { StreamCounters } from '../metrics/request-counters.js';
 import type { TokenUsage } from '../metrics/token-usage.js';
 import { MIN_PRIORITY } from '../config/rules.js';
 import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
-import type { ReplicaSet } from '../replicas/types.js';
-import { authenticate, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './auth.js';
-import { BodyFields } from './body-fields.js';
-import { checkRequestHead } from './caller-head-checks.js';
-import { readCallerHeaders, requestMaxWait, requestPriority } from './headers.js';
-import { pathProblem } from './path.js';
-import type { Refusals } from './refusal.js';
+import type { ReplicaSet } from './replica-set.js';
+import { authenticate, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './request/auth.js';
+import { BodyFields } from './body/body-fields.js';
+import { checkRequestHead } from './request/caller-head-checks.js';
+import { type CallerHeaders, readCallerHeaders, requestMaxWait, requestPriority } from './request/headers.js';
+import { pathProblem } from './request/path.js';
+import type { Refusals } from './request/refusal.js';
 import { type RelayObserver, RelayRequest } from './relay.js';
-import type { RequestIds } from './request-ids.js';
-import { HeldBodies } from './held-bodies.js';
+import type { RequestIds } from './request/request-ids.js';
+import { HeldBodies } from './body/held-bodies.js';
 import type { LimitTable } from '../limits/limit-table.js';
-import { admitted, refusedByLimits, waitForLimits } from './request-limits.js';
+import { admitted, refusedByLimits, waitForLimits } from './request/request-limits.js';
 import { answerModelList, MODEL_LIST_PATH, ModelRouter, type RoutedService } from './model-router.js';
 import { ROUTER_MODEL_BYTES } from '../tunables.js';
 import type { Tracer } from '../tracing/tracer.js';
-import type { CallerHeaders } from './headers.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
 export class ServiceEntry implements RoutedService {

@@ -3,8 +3,8 @@
 import type { ServiceConfig } from '../config/types.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
-import type { ReplicaSet } from '../replicas/types.js';
-import type { HeldBodies } from './held-bodies.js';
+import type { ReplicaSet } from './replica-set.js';
+import type { HeldBodies } from './body/held-bodies.js';
 
 /**
  * What a relayed request needs to know about its service (rebuilt on token reload). A router's

@@ -1,7 +1,7 @@
 // What the control plane reports about replicas and the queue, for metrics. Every method is called
 // synchronously, after the change, and must not throw or call back into the control plane.
 import type { ReplicaStateName } from './states.js';
-import type { FailureReason } from './types.js';
+import type { FailureReason } from './outcomes.js';
 
 /** How a queued request left the queue (`displaced`: a higher-priority arrival took its place). */
 export type QueueOutcome = 'granted' | 'expired' | 'failed' | 'cancelled' | 'draining' | 'displaced';

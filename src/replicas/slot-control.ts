@@ -1,8 +1,8 @@
 // The shared replica table of one service, its memory and the control plane's side (main thread):
 // what the state machine, the load reader and the ejections write into it, off the request path.
 // The data planes' side — the choice, taking and giving back room, the counts a request adds to —
-// is slots.ts's `SlotTable`, which extends this class so that its hot path reads the very same
-// fields, with no indirection per request. The cells: slot-layout.ts.
+// is slots.ts's `SlotTable`, a sibling view over the same memory (slot-memory.ts); the cells:
+// slot-layout.ts.
 //
 // - A slot's life: `claim` (a free slot for a new replica, its generation bumped), `setState` on
 //   every transition (READY restarts its idle clock), `retireIfIdle` (the idle stop, racing a
@@ -12,58 +12,13 @@
 //   a valid one (`waiting` last), `clearReading` makes the replica weighed by its requests in
 //   flight again.
 // - Failure counts (src/control/service/ejections.ts): read, and set on ejection and probation.
-import { ExpectedStart } from './expected-start.js';
 import { ACCEPTING, BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, IDLE_WATCHED, INFLIGHT, KEY_MAX, OVERDUE, READY, STRIDE, TAKEN, TAKEN_AT, WAITING } from './slot-layout.js';
+import { newSlotMemory, SlotMemory } from './slot-memory.js';
 
-/** What a thread needs to rebuild the table over the same memory. */
-export interface SlotTableInit {
-  ints: SharedArrayBuffer;
-  idle: SharedArrayBuffer;
-  /** When a cold start is expected to end (expected-start.ts). */
-  start: SharedArrayBuffer;
-  slots: number;
-  threads: number;
-  /** Requests per replica; 0 = unlimited. */
-  concurrency: number;
-  /** The service reads its replicas' loads (`replicas.load`): choices use the scores. */
-  scored: boolean;
-}
-
-/** New memory for a table of `slots` replicas and `threads` data planes, every cell as a new service starts. */
-export function newSlotMemory(slots: number, threads: number, concurrency: number, scored: boolean): SlotTableInit {
-  const ints = new SharedArrayBuffer(4 * (HEADER + STRIDE * slots + 2 * threads * slots));
-  const idle = new SharedArrayBuffer(8 * slots);
-  const i32 = new Int32Array(ints);
-  i32[ACCEPTING] = 1;
-  i32[FALLBACK] = -1;
-  for (let s = 0; s < slots; s++) i32[HEADER + STRIDE * s + WAITING] = -1;
-  return { ints, idle, start: ExpectedStart.create().buffer, slots, threads, concurrency, scored };
-}
-
-export abstract class SlotControl {
-  readonly slots: number;
-  readonly threads: number;
-  readonly concurrency: number;
-  readonly scored: boolean;
-  /** When a cold start is expected to end: written by the control plane, read by every thread. */
-  readonly start: ExpectedStart;
-  protected readonly i32: Int32Array;
-  protected readonly idleAt: Float64Array;
-  /** Where the holds per thread and slot begin. */
-  protected readonly holdsBase: number;
-  /** Where the overdue counts per thread and slot begin. */
-  protected readonly overdueBase: number;
-
-  constructor(readonly init: SlotTableInit) {
-    this.slots = init.slots;
-    this.threads = init.threads;
-    this.concurrency = init.concurrency;
-    this.scored = init.scored;
-    this.i32 = new Int32Array(init.ints);
-    this.idleAt = new Float64Array(init.idle);
-    this.start = new ExpectedStart(init.start);
-    this.holdsBase = HEADER + STRIDE * init.slots;
-    this.overdueBase = this.holdsBase + init.threads * init.slots;
+/** The control plane's view of a service's slot table. */
+export class SlotControl extends SlotMemory {
+  static create(slots: number, threads: number, concurrency: number, scored = false): SlotControl {
+    return new SlotControl(newSlotMemory(slots, threads, concurrency, scored));
   }
 
   // ── a slot's life ───────────────────────────────────────────────────────────────────────────

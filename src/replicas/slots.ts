@@ -2,7 +2,8 @@
 // message between threads (fact 14).
 //
 // The table's memory, cell by cell: slot-layout.ts. What the control plane writes into it (a slot's
-// life, load readings, failure counts): slot-control.ts, which this class extends. An EJECTED
+// life, load readings, failure counts): slot-control.ts, a sibling view of the same memory
+// (slot-memory.ts), so no worker can call its writers. An EJECTED
 // replica (ejections.ts) is not READY: no choice below sees it.
 //
 // Choosing (`take`): among the ready replicas this thread knows, with room under `concurrency`,
@@ -25,13 +26,13 @@
 // ceil(affinityMaxLoad × (total load + 1) / ready replicas): consistent hashing with bounded
 // loads. When none is (every one full, or at `concurrency`), the plain choice above.
 import type { AffinityRing } from './affinity-ring.js';
-import { newSlotMemory, SlotControl, type SlotTableInit } from './slot-control.js';
-import { ACCEPTING, BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, IDLE_WATCHED, INFLIGHT, KEY_MAX, KEY_SCALE, OUT, OVERDUE, QUEUED, READY, STRIDE, TAKEN, TAKEN_AT, WAITING } from './slot-layout.js';
+import { newSlotMemory, SlotMemory, type SlotTableInit } from './slot-memory.js';
+import { BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, INFLIGHT, KEY_MAX, KEY_SCALE, OUT, OVERDUE, READY, STRIDE, TAKEN, TAKEN_AT, WAITING } from './slot-layout.js';
 
 export { BUSY, EJECTED, EMPTY, OUT, READY };
 
-/** The slot table as every thread uses it: the data planes' side here, the control plane's inherited. */
-export class SlotTable extends SlotControl {
+/** The data planes' view of a service's slot table (the control plane's: slot-control.ts, a sibling over the same memory). */
+export class SlotTable extends SlotMemory {
   /** This thread's next scan start: equal candidates are taken in turn. */
   private cursor = 0;
   /** The slots a ring walk has looked at (`seen[s] === stamp`), so each is weighed once. */
@@ -48,19 +49,6 @@ export class SlotTable extends SlotControl {
   }
 
   // ── the hot path (any thread) ──────────────────────────────────────────────────────────────
-
-  get accepting(): boolean {
-    return this.i32[ACCEPTING] === 1;
-  }
-
-  get queued(): number {
-    return Atomics.load(this.i32, QUEUED);
-  }
-
-  /** A start of another service waits on this service's pool: a replica left with nothing in flight is reported. */
-  get idleWatched(): boolean {
-    return Atomics.load(this.i32, IDLE_WATCHED) === 1;
-  }
 
   /**
    * Takes room on the ready replica with the lowest key (see the file comment; equal keys in
@@ -220,30 +208,5 @@ export class SlotTable extends SlotControl {
     if (before !== 1) return false;
     this.idleAt[slot] = Date.now();
     return true;
-  }
-
-  /** Counts a request on its way to the control plane's queue (before the message is posted). */
-  addQueued(n: number): void {
-    Atomics.add(this.i32, QUEUED, n);
-  }
-
-  /** True when some replica is in rotation (the service is not cold). */
-  hasReady(): boolean {
-    for (let s = 0, base = HEADER; s < this.slots; s++, base += STRIDE) if (Atomics.load(this.i32, base) === READY) return true;
-    return false;
-  }
-
-  /** The expected time left of the service's cold start in ms, or -1 (expected-start.ts; never with a replica ready). */
-  startLeftMs(): number {
-    const left = this.start.leftMs();
-    return left < 0 || this.hasReady() ? -1 : left;
-  }
-
-  inflight(slot: number): number {
-    return Atomics.load(this.i32, HEADER + STRIDE * slot + INFLIGHT);
-  }
-
-  state(slot: number): number {
-    return Atomics.load(this.i32, HEADER + STRIDE * slot);
   }
 }

@@ -1,7 +1,7 @@
 // Exponential backoff, one rule for every retry loop of the gateway: starting a replica again
 // (control/service/tuning.ts), ejecting one again (control/service/ejections.ts), replacing a
-// worker that keeps dying (control/worker-pool.ts) and calling the Kubernetes API again
-// (control/sources/kubernetes/api-trouble.ts, which adds its own jitter).
+// worker that keeps dying (gateway/worker-pool.ts) and calling the Kubernetes API again
+// (control/kinds/kubernetes/api-trouble.ts, which adds its own jitter).
 
 /** Doublings beyond this add nothing: every cap is reached long before (2^30 × 1 ms ≈ 12 days). */
 const MAX_DOUBLINGS = 30;

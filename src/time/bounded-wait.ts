@@ -1,6 +1,6 @@
 // A wait for something that should end soon, bounded: closing a replica's connection pool
-// (data/replica-view.ts), a worker thread's exit (control/worker-pool.ts), the end of the
-// EndpointSlice watch loop (control/sources/kubernetes/endpoint-watch.ts), the log destination's
+// (data/replica-view.ts), a worker thread's exit (gateway/worker-pool.ts), the end of the
+// EndpointSlice watch loop (control/kinds/kubernetes/endpoint-watch.ts), the log destination's
 // flush before an exit (cli/serve.ts). Off the hot path: one timer per wait.
 
 /**

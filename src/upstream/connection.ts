@@ -16,8 +16,8 @@
 import { connect, type Socket } from 'node:net';
 import type { RelayError } from '../http/errors.js';
 import { bodyTimedOut, connectFailed, connectionLost, connectTimedOut, headersTimedOut, malformedResponse, poolClosed } from './errors.js';
-import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink } from './response-parser.js';
-import { cancel, type Deadline, schedule, tickNow, ticksFor } from './ticker.js';
+import { PARSE_DONE, PARSE_ERROR, PARSE_MORE, ResponseParser, type ResponseSink } from '../http/response-parser.js';
+import { cancel, type Deadline, schedule, tickNow, ticksFor } from '../time/ticker.js';
 import type { UpstreamExchange, UpstreamHandler } from './handler.js';
 import { writeBodyPiece, writeHead, writeHeadJoined, writeHeadPieces } from './request-framing.js';
 import { reportWriteFailures, type WriteFailureSink } from './write-failure.js';

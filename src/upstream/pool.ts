@@ -15,7 +15,7 @@
 import { connectFailed, poolClosed } from './errors.js';
 import { type ConnectionOwner, UpstreamConnection } from './connection.js';
 import type { UpstreamHandler } from './handler.js';
-import { ticksFor } from './ticker.js';
+import { ticksFor } from '../time/ticker.js';
 import { CONNECTS_PER_TURN } from '../tunables.js';
 
 export interface PoolOptions {

@@ -12,7 +12,7 @@ import { after, test } from 'node:test';
 import { expiryWarnings, readCertificateDates } from '../../src/config/certificate-expiry.js';
 import { parseConfig } from '../../src/config/load.js';
 import { tlsWarnings } from '../../src/config/tls.js';
-import { CertificateWatch } from '../../src/control/certificate-watch.js';
+import { CertificateWatch } from '../../src/gateway/certificate-watch.js';
 import { createLogger } from '../../src/log/logger.js';
 import { logged, metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { closedPort } from '../helpers/replica.js';

@@ -11,7 +11,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { problemsOf } from '../helpers/config.js';
 import { tlsWarnings } from '../../src/config/tls.js';
 import { createLogger } from '../../src/log/logger.js';
-import { startGateway } from '../../src/control/gateway.js';
+import { startGateway } from '../../src/gateway/gateway.js';
 import { TEST_TOKEN_SHA256 } from '../helpers/gateway.js';
 import { encryptKey, makeCertificate } from '../helpers/tls.js';
 

@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { availableCpus, cgroupCpuLimit, resolveWorkers } from '../../src/control/cpu-count.js';
+import { availableCpus, cgroupCpuLimit, resolveWorkers } from '../../src/gateway/cpu-count.js';
 
 const roots: string[] = [];
 after(() => {

@@ -1,5 +1,5 @@
 // A gateway imports the Kubernetes client and the Redis client only when its config uses them
-// (control/gateway.ts `startGateway`, `ReplicaKind.load`): the Kubernetes client alone holds about
+// (gateway/gateway.ts `startGateway`, `ReplicaKind.load`): the Kubernetes client alone holds about
 // 28 MB of heap, which every major collection of a gateway would otherwise mark again. Each case
 // runs `sluice serve` with a loader hook that records every module the process loads
 // (fixtures/record-loads.ts); the gateway's own module in the record shows the recorder works.
@@ -18,7 +18,7 @@ const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const RECORDER = fileURLToPath(new URL('../fixtures/record-loads.js', import.meta.url));
 const KUBERNETES = '/node_modules/@kubernetes/client-node/';
 const REDIS = '/node_modules/redis/';
-const GATEWAY = '/src/control/gateway.js';
+const GATEWAY = '/src/gateway/gateway.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sluice-optional-modules-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { createReplicaSet } from '../../src/control/replica-set.js';
+import { createReplicaSet } from '../../src/gateway/local-replica-set.js';
 import { Recorder, TestWaiter, captureLogger, fixtureEvent, median, pidAlive, serverCommand, serviceConfig } from '../fixtures/replica-harness.js';
 import { within } from '../helpers/wait.js';
 

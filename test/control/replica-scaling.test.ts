@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { request } from 'undici';
-import { createReplicaSet } from '../../src/control/replica-set.js';
-import type { Replica } from '../../src/replicas/types.js';
+import { createReplicaSet } from '../../src/gateway/local-replica-set.js';
+import type { Replica } from '../../src/relay/replica-set.js';
 import { Recorder, TestWaiter, captureLogger, pidAlive, serverCommand, serviceConfig } from '../fixtures/replica-harness.js';
 import { within } from '../helpers/wait.js';
 

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { createReplicaSet } from '../../src/control/replica-set.js';
+import { createReplicaSet } from '../../src/gateway/local-replica-set.js';
 import { Recorder, TestWaiter, captureLogger, fixture, pidAlive, serverCommand, serviceConfig } from '../fixtures/replica-harness.js';
 import { within } from '../helpers/wait.js';
 

@@ -7,8 +7,8 @@ import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { request } from 'undici';
 import { findFreePort } from '../../src/control/sources/replica-process.js';
-import { createReplicaSet, type ManagedReplicaSet } from '../../src/control/replica-set.js';
-import type { Replica } from '../../src/replicas/types.js';
+import { createReplicaSet, type ManagedReplicaSet } from '../../src/gateway/local-replica-set.js';
+import type { Replica } from '../../src/relay/replica-set.js';
 import { Recorder, TestWaiter, captureLogger, serviceConfig } from '../fixtures/replica-harness.js';
 import { within } from '../helpers/wait.js';
 

@@ -9,7 +9,8 @@ import { kindOf } from '../../src/control/kinds/kinds.js';
 import { ServiceControl } from '../../src/control/service/service-control.js';
 import { DEFAULT_TUNING } from '../../src/control/service/tuning.js';
 import { ReplicaView } from '../../src/data/replica-view.js';
-import type { ViewLink } from '../../src/replicas/link.js';
+import { SlotTable } from '../../src/replicas/slots.js';
+import type { ViewLink } from '../../src/threads/link.js';
 import { serviceConfig, TestWaiter } from '../fixtures/replica-harness.js';
 
 const logger = pino({ level: 'silent' });
@@ -28,7 +29,7 @@ function twoThreads(concurrency: number): { control: ServiceControl; views: Repl
     },
   });
   for (let thread = 0; thread < 2; thread++) {
-    const view = new ReplicaView(service, control.slots, thread, control, false, logger, DEFAULT_TUNING.poolCloseMs);
+    const view = new ReplicaView(service, new SlotTable(control.slots.init), thread, control, false, logger, DEFAULT_TUNING.poolCloseMs);
     for (const info of control.replicas()) view.announce(info);
     views.push(view);
   }

@@ -5,7 +5,7 @@ import { parseConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/types.js';
 import { createLogger } from '../../src/log/logger.js';
 import { testHooksFrom } from '../../src/cli/test-hooks.js';
-import { type Gateway, startGateway } from '../../src/control/gateway.js';
+import { type Gateway, startGateway } from '../../src/gateway/gateway.js';
 import { loadUwsBuild } from '../../src/http/uws-build.js';
 import { sha256Hex } from '../../src/cli/token.js';
 

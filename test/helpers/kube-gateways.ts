@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import type { KubernetesTuning } from '../../src/control/sources/kubernetes/kubernetes-source.js';
+import type { KubernetesTuning } from '../../src/control/kinds/kubernetes/kubernetes-source.js';
 import type { FakeKubeApi, FakeKubeOptions, KubeRequest } from '../fixtures/fake-kube-api.js';
 import { KubeControllerSim } from '../fixtures/kube-controller-sim.js';
 import { pidAlive } from '../fixtures/replica-harness.js';

@@ -10,7 +10,7 @@ import {
   KubernetesReplicaSource,
   type KubernetesTarget,
   type KubernetesTuning,
-} from '../../src/control/sources/kubernetes/kubernetes-source.js';
+} from '../../src/control/kinds/kubernetes/kubernetes-source.js';
 import { createLogger } from '../../src/log/logger.js';
 import { FakeKubeApi, type FakeKubeOptions } from '../fixtures/fake-kube-api.js';
 

@@ -1,5 +1,5 @@
 // The reference count of server-sent events: what an EventSource would dispatch from a text (the
-// WHATWG rules, written plainly, for checking src/relay/sse-events.ts against).
+// WHATWG rules, written plainly, for checking src/relay/answer/sse-events.ts against).
 
 /** Events dispatched from `text` (latin1 of the bytes): data events ended by a blank line; a partial last line is not complete. */
 export function referenceEventCount(text: string): number {

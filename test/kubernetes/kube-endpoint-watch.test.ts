@@ -4,7 +4,7 @@
 // ERROR event is acted on when it comes; failures in a row back off).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { KubeEndpoint } from '../../src/control/sources/kubernetes/kubernetes-source.js';
+import type { KubeEndpoint } from '../../src/control/kinds/kubernetes/kubernetes-source.js';
 import { WATCH_HELD_MS } from '../../src/tunables.js';
 import type { FakeKubeApi, FakeKubeOptions, KubeRequest } from '../fixtures/fake-kube-api.js';
 import { KUBE_TOKEN, NS, newSource, slice, startFakeKube, writeKubeconfig } from '../helpers/kube.js';

@@ -2,7 +2,7 @@
 // fake API server (which refuses Lease times that are not MicroTime, as the API server does).
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, test } from 'node:test';
-import type { KubernetesReplicaSource } from '../../src/control/sources/kubernetes/kubernetes-source.js';
+import type { KubernetesReplicaSource } from '../../src/control/kinds/kubernetes/kubernetes-source.js';
 import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
 import { type CapturedLog, NS, newSource, type SourceSetup, startFakeKube, writeKubeconfig, stopSources } from '../helpers/kube.js';
 import { eventually, sleep } from '../helpers/wait.js';

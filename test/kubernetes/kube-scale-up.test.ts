@@ -3,8 +3,8 @@
 // are read again, errors back off and are logged once, and nothing is ever lowered by a raise.
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, test } from 'node:test';
-import type { KubernetesReplicaSource } from '../../src/control/sources/kubernetes/kubernetes-source.js';
-import { wantedReplicas } from '../../src/control/sources/kubernetes/scaler.js';
+import type { KubernetesReplicaSource } from '../../src/control/kinds/kubernetes/kubernetes-source.js';
+import { wantedReplicas } from '../../src/control/kinds/kubernetes/scaler.js';
 import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
 import { KubeControllerSim } from '../fixtures/kube-controller-sim.js';
 import { startReplica } from '../helpers/replica.js';

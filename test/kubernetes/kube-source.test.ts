@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { KubeCredentialsError, loadCredentials, SERVICE_ACCOUNT_DIR } from '../../src/control/sources/kubernetes/credentials.js';
+import { KubeCredentialsError, loadCredentials, SERVICE_ACCOUNT_DIR } from '../../src/control/kinds/kubernetes/credentials.js';
 import type { FakeKubeApi } from '../fixtures/fake-kube-api.js';
 import { KUBE_TOKEN, NS, newSource, slice, startFakeKube, writeKubeconfig } from '../helpers/kube.js';
 import { startReplica, type TestReplica } from '../helpers/replica.js';

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseConfig } from '../../src/config/load.js';
 import { LimitCells } from '../../src/limits/limit-cells.js';
-import { createLimitBuffer, LimitControl } from '../../src/limits/limit-control.js';
+import { LimitControl } from '../../src/limits/limit-control.js';
+import { createLimitBuffer } from '../../src/limits/limit-memory.js';
 import { LimitTable, tokenLimit } from '../../src/limits/limit-table.js';
 import { sha256Hex } from '../../src/cli/token.js';
 

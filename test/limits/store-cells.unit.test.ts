@@ -1,4 +1,4 @@
-// The limit table with a shared store (src/limits/limit-table.ts, src/limits/store-cells.ts),
+// The limit table with a shared store (src/limits/limit-table.ts, src/limits/store/store-cells.ts),
 // without Redis: what a request decides from what the control plane wrote in — a lease taken in
 // one atomic step, an empty lease that rings the doorbell and waits, the store's "exhausted"
 // refusing at once with its Retry-After, places of `concurrent` short (wait) or full (429), and
@@ -6,23 +6,24 @@
 // `unavailable`. A wait ends when the control plane wakes the cell set.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createLimitBuffer } from '../../src/limits/limit-control.js';
+import { LimitControl } from '../../src/limits/limit-control.js';
+import { createLimitBuffer } from '../../src/limits/limit-memory.js';
 import { LimitTable, type TokenLimit, tokenLimit } from '../../src/limits/limit-table.js';
-import { StoreCells } from '../../src/limits/store-cells.js';
+import { StoreCells } from '../../src/limits/store/store-cells.js';
 
 function token(table: LimitTable, cell: number, limits: TokenLimit['limits'], share = 1): TokenLimit {
   return { ...tokenLimit(table, cell, limits, ''), share };
 }
 
-function setUp(refuseWhenDown = false): { table: LimitTable; cells: StoreCells } {
+function setUp(refuseWhenDown = false): { table: LimitTable; control: LimitControl; cells: StoreCells } {
   const buffer = createLimitBuffer(2, 1, { refuseWhenDown });
   const cells = new StoreCells(buffer);
   cells.setUp(true);
-  return { table: new LimitTable(buffer), cells };
+  return { table: new LimitTable(buffer), control: new LimitControl(buffer), cells };
 }
 
 test('requestsPerMinute: a leased request is taken at once; an empty lease rings once per look and waits for the top-up', async () => {
-  const { table, cells } = setUp();
+  const { table, control, cells } = setUp();
   const t = token(table, 0, { requestsPerMinute: 10 });
   const bell = cells.bell();
   assert.equal(table.admit(t), 'wait');
@@ -40,7 +41,7 @@ test('requestsPerMinute: a leased request is taken at once; an empty lease rings
   cells.setExhausted(0, 30_000);
   assert.equal(table.admit(t), 'requestsPerMinute');
   assert.ok(table.retryAfter >= 29, `retryAfter ${table.retryAfter}`);
-  assert.equal(table.refusals(0, 1), 1);
+  assert.equal(control.refusals(0, 1), 1);
 });
 
 test('requestsPerMinute with a share above 1: the top-up is asked for when half of it is left', () => {
@@ -91,10 +92,10 @@ test('store down: every limited request decides at once by onStoreDown, no lease
 });
 
 test('tokensPerMinute: the tokens other gateways counted refuse here too', () => {
-  const { table, cells } = setUp();
+  const { table, control, cells } = setUp();
   const t = token(table, 0, { tokensPerMinute: 100 });
   assert.equal(table.admit(t), undefined);
   cells.setRemote(0, 100);
   assert.equal(table.admit(t), 'tokensPerMinute');
-  assert.equal(table.use(0, t.limits).tokensPerMinute!.used, 100);
+  assert.equal(control.use(0, t.limits).tokensPerMinute!.used, 100);
 });

@@ -1,10 +1,10 @@
-// The usage finder (src/relay/answer-usage.ts) on its own: a JSON answer's and a stream's usage
+// The usage finder (src/relay/answer/answer-usage.ts) on its own: a JSON answer's and a stream's usage
 // however the bytes are cut into reads (every cut, one byte at a time), the last usage of a stream
 // winning, `usage: null`, `"usage"` inside strings and nested objects, counts cut by the tail's
 // bound, the JSON size bound, and which answers are looked at.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { answerUsage, isJson } from '../../src/relay/answer-usage.js';
+import { answerUsage, isJson } from '../../src/relay/answer/answer-usage.js';
 import { USAGE_JSON_MAX_BYTES, USAGE_TAIL_BYTES } from '../../src/tunables.js';
 
 function usageOf(stream: boolean, pieces: string[]): [number, number] | undefined {

@@ -1,11 +1,11 @@
-// The fields Sluice reads out of a request's body (src/relay/body-fields.ts): a router's model and a
+// The fields Sluice reads out of a request's body (src/relay/body/body-fields.ts): a router's model and a
 // tokensPerMinute reservation read as the replica reads them, decided from the body's first part
 // and checked against every later value as the rest streams on, in pieces cut anywhere. Prints
 // the walk's cost per KiB of body on this machine (docs/api.md#reading-a-body quotes it); asserts
 // no duration.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BodyFields, NoModel } from '../../src/relay/body-fields.js';
+import { BodyFields, NoModel } from '../../src/relay/body/body-fields.js';
 
 /** A reader fed `text` in pieces cut at `cuts`; each feed's answer. */
 function fed(text: string, cuts: number[] = []): { fields: BodyFields; accepted: boolean[] } {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { HttpResponse } from 'uWebSockets.js';
 import { RelayError } from '../../src/http/errors.js';
-import { Downstream, type DownstreamListener } from '../../src/relay/downstream.js';
+import { Downstream, type DownstreamListener } from '../../src/relay/answer/downstream.js';
 
 class FakeResponse {
   /** Each send: what it carried, in order. */

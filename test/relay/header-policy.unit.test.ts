@@ -1,19 +1,19 @@
 // The whole header policy, as tables over the pure modules (no sockets):
-// - read: what Sluice reads from the caller's headers (src/relay/headers.ts): framing, the
+// - read: what Sluice reads from the caller's headers (src/relay/request/headers.ts): framing, the
 //   malformed ones, X-Sluice-Priority, X-Sluice-Max-Wait-Ms, the affinity header;
 // - forward: what the replica receives (src/relay/replica-request-head.ts,
 //   docs/api.md#what-the-replica-receives): the allowlist, `forwardHeaders`, the framing;
-// - return: what the caller gets of the replica's head (src/relay/response-headers.ts,
+// - return: what the caller gets of the replica's head (src/relay/answer/response-headers.ts,
 //   docs/api.md#what-the-caller-receives), from the bytes the replica sends through the upstream
-//   parser (src/upstream/response-parser.ts), fed whole and byte by byte.
+//   parser (src/http/response-parser.ts), fed whole and byte by byte.
 // The socket tests (relay-headers, relay-framing, hostile-framing) check the same on the wire.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { HttpRequest } from 'uWebSockets.js';
-import { type CallerHeaders, headerProblem, readCallerHeaders, requestFraming, requestMaxWait, requestPriority } from '../../src/relay/headers.js';
+import { type CallerHeaders, headerProblem, readCallerHeaders, requestFraming, requestMaxWait, requestPriority } from '../../src/relay/request/headers.js';
 import { requestHead } from '../../src/relay/replica-request-head.js';
-import { bodylessAnswer, returnField, type ReturnedFields, writeReturnedHead } from '../../src/relay/response-headers.js';
-import { PARSE_DONE, PARSE_ERROR, ResponseParser } from '../../src/upstream/response-parser.js';
+import { bodylessAnswer, returnField, type ReturnedFields, writeReturnedHead } from '../../src/relay/answer/response-headers.js';
+import { PARSE_DONE, PARSE_ERROR, ResponseParser } from '../../src/http/response-parser.js';
 
 type Fields = readonly (readonly [string, string])[];
 

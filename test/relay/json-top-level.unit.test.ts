@@ -1,4 +1,4 @@
-// The walk over a JSON body's top-level object for the keys it tracks (src/relay/json-top-level.ts):
+// The walk over a JSON body's top-level object for the keys it tracks (src/relay/body/json-top-level.ts):
 // only a top-level key counts (not one inside a nested value or a string), keys compared decoded
 // (escapes), several keys at once, a key that occurs twice (the last value kept, each value's end
 // told), Python's literals, a UTF-8 byte order mark, bodies Python reads as UTF-16 or UTF-32, a
@@ -6,7 +6,7 @@
 // or is malformed, and generated documents checked against JSON.parse.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type Outcome, TopLevelWalk, type ValueKind } from '../../src/relay/json-top-level.js';
+import { type Outcome, TopLevelWalk, type ValueKind } from '../../src/relay/body/json-top-level.js';
 
 interface Found {
   outcome: Outcome;

@@ -1,12 +1,12 @@
-// A JSON value as the replica reads it (src/relay/json-values.ts): each case is the value's JSON
+// A JSON value as the replica reads it (src/relay/body/json-values.ts): each case is the value's JSON
 // text, what pydantic makes of it for an `Optional[int]` field (vLLM's `max_tokens`) and for an
 // `Optional[bool]` field (`stream`) after Python's `json` parsed the body, or 'refused'. The
 // expectations were produced by Python 3.11's `json` and pydantic 2.13.4 (pydantic-core 2.46.4),
 // `model_validate` of the parsed value, as vLLM's FastAPI server validates a request.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { TopLevelWalk } from '../../src/relay/json-top-level.js';
-import { boolOf, intOf, stringOf } from '../../src/relay/json-values.js';
+import { TopLevelWalk } from '../../src/relay/body/json-top-level.js';
+import { boolOf, intOf, stringOf } from '../../src/relay/body/json-values.js';
 
 type Read = number | boolean | null | 'refused';
 

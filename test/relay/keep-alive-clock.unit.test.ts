@@ -1,4 +1,4 @@
-// The clock of requests kept alive while they wait (src/relay/waiting-comments.ts): a waiting request
+// The clock of requests kept alive while they wait (src/relay/answer/waiting-comments.ts): a waiting request
 // is ticked until it says it no longer waits; a request that has its answer is forgotten at once,
 // not at the next tick. Holding finished requests until the tick made every young-generation
 // collection copy and promote thousands of them (pauses of 4 to 8 ms at a few thousand requests
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
-import { type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from '../../src/relay/waiting-comments.js';
+import { type KeptAlive, keepAliveWhileWaiting, stopKeepingAlive } from '../../src/relay/answer/waiting-comments.js';
 import { eventually, sleep } from '../helpers/wait.js';
 
 setFlagsFromString('--expose-gc');

@@ -1,11 +1,11 @@
-// The bearer check's SHA-256 (src/relay/sha256.ts) against node:crypto, and `authenticate` over
+// The bearer check's SHA-256 (src/relay/request/sha256.ts) against node:crypto, and `authenticate` over
 // several tokens: every length across the block and padding boundaries, random texts from a
 // seed, and the comparisons that must and must not match.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { authenticate, tokenEntries } from '../../src/relay/auth.js';
-import { digestWords, sameDigest, sha256Ascii } from '../../src/relay/sha256.js';
+import { authenticate, tokenEntries } from '../../src/relay/request/auth.js';
+import { digestWords, sameDigest, sha256Ascii } from '../../src/relay/request/sha256.js';
 
 const B64TOKEN = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/';
 

@@ -1,4 +1,4 @@
-// The event scanner (src/relay/sse-events.ts) against a reference written straight from the
+// The event scanner (src/relay/answer/sse-events.ts) against a reference written straight from the
 // WHATWG rules over whole strings: for every stream, every way of cutting it into two or three
 // reads, byte by byte, and random cuts, the events counted after each read are the events the
 // reference finds in the bytes so far. Streams mix LF, CRLF and lone CR, comments, multi-line
@@ -6,7 +6,7 @@
 // are counted apart as well, however they are cut.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { EventScanner, isEventStream } from '../../src/relay/sse-events.js';
+import { EventScanner, isEventStream } from '../../src/relay/answer/sse-events.js';
 import { referenceEventCount } from '../helpers/sse-reference.js';
 
 /** Scans `bytes` cut at `cuts` (ascending offsets); checks the count after every read. */

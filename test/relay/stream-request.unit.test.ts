@@ -1,4 +1,4 @@
-// Whether a request asks for a streamed answer (src/relay/stream-request.ts): the Accept header,
+// Whether a request asks for a streamed answer (src/relay/body/stream-request.ts): the Accept header,
 // and a walk over the body's top-level object checked against JSON.parse (and pydantic's reading of
 // a boolean: `true`, 1, "yes", ...; null is false) on generated documents
 // (nested objects and arrays, strings full of quotes, backslashes and the word "stream", the key
@@ -6,7 +6,7 @@
 // to one walk that resumes where it stopped (each byte walked once), and on malformed bodies.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { acceptsEventStream, StreamFlag, type StreamSaid } from '../../src/relay/stream-request.js';
+import { acceptsEventStream, StreamFlag, type StreamSaid } from '../../src/relay/body/stream-request.js';
 import { STREAM_FLAG_MAX_SCAN as MAX_SCAN } from '../../src/tunables.js';
 
 /** One look at `body`, all of what is held, by a new walk. */

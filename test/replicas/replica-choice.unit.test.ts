@@ -4,18 +4,20 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AffinityRing, hashKey } from '../../src/replicas/affinity-ring.js';
 import { POINTS_PER_REPLICA } from '../../src/tunables.js';
+import { SlotControl } from '../../src/replicas/slot-control.js';
 import { BUSY, EJECTED, READY, SlotTable } from '../../src/replicas/slots.js';
 
-/** A table of `n` ready replicas known to thread 0, with `known` to pass to take. */
-function table(n: number, options: { concurrency?: number; scored?: boolean } = {}): { slots: SlotTable; known: Int32Array } {
-  const slots = SlotTable.create(n, 1, options.concurrency ?? 0, options.scored ?? false);
+/** A table of `n` ready replicas known to thread 0 (its data plane's view and the control plane's), with `known` to pass to take. */
+function table(n: number, options: { concurrency?: number; scored?: boolean } = {}): { slots: SlotTable; control: SlotControl; known: Int32Array } {
+  const control = SlotControl.create(n, 1, options.concurrency ?? 0, options.scored ?? false);
+  const slots = new SlotTable(control.init);
   const known = new Int32Array(n);
   for (let i = 0; i < n; i++) {
-    assert.equal(slots.claim(), i);
-    slots.setState(i, READY);
-    known[i] = slots.gen(i);
+    assert.equal(control.claim(), i);
+    control.setState(i, READY);
+    known[i] = control.gen(i);
   }
-  return { slots, known };
+  return { slots, control, known };
 }
 
 function ringOf(origins: string[]): AffinityRing {
@@ -39,13 +41,13 @@ test('equal replicas are taken in turn; a busier one is skipped until the others
 });
 
 test('with loads read: the lowest score wins; what was sent since the reading and is still in flight counts on top', () => {
-  const { slots, known } = table(3, { scored: true });
+  const { slots, control, known } = table(3, { scored: true });
   // No reading anywhere: in flight decides, ties in turn.
   assert.equal(slots.take(0, known, -1, false), 0);
   slots.release(0, 0);
-  slots.publishReading(0, 5, false, slots.taken(0));
-  slots.publishReading(1, 2, false, slots.taken(1));
-  slots.publishReading(2, 3, false, slots.taken(2));
+  control.publishReading(0, 5, false, control.taken(0));
+  control.publishReading(1, 2, false, control.taken(1));
+  control.publishReading(2, 3, false, control.taken(2));
   assert.equal(slots.take(0, known, -1, false), 1, 'waiting 2 beats 3 and 5');
   // Slot 1: 2 waiting + 1 sent and in flight = 3, like slot 2's 3: fewer in flight decides.
   assert.equal(slots.take(0, known, -1, false), 2);
@@ -59,32 +61,32 @@ test('with loads read: the lowest score wins; what was sent since the reading an
   assert.equal(slots.take(0, known, -1, false), 1);
   slots.release(0, 1);
   // A new reading resets what counts as sent.
-  slots.publishReading(1, 9, false, slots.taken(1));
+  control.publishReading(1, 9, false, control.taken(1));
   assert.equal(slots.take(0, known, -1, false), 2);
   slots.release(0, 2);
   // A cleared reading weighs by in flight (0 here), below every score.
-  slots.clearReading(0);
+  control.clearReading(0);
   assert.equal(slots.take(0, known, -1, false), 0);
   slots.release(0, 0);
 });
 
 test('a cache-full replica is chosen only when every other is full too', () => {
-  const { slots, known } = table(2, { scored: true });
-  slots.publishReading(0, 0, true, slots.taken(0));
-  slots.publishReading(1, 50, false, slots.taken(1));
+  const { slots, control, known } = table(2, { scored: true });
+  control.publishReading(0, 0, true, control.taken(0));
+  control.publishReading(1, 50, false, control.taken(1));
   for (let i = 0; i < 3; i++) {
     const s = slots.take(0, known, -1, false);
     assert.equal(s, 1, 'the full one is avoided, even with an empty queue');
     slots.release(0, s);
   }
-  slots.publishReading(1, 50, true, slots.taken(1));
+  control.publishReading(1, 50, true, control.taken(1));
   assert.equal(slots.take(0, known, -1, false), 0, 'all full: the score decides again');
 });
 
 test('concurrency holds whatever the scores', () => {
-  const { slots, known } = table(2, { scored: true, concurrency: 1 });
-  slots.publishReading(0, 0, false, slots.taken(0));
-  slots.publishReading(1, 10, false, slots.taken(1));
+  const { slots, control, known } = table(2, { scored: true, concurrency: 1 });
+  control.publishReading(0, 0, false, control.taken(0));
+  control.publishReading(1, 10, false, control.taken(1));
   assert.equal(slots.take(0, known, -1, false), 0);
   assert.equal(slots.take(0, known, -1, false), 1, 'slot 0 is at its concurrency');
   assert.equal(slots.take(0, known, -1, false), -1);
@@ -149,42 +151,43 @@ test('takeNear: a session stays on its replica within the bound, then spills to 
 });
 
 test('takeNear skips a replica out of rotation, at its concurrency or cache-full, and falls back to the plain choice', () => {
-  const { slots, known } = table(3, { concurrency: 2, scored: true });
+  const { slots, control, known } = table(3, { concurrency: 2, scored: true });
   const ring = ringOf(['http://a:1', 'http://b:1', 'http://c:1']);
   const hash = hashKey('conversation-2');
   const home = ring.owners[ring.first(hash)]!;
-  slots.setState(home, 3); // BUSY: out of rotation
+  control.setState(home, 3); // BUSY: out of rotation
   const moved = slots.takeNear(0, known, ring, hash, 100, false);
   assert.notEqual(moved, home);
   slots.release(0, moved);
-  slots.setState(home, READY);
+  control.setState(home, READY);
   assert.equal(slots.takeNear(0, known, ring, hash, 100, false), home);
   assert.equal(slots.takeNear(0, known, ring, hash, 100, false), home);
   assert.notEqual(slots.takeNear(0, known, ring, hash, 100, false), home, 'home is at its concurrency (2)');
   for (let s = 0; s < 3; s++) while (slots.inflight(s) > 0) slots.release(0, s);
-  slots.publishReading(home, 0, true, slots.taken(home));
+  control.publishReading(home, 0, true, control.taken(home));
   assert.notEqual(slots.takeNear(0, known, ring, hash, 100, false), home, 'home is cache-full and others are not');
 });
 
 test('with loads read: requests overdue for a status line count in the score, at most what is in flight; a dead thread gives its share back', () => {
-  const slots = SlotTable.create(2, 2, 0, true);
+  const control = SlotControl.create(2, 2, 0, true);
+  const slots = new SlotTable(control.init);
   const known = new Int32Array(2);
   for (let i = 0; i < 2; i++) {
-    slots.claim();
-    slots.setState(i, READY);
-    known[i] = slots.gen(i);
+    control.claim();
+    control.setState(i, READY);
+    known[i] = control.gen(i);
   }
   // Slot 0 says it is idle; slot 1 has a queue of 5.
-  slots.publishReading(0, 0, false, slots.taken(0));
-  slots.publishReading(1, 5, false, slots.taken(1));
+  control.publishReading(0, 0, false, control.taken(0));
+  control.publishReading(1, 5, false, control.taken(1));
   for (let i = 0; i < 4; i++) assert.equal(slots.take(1, known, -1, false), 0, 'the empty queue takes them');
   // A new reading: what was sent before it no longer counts, and slot 0 still says 0.
-  slots.publishReading(0, 0, false, slots.taken(0));
+  control.publishReading(0, 0, false, control.taken(0));
   assert.equal(slots.take(0, known, -1, false), 0);
   slots.release(0, 0);
   // Thread 1's four requests wait past a reading interval: overdue, they weigh 4; 4 < 5, still slot 0.
   for (let i = 0; i < 4; i++) slots.addOverdue(1, 0, 1);
-  assert.equal(slots.overdue(0), 4);
+  assert.equal(control.overdue(0), 4);
   assert.equal(slots.take(0, known, -1, false), 0);
   slots.release(0, 0);
   // Counted beyond what is in flight (a count not yet taken back), it weighs no more than in flight: 4 < 5.
@@ -196,24 +199,24 @@ test('with loads read: requests overdue for a status line count in the score, at
   slots.release(0, 0);
   slots.addOverdue(0, 0, -1);
   // Thread 1 dies: its requests and their overdue count go back.
-  assert.equal(slots.reclaim(1), 4);
-  assert.equal(slots.overdue(0), 0);
+  assert.equal(control.reclaim(1), 4);
+  assert.equal(control.overdue(0), 0);
   assert.equal(slots.take(0, known, -1, false), 0);
 });
 
 test('an ejected replica is never taken, plainly or near a session, yet may be retired when idle; an answer ends a run of failures', () => {
-  const { slots, known } = table(2);
+  const { slots, control, known } = table(2);
   assert.equal(slots.failed(0), 1);
   assert.equal(slots.failed(0), 2);
   slots.answered(0);
-  assert.equal(slots.failures(0), 0);
-  slots.setState(0, EJECTED);
+  assert.equal(control.failures(0), 0);
+  control.setState(0, EJECTED);
   for (let i = 0; i < 4; i++) assert.equal(slots.take(0, known, -1, false), 1);
   const ring = ringOf(['http://a', 'http://b']);
   for (let i = 0; i < 16; i++) assert.equal(slots.takeNear(0, known, ring, hashKey(`session-${i}`), 1.25, false), 1);
-  assert.equal(slots.retireIfIdle(0), true, 'idle and ejected: retired');
+  assert.equal(control.retireIfIdle(0), true, 'idle and ejected: retired');
   assert.equal(slots.state(0), BUSY);
-  slots.setState(1, EJECTED);
-  assert.equal(slots.retireIfIdle(1), false, 'requests in flight keep it');
+  control.setState(1, EJECTED);
+  assert.equal(control.retireIfIdle(1), false, 'requests in flight keep it');
   assert.equal(slots.state(1), EJECTED);
 });

@@ -1,11 +1,11 @@
 // The control plane's types as its owners (the gateway, the worker pool, tests) see them.
 import type { Logger } from '../../log/logger.js';
 import type { KindOptions, ReplicaKind } from './kind-policy.js';
-import type { LoadSnapshot } from './load-reader.js';
-import type { ViewLink } from '../../replicas/link.js';
+import type { ReplicaEjection, ReplicaLoad, ServiceSnapshotShape } from '../../admin/status-source.js';
+import type { ViewLink } from '../../threads/link.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
-import type { FailureReason } from '../../replicas/types.js';
+import type { FailureReason } from '../../replicas/outcomes.js';
 import type { ReplicaSetTuning } from './tuning.js';
 
 /** The data planes, by thread index, as the control plane reaches them. */
@@ -27,6 +27,7 @@ export interface ServiceControlDeps {
   kindOptions?: KindOptions | undefined;
 }
 
+/** A replica as the control plane reports it (the status shape: admin/status-source.ts). */
 export interface ReplicaSnapshot {
   id: string;
   state: ReplicaStateName;
@@ -35,38 +36,17 @@ export interface ReplicaSnapshot {
   /** The process id behind the replica, when its kind runs one (launched, once spawned). */
   pid: number | undefined;
   /** Its load reading, when the service reads loads and the replica is ready. */
-  load?: LoadSnapshot;
+  load?: ReplicaLoad;
   /** Once it has been ejected for consecutive failures (ejections.ts): whether it is now, until when, why, how often. */
   ejection?: EjectionSnapshot;
 }
 
-export interface EjectionSnapshot {
-  ejected: boolean;
-  /** ISO time the current ejection ends, or null. */
-  until: string | null;
-  /** Why it was last ejected. */
+/** An ejection as the control plane reports it: the status shape's, with the reason named. */
+export interface EjectionSnapshot extends ReplicaEjection {
   reason: FailureReason | null;
-  /** Ejections so far. */
-  ejections: number;
 }
 
-/** How the service chooses among its ready replicas. */
-export interface RoutingSnapshot {
-  /** `fewest-in-flight`, or `queue-aware` with `replicas.load`. */
-  policy: 'fewest-in-flight' | 'queue-aware';
-  /** `routing.affinityHeader` (lower case), or null. */
-  affinityHeader: string | null;
-}
-
-export interface ServiceSnapshot {
-  slug: string;
-  /** The kind of its replicas: `static`, `launched`, `kubernetes`. */
-  kind: string;
-  accepting: boolean;
-  queued: number;
-  routing: RoutingSnapshot;
-  /** The median of the recent start durations (start-estimate.ts), or null before any was measured. */
-  expectedStartMs: number | null;
-  /** Every replica that holds a place (not yet stopped, or its process not yet exited). */
+/** A service as the control plane reports it: the status shape (admin/status-source.ts), its replicas in full. */
+export interface ServiceSnapshot extends ServiceSnapshotShape {
   replicas: ReplicaSnapshot[];
 }

@@ -27,13 +27,18 @@ import type { ServiceConfig, TokenConfig } from '../../config/types.js';
 import { RelayError } from '../../http/errors.js';
 import type { Logger } from '../../log/logger.js';
 import type { AffinityRing } from '../../replicas/affinity-ring.js';
-import { type ErrorSpec, errorSpec, type ViewLink } from '../../replicas/link.js';
+import { type ErrorSpec, errorSpec, type ViewLink } from '../../threads/link.js';
 import { sharedClock } from '../../replicas/clock.js';
 import { wholeSeconds } from '../../replicas/expected-start.js';
 import { type QueuedWaiter, WaiterQueue } from './queue.js';
 import type { SlotTable } from '../../replicas/slots.js';
 import type { QueueOutcome, ReplicaEvents } from '../../replicas/events.js';
-import { QUEUE_FULL_RETRY_AFTER_S, WAIT_EXPIRED_RETRY_AFTER_S } from '../../tunables.js';
+
+/** Retry-After (seconds) for `queue_full`: the queue moves as soon as replicas free up. */
+const QUEUE_FULL_RETRY_AFTER_S = 1;
+
+/** Retry-After (seconds) for `no_replica` after the wait ran out. */
+const WAIT_EXPIRED_RETRY_AFTER_S = 5;
 
 /** A queued request: its thread and its id there, in one number (the queue's key). */
 const ID_SPAN = 2 ** 32;

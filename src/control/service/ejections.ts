@@ -26,7 +26,7 @@ import type { Logger } from '../../log/logger.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import type { SlotControl } from '../../replicas/slot-control.js';
 import { EJECTED, READY } from '../../replicas/slots.js';
-import type { FailureReason } from '../../replicas/types.js';
+import type { FailureReason } from '../../replicas/outcomes.js';
 import { EJECT_AFTER_FAILURES } from '../../tunables.js';
 import { backoffMs } from '../../time/backoff.js';
 import type { EjectionSnapshot } from './control-types.js';

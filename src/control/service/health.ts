@@ -2,7 +2,7 @@
 // periodic probe of a ready replica whose kind asks for it (static, when `readyPath` is set:
 // kind-policy.ts `probesWhenReady`), and the recovery probe of a replica out of rotation after a
 // refused connection. (Kubernetes endpoints are probed by their source before they are ready:
-// src/control/sources/kubernetes/endpoint-probes.ts.) Each result that changes a state goes
+// src/control/kinds/kubernetes/endpoint-probes.ts.) Each result that changes a state goes
 // through the service's transition function.
 import type { Agent } from 'node:http';
 import type { ServiceConfig } from '../../config/types.js';

@@ -7,9 +7,8 @@
 import type { ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
-import type { SlotTable } from '../../replicas/slots.js';
+import type { SlotControl } from '../../replicas/slot-control.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
-import type { KubernetesKindOptions } from '../sources/kubernetes/kubernetes-source.js';
 import type { Endpoint } from '../sources/source.js';
 import type { UnitPool } from '../pools/unit-pool.js';
 import type { Health } from './health.js';
@@ -91,7 +90,7 @@ export interface ReplicaKindPolicy {
 /** What a policy may ask of its service: the state machine's operations and its counts. */
 export interface ReplicaHost {
   readonly service: ServiceConfig;
-  readonly slots: SlotTable;
+  readonly slots: SlotControl;
   readonly log: Logger;
   readonly events: ReplicaEvents | undefined;
   readonly tuning: ReplicaSetTuning;
@@ -123,9 +122,12 @@ export interface ReplicaHost {
   startMeasured(ms: number): void;
 }
 
-/** Options for the kinds, by kind, as the gateway's owner passes them (production: the pools only). */
+/**
+ * Options for the kinds, by kind, as the gateway's owner passes them (production: the pools only).
+ * A kind that takes options adds its key to this interface from its own folder (`declare module`:
+ * kinds/kubernetes/kubernetes-kind.ts), so this seam names no kind.
+ */
 export interface KindOptions {
-  kubernetes?: KubernetesKindOptions | undefined;
   /** The gateway's pools of units, by name, that launched replicas take from (`replicas.pool`). */
   pools?: ReadonlyMap<string, UnitPool> | undefined;
 }

@@ -11,7 +11,7 @@
 //   replica's `Keep-Alive: timeout` hint less UPSTREAM_KEEP_ALIVE_MARGIN_MS) after the last
 //   reading began; a connection the replica closed while idle is noticed and the next reading
 //   reconnects. Not the upstream pool: its idle deadline would run the 100 ms deadline clock
-//   (upstream/ticker.ts) on the main thread for good, and a timer's wake-up costs about as much as
+//   (time/ticker.ts) on the main thread for good, and a timer's wake-up costs about as much as
 //   a reading here.
 // - At most LOAD_READ_MAX_BYTES (1 MiB) of a body is read. A larger one fails the reading with
 //   `larger than 1048576 bytes`: at once when its Content-Length says so, else when the byte past
@@ -27,10 +27,17 @@
 import { connect, type Socket } from 'node:net';
 import { errorCode } from '../../http/error-code.js';
 import { hostAndPort } from '../../http/syntax.js';
-import { PARSE_DONE, PARSE_ERROR, ResponseParser, type ResponseSink } from '../../upstream/response-parser.js';
-import { LOAD_READ_MAX_BYTES, UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS } from '../../tunables.js';
+import { PARSE_DONE, PARSE_ERROR, ResponseParser, type ResponseSink } from '../../http/response-parser.js';
+import { UPSTREAM_KEEP_ALIVE_MARGIN_MS, UPSTREAM_KEEP_ALIVE_MS } from '../../tunables.js';
+
 import type { MetricScanner } from './metric-scanner.js';
 import type { ManagedReplica } from './replica.js';
+
+/**
+ * An exposition larger than this fails the reading: its body is read no further and its socket is
+ * destroyed (vLLM's, histograms included, is well under 1 MiB). docs/configuration.md#the-model-servers-own-queue
+ */
+const LOAD_READ_MAX_BYTES = 1024 * 1024;
 
 const TOO_LARGE = `larger than ${LOAD_READ_MAX_BYTES} bytes`;
 

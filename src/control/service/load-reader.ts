@@ -25,25 +25,15 @@ import type { Logger } from '../../log/logger.js';
 import type { SlotControl } from '../../replicas/slot-control.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import { ExpositionRead, type ReadingSink } from './load-fetch.js';
+import type { ReplicaLoad as LoadSnapshot } from '../../admin/status-source.js';
 import { type MetricSamples, MetricScanner } from './metric-scanner.js';
 import type { ManagedReplica } from './replica.js';
-import { LOAD_READ_MAX_TIMEOUT_MS, LOAD_STALE_INTERVALS } from '../../tunables.js';
 
-/** What /status shows of a replica's load. */
-export interface LoadSnapshot {
-  /** The last valid reading's waiting requests (null: none yet). */
-  waiting: number | null;
-  /** Its cache usage (null: not read, or not exported). */
-  cacheUsage: number | null;
-  /** The requests the server was running, summed over series (null: not read, or not exported). */
-  running: number | null;
-  /** How old that reading is, in ms (null: none yet). */
-  ageMs: number | null;
-  /** True while the reading is valid and weighs in the choice; false: weighed by in flight. */
-  used: boolean;
-  /** Why it is not used (the failure, or `stale`), if it is not. */
-  problem: string | null;
-}
+/** A reading older than this many intervals is stale. */
+const LOAD_STALE_INTERVALS = 3;
+
+/** The longest a reading may take (or twice the interval, if shorter). */
+const LOAD_READ_MAX_TIMEOUT_MS = 10_000;
 
 /** One replica's reading state. */
 class ReplicaLoad {

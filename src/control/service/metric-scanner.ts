@@ -14,8 +14,13 @@
 //   +Inf requests is not a reading.
 // - Work per chunk is bounded by the chunk (at most a socket read, 64 KiB) and done in the turn
 //   that delivered it. Never throws, whatever the bytes.
-import { LOAD_LINE_MAX_BYTES, LOAD_MAX_SERIES } from '../../tunables.js';
 import { sampleValue } from './prometheus-text.js';
+
+/** Lines longer than this (in bytes, without the line break) are skipped, never copied or split. */
+const LOAD_LINE_MAX_BYTES = 4 * 1024;
+
+/** Series of one metric read per reading; samples beyond are counted as ignored. */
+const LOAD_MAX_SERIES = 1_000;
 
 /** The finite samples of one metric, over its series. */
 export interface MetricSamples {

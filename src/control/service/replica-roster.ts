@@ -9,8 +9,9 @@
 //   holds one replica at a time, so a slot and its generation name at most one (`find`).
 // - The panic fallback (a kind's `panicFallback`): with every replica out of rotation, the one
 //   taken out longest ago is written into the slot table to be handed out anyway.
-import type { ReplicaInfo } from '../../replicas/link.js';
-import { EMPTY, type SlotTable } from '../../replicas/slots.js';
+import type { ReplicaInfo } from '../../threads/link.js';
+import type { SlotControl } from '../../replicas/slot-control.js';
+import { EMPTY } from '../../replicas/slots.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
 import type { Endpoint } from '../sources/source.js';
 import type { ViewRouter } from './control-types.js';
@@ -29,7 +30,7 @@ export class ReplicaRoster {
 
   constructor(
     private readonly slug: string,
-    private readonly slots: SlotTable,
+    private readonly slots: SlotControl,
     private readonly views: ViewRouter,
   ) {
     this.known = new Int32Array(slots.slots).fill(-1);

@@ -11,14 +11,14 @@ import type { ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
 import { AffinityRing } from '../../replicas/affinity-ring.js';
 import type { SlotControl } from '../../replicas/slot-control.js';
-import type { RoutingSnapshot } from './control-types.js';
+import type { ReplicaLoad, RoutingStatus } from '../../admin/status-source.js';
 import type { GrantAffinity } from './demand.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
-import { LoadReader, type LoadSnapshot } from './load-reader.js';
+import { LoadReader } from './load-reader.js';
 import type { ManagedReplica } from './replica.js';
 
 export class RoutingInputs {
-  readonly routing: RoutingSnapshot;
+  readonly routing: RoutingStatus;
   /** What the queue's grants need for affinity, if the service has it. */
   readonly affinity: GrantAffinity | undefined;
   private readonly loads: LoadReader | undefined;
@@ -46,7 +46,7 @@ export class RoutingInputs {
     this.affinity?.ring.delete(r.slot);
   }
 
-  load(r: ManagedReplica): LoadSnapshot | undefined {
+  load(r: ManagedReplica): ReplicaLoad | undefined {
     return this.loads?.snapshot(r);
   }
 

@@ -29,8 +29,9 @@
 import type { ServiceConfig, TokenConfig } from '../../config/types.js';
 import { drainingError, RelayError } from '../../http/errors.js';
 import type { Logger } from '../../log/logger.js';
-import { errorSpec, type ReplicaInfo } from '../../replicas/link.js';
+import { errorSpec, type ReplicaInfo } from '../../threads/link.js';
 import type { ReplicaSnapshot, ServiceControlDeps, ServiceSnapshot, ViewRouter } from './control-types.js';
+import { SlotControl } from '../../replicas/slot-control.js';
 import { BUSY, OUT, READY, SlotTable } from '../../replicas/slots.js';
 import type { Endpoint } from '../sources/source.js';
 import { RoutingInputs } from './routing-inputs.js';
@@ -40,7 +41,7 @@ import { Ejections } from './ejections.js';
 import { Health } from './health.js';
 import type { KindOptions, ReplicaHost, ReplicaKindPolicy } from './kind-policy.js';
 import type { ReplicaStateName } from '../../replicas/states.js';
-import type { FailureReason } from '../../replicas/types.js';
+import type { FailureReason } from '../../replicas/outcomes.js';
 import { type ManagedReplica, canTransition, isLive } from './replica.js';
 import { ReplicaRoster } from './replica-roster.js';
 import { DEFAULT_TUNING, StartBackoff, type ReplicaSetTuning } from './tuning.js';
@@ -50,7 +51,9 @@ const SHARED_STATE: Record<ReplicaStateName, number> = { starting: BUSY, ready: 
 
 export class ServiceControl implements ReplicaHost {
   readonly slug: string;
-  readonly slots: SlotTable;
+  readonly slots: SlotControl;
+  /** The data planes' view of the same memory: the grants take room through it for the thread they go to (and with `workers: 1` the local data plane, so both rotate as one thread). */
+  readonly dataView: SlotTable;
   /** The kind's name, for /status. */
   readonly kind: string;
   readonly service: ServiceConfig;
@@ -87,7 +90,7 @@ export class ServiceControl implements ReplicaHost {
     const kind = deps.kind;
     this.kind = kind.name;
     const { concurrency, load } = service.replicas;
-    this.slots = SlotTable.create(kind.slotCapacity(service), deps.threads, concurrency, load !== undefined);
+    this.slots = SlotControl.create(kind.slotCapacity(service), deps.threads, concurrency, load !== undefined);
     this.roster = new ReplicaRoster(this.slug, this.slots, this.views);
     const all = this.roster.all;
     this.routingInputs = new RoutingInputs(service, this.slots, () => all, this.log, this.events);
@@ -99,7 +102,8 @@ export class ServiceControl implements ReplicaHost {
     this.backoff = new StartBackoff(this.tuning);
     this.starts = new StartEstimate(this.slots.start);
     this.policy = kind.policy(service, this);
-    this.demand = new Demand(service, this.slots, this.roster.known, this.policy.panicFallback, (t) => this.views.get(t), this.log, this.events, this.routingInputs.affinity);
+    this.dataView = new SlotTable(this.slots.init);
+    this.demand = new Demand(service, this.dataView, this.roster.known, this.policy.panicFallback, (t) => this.views.get(t), this.log, this.events, this.routingInputs.affinity);
     this.policy.start();
     this.scale();
   }

@@ -1,6 +1,21 @@
-// Timings of the control plane that tests shorten; production uses the defaults (src/tunables.ts).
-import { REPLICA_TIMINGS } from '../../tunables.js';
+// Timings of the control plane that tests shorten; production uses the defaults (REPLICA_TIMINGS).
 import { backoffMs } from '../../time/backoff.js';
+
+/** The control plane's replica timings: `DEFAULT_TUNING` below says what each is. */
+const REPLICA_TIMINGS = {
+  readinessPollMs: 10,
+  probeIntervalMs: 2_000,
+  recoveryProbeMs: 500,
+  probeTimeoutMs: 2_000,
+  backoffBaseMs: 250,
+  backoffMaxMs: 5_000,
+  stableMs: 10_000,
+  stopGraceMs: 5_000,
+  poolCloseMs: 1_000,
+  ejectionBaseMs: 30_000,
+  ejectionMaxMs: 300_000,
+  ejectionResetMs: 600_000,
+} as const;
 
 export interface ReplicaSetTuning {
   /** Readiness poll of a starting replica: this interval (at least) for its first 2 s, then at

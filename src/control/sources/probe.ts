@@ -6,7 +6,7 @@
 import { Agent } from 'node:http';
 import { connect } from 'node:net';
 import { errorCode } from '../../http/error-code.js';
-import { getWithDeadline } from '../../http/get.js';
+import { getWithDeadline } from '../../http/probe-client.js';
 
 /** A probe's outcome: `ok`, plus what to log when it changes (`200`, `503`, `ECONNREFUSED`). */
 export interface ProbeResult {

@@ -15,7 +15,18 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import type { Logger } from '../../log/logger.js';
-import { PORT_QUARANTINE_MS, REPLICA_LOG_LINE_CHARS, REPLICA_RECENT_LINES, REPLICA_STDIO_DRAIN_MS } from '../../tunables.js';
+
+/** Lines longer than this are cut (the rest of the line is dropped). */
+const REPLICA_LOG_LINE_CHARS = 8 * 1024;
+
+/** Lines kept for the log of a failed start. */
+const REPLICA_RECENT_LINES = 20;
+
+/** After the process exits, how long to wait for the rest of its output. */
+const REPLICA_STDIO_DRAIN_MS = 100;
+
+/** A port handed out is not handed out again for this long. */
+const PORT_QUARANTINE_MS = 60_000;
 
 export interface ProcessExit {
   /** Exit code, or null when killed by a signal or never spawned. */

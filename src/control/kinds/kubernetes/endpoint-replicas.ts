@@ -1,5 +1,5 @@
 // Replicas run by Kubernetes (`replicas.kubernetes`): the policy of their kind, as the control
-// plane sees them: the endpoint list of the Kubernetes source (src/control/sources/kubernetes/) turned
+// plane sees them: the endpoint list of the Kubernetes source (src/control/kinds/kubernetes/) turned
 // into replicas of the state machine (ServiceControl, src/control/service/service-control.ts), and the service's demand reported back to
 // the source, which raises the Deployment and keeps the idle Lease fresh.
 //
@@ -19,12 +19,14 @@
 // gateway whose requests are too short to be seen in flight still keeps the Lease fresh.
 import type { ServiceConfig } from '../../../config/types.js';
 import type { Logger } from '../../../log/logger.js';
-import type { SlotTable } from '../../../replicas/slots.js';
+import type { SlotControl } from '../../../replicas/slot-control.js';
 import type { ReplicaKindPolicy, ReplicaHost } from '../../service/kind-policy.js';
 import type { ManagedReplica } from '../../service/replica.js';
-import { type KubeEndpoint, KubernetesReplicaSource } from '../../sources/kubernetes/kubernetes-source.js';
+import { type KubeEndpoint, KubernetesReplicaSource } from './kubernetes-source.js';
 import type { ReplicaStateName } from '../../../replicas/states.js';
-import { DEMAND_REPORT_MS } from '../../../tunables.js';
+
+/** How often the service's demand is reported to the source besides each enqueue. */
+const DEMAND_REPORT_MS = 200;
 
 export class EndpointReplicas implements ReplicaKindPolicy {
   readonly queuesForColdStart = true;
@@ -48,7 +50,7 @@ export class EndpointReplicas implements ReplicaKindPolicy {
   /** When the service went cold with requests waiting (performance.now()), or -1. */
   private coldSince = -1;
 
-  private readonly slots: SlotTable;
+  private readonly slots: SlotControl;
   private readonly log: Logger;
 
   constructor(service: ServiceConfig, private readonly host: ReplicaHost) {

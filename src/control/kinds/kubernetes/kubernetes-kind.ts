@@ -1,10 +1,18 @@
 // Replicas run by Kubernetes (`replicas.kubernetes`): the pods behind a Service, scaled through
-// their Deployment (endpoint-replicas.ts, the policy; the source: src/control/sources/kubernetes/).
+// their Deployment (endpoint-replicas.ts, the policy; the source: kubernetes-source.ts and the files beside it).
 // The policy and the Kubernetes client behind it are imported only by a gateway with such a
 // service (`load`): the client's modules hold about 28 MB of heap and 75 MB of memory, which
 // every major collection of a gateway without them would otherwise mark again.
 import type { ReplicaKind } from '../../service/kind-policy.js';
 import type { EndpointReplicas } from './endpoint-replicas.js';
+import type { KubernetesKindOptions } from './kubernetes-source.js';
+
+declare module '../../service/kind-policy.js' {
+  interface KindOptions {
+    /** The Kubernetes kind's options (tests: timings, credentials, the gateway's name). */
+    kubernetes?: KubernetesKindOptions | undefined;
+  }
+}
 
 let policyClass: typeof EndpointReplicas | undefined;
 
