@@ -9,14 +9,14 @@
 //   queue        — `queued`: relay.ts `acquire`, when the request waits (its priority, the queue's
 //                  length and the cold start expected at that moment)
 //   attempts     — `dispatched` / `connected` / `answered` / `attemptFailed`: relay.ts and
-//                  relay-ending.ts, one CLIENT span per try (two at most: the one retry)
+//                  request-state.ts, one CLIENT span per try (two at most: the one retry)
 //   the answer   — `answerChunk`: the answer's `"model"`, looked for in its first bytes only
 //   the end      — `end`: the relay's record (status, outcome, usage, stream timing), copied
 // span-records.ts turns it into spans when the batch is exported, off the request path.
 import { formatTraceparent, newSpanId } from './trace-context.js';
 import { findModel } from './gen-ai.js';
 
-/** The fields of a request's JSON body that name its model and its budget (relay/body-fields.ts reads them). */
+/** The fields of a request's JSON body that name its model and its budget (relay/body/body-fields.ts reads them). */
 export interface RequestedFields {
   readonly requestedModel: string | undefined;
   requestedMaxTokens(): number | undefined;

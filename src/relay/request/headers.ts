@@ -2,10 +2,10 @@
 // framed. What the replica receives is written by replica-request-head.ts; what the caller
 // receives of the replica's headers (Content-Type and Content-Length only), by
 // response-headers.ts. A caller's W3C `traceparent` and `tracestate` are forwarded as they came
-// (or, for a traced request, with Sluice's span as the parent: tracing/), never through `forwardHeaders`. The caller's headers are read once, in the
-// uWS handler, into a CallerHeaders record: the ones Sluice acts on (framing, Host,
-// Authorization, `X-Sluice-Priority`, `X-Sluice-Max-Wait-Ms`, the service's affinity header) and
-// the ones it forwards. `X-Sluice-*` are never forwarded; the affinity header only when it is in
+// (or, for a traced request, with Sluice's span as the parent: src/tracing/), never through
+// `forwardHeaders`. The caller's headers are read once, in the uWS handler, into a CallerHeaders
+// record: the ones Sluice acts on (framing, Host, Authorization, `X-Sluice-Priority`,
+// `X-Sluice-Max-Wait-Ms`, the service's affinity header) and the ones it forwards. `X-Sluice-*` are never forwarded; the affinity header only when it is in
 // `forwardHeaders`.
 import type { HttpRequest } from 'uWebSockets.js';
 
