@@ -19,6 +19,8 @@
 //   BENCH_ROUTER         `on`: the service names the model `bench` and the clients reach it
 //                        through a router (slug `bench-router`) whose token is the bench token (its
 //                        limits, if any): every request's body is read for its model; `off` (default)
+//   BENCH_TRACING        an OTLP/HTTP endpoint: tracing on (`tracing.endpoint`), at
+//                        BENCH_TRACE_RATIO (`tracing.sampleRatio`, default 1); unset: off
 //   BENCH_SLUICE_SRC     the `dist/src` directory of the build to run (default: this one's): another
 //                        build runs this config (the `sluice-other-…` peers)
 //   BENCH_COLD_STATS     cold-start mode: the service's replica is launched by the gateway
@@ -73,6 +75,8 @@ const tokenLimits = limitsSetting === 'off' ? {} : { limits: { requestsPerMinute
 const store = limitsSetting.startsWith('redis://') ? { limits: { store: limitsSetting } } : {};
 const token = { name: 'bench', sha256: BENCH_TOKEN_SHA256, ...(options ? { priority: 10 } : {}), ...tokenLimits };
 const router = process.env['BENCH_ROUTER'] === 'on';
+const traces = process.env['BENCH_TRACING'] || '';
+const tracing = traces === '' ? {} : { tracing: { endpoint: traces, sampleRatio: Number(process.env['BENCH_TRACE_RATIO'] || 1) } };
 
 const config = parseConfig({
   ...store,
@@ -89,6 +93,7 @@ const config = parseConfig({
     },
   ],
   ...(router ? { routers: [{ slug: BENCH_ROUTER_SLUG, tokens: [token] }] } : {}),
+  ...tracing,
 });
 const logger = createLogger(config.log.level);
 await loadUwsBuild(process.env['SLUICE_UWS_BUILD'] || undefined); // as `sluice serve` chooses

@@ -146,3 +146,17 @@ export const READY_NEAR_MS = 1_000;
  */
 export const ROUTER_MODEL_BYTES = 1024 * 1024;
 
+// ── Traces (tracing/span-export.ts) ──────────────────────────────────────────────────────────────
+
+// used by tracing/span-export.ts and its test
+/**
+ * The spans a data plane thread keeps waiting for export, at most: the OpenTelemetry SDK's
+ * batch span processor's default queue. Past it, a finished request's spans are dropped and
+ * counted (`sluice_trace_spans_dropped_total{reason="queue_full"}`): a collector that is down or
+ * slow costs at most this many spans of memory per thread, never requests.
+ */
+export const TRACE_QUEUE_SPANS = 2048;
+
+// used by tracing/span-export.ts and its test
+/** The spans sent in one export, at most (the SDK's default batch); one export is in flight at a time. */
+export const TRACE_BATCH_SPANS = 512;

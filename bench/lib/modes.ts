@@ -8,9 +8,11 @@ const PEERS = ['direct', 'sluice-info', 'sluice-info-plain', 'sluice-warn', 'slu
  * Every peer; `sluice-other` (Sluice info from another build, BENCH_OTHER_GATEWAY), the limited
  * ones (`sluice-limits`: limits counted in-process; `sluice-limits-redis`: in a redis-server the run
  * starts), the router (`sluice-router`: through a router that reads each body's model) and the
- * other build's of these three (`sluice-other-…`) run only when listed in BENCH_PEERS.
+ * other build's of these three (`sluice-other-…`), and the traced ones (`sluice-trace-1pct`,
+ * `sluice-trace-all`: tracing on at sampleRatio 0.01 and 1, to a sink the run starts) run only
+ * when listed in BENCH_PEERS.
  */
-const ALL_PEERS = [...PEERS, 'sluice-other', 'sluice-limits', 'sluice-limits-redis', 'sluice-router', 'sluice-other-limits', 'sluice-other-limits-redis', 'sluice-other-router'] as const;
+const ALL_PEERS = [...PEERS, 'sluice-other', 'sluice-limits', 'sluice-limits-redis', 'sluice-router', 'sluice-other-limits', 'sluice-other-limits-redis', 'sluice-other-router', 'sluice-trace-1pct', 'sluice-trace-all'] as const;
 export type PeerId = (typeof ALL_PEERS)[number];
 
 const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'newStreams', 'slowReader', 'idleStreams', 'coldStart', 'uploads', 'heldUploads'] as const;

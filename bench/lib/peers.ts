@@ -32,6 +32,8 @@ export const LABEL: Record<PeerId, string> = {
   'sluice-other-limits': 'Sluice info, limits in-process, other build',
   'sluice-other-limits-redis': 'Sluice info, limits in Redis, other build',
   'sluice-other-router': 'Sluice info, through a router, other build',
+  'sluice-trace-1pct': 'Sluice info, tracing 1 %',
+  'sluice-trace-all': 'Sluice info, tracing 100 %',
 };
 
 export interface Peer {
@@ -83,9 +85,15 @@ export type SystemBinaries = Partial<Record<SystemPeerId, string>>;
 /** The redis-servers the limited peers use; a live one would keep the run from ending. */
 const stores: TestRedis[] = [];
 
-/** Stops the peers' redis-servers (the run's end, after the peers themselves). */
+/** The OTLP sink the traced peers export to (one per run, started by the first of them). */
+let sink: Promise<Child> | undefined;
+
+/** Stops the peers' redis-servers and the OTLP sink (the run's end, after the peers themselves). */
 export async function closePeerStores(): Promise<void> {
   await Promise.all(stores.splice(0).map((r) => r.close()));
+  const started = sink;
+  sink = undefined;
+  if (started !== undefined) await (await started).stop();
 }
 
 /** Starts one peer in front of the replica. */
@@ -135,6 +143,21 @@ export async function startPeer(id: PeerId, replica: Child, binaries: SystemBina
       if (id.startsWith('sluice-other-')) env['BENCH_SLUICE_SRC'] = otherSrc(id);
       const relay = await startSluice(id, env);
       return peer(relay, sluiceTarget(relay.port, true, router ? BENCH_ROUTER_SLUG : BENCH_SLUG));
+    }
+    case 'sluice-trace-1pct':
+    case 'sluice-trace-all': {
+      // Sluice info with tracing on (gateway.ts BENCH_TRACING), exporting to this run's sink.
+      sink ??= startChild('otlp-sink', script('otlp-sink'));
+      const collector = await sink;
+      const relay = await startSluice(id, {
+        BENCH_REPLICA_URL: replicaUrl,
+        BENCH_LOG_LEVEL: 'info',
+        BENCH_WORKERS: '1',
+        BENCH_OPTIONS: 'on',
+        BENCH_TRACING: `http://127.0.0.1:${collector.port}/v1/traces`,
+        BENCH_TRACE_RATIO: id === 'sluice-trace-all' ? '1' : '0.01',
+      });
+      return peer(relay, sluiceTarget(relay.port));
     }
     case 'nginx':
     case 'haproxy':

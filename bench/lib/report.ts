@@ -267,6 +267,9 @@ function describe(id: PeerId): string {
       return 'the same limits in a redis-server this run starts (`limits.store`), leased in shares as several gateways would';
     case 'sluice-router':
       return 'Sluice info reached through a router (`BENCH_ROUTER`): each body is read for its `"model"` before the request goes on';
+    case 'sluice-trace-1pct':
+    case 'sluice-trace-all':
+      return 'Sluice info with tracing on (`BENCH_TRACING`), `sampleRatio` 0.01 or 1, exporting OTLP/protobuf to a sink process of the run that drops every export (`bench/otlp-sink.ts`)';
     case 'sluice-other-limits':
     case 'sluice-other-limits-redis':
     case 'sluice-other-router':

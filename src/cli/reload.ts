@@ -1,4 +1,4 @@
-// `SIGHUP`: read the config again and apply its tokens, the services' models and the routers
+// `SIGHUP`: read the config again and apply its tokens, the services' models, the routers and tracing
 // without dropping a connection (a router's models on services that start only with a restart
 // wait for it). Anything else that changed is logged and applied at the next start; a renewed TLS
 // certificate too (uWS cannot swap the certificate of a listening app).
@@ -45,7 +45,8 @@ function changesBeyondTokens(before: Config, after: Config): string[] {
   const changed: string[] = [];
   const keys = new Set([...Object.keys(before), ...Object.keys(after)] as (keyof Config)[]);
   for (const key of keys) {
-    if (key === 'services' || key === 'routers') continue;
+    // Tracing is applied by the reload too (each data plane's Tracer: data/data-plane.ts).
+    if (key === 'services' || key === 'routers' || key === 'tracing') continue;
     if (JSON.stringify(before[key]) !== JSON.stringify(after[key])) changed.push(key);
   }
   const withoutTokens = (c: Config): Map<string, string> =>

@@ -106,6 +106,12 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'routers[].limits.concurrent': 'as `tokens[].limits.concurrent`, for each token without its own limits',
   'routers[].limits.tokensPerMinute': 'as `tokens[].limits.tokensPerMinute`, for each token without its own limits',
   'routers[].services': 'the services whose models it routes to (not set: every service with `models`)',
+  tracing: 'send traces of the relayed requests to an OpenTelemetry collector (see "Traces" in operations.md); not set, and no `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT`: off. The `OTEL_*` variables fill what this does not set; `OTEL_SDK_DISABLED=true` turns it off; SIGHUP reloads it',
+  'tracing.endpoint': 'the OTLP/HTTP receiver spans are posted to, e.g. `http://collector:4318/v1/traces` (a URL without a path gets `/v1/traces`); else `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`',
+  'tracing.protocol': 'OTLP encoding: `http/protobuf` (default) or `http/json`; else `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`',
+  'tracing.headers': 'headers sent with every export (a collector’s API key); merged over `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`',
+  'tracing.sampleRatio': 'share of requests traced when the caller sent no `traceparent` (a caller’s sampled flag decides for its own: parent-based); default 1, or as `OTEL_TRACES_SAMPLER(_ARG)` say',
+  'tracing.serviceName': '`service.name` of the spans; else `OTEL_SERVICE_NAME`, else `sluice`',
 };
 
 /** Where the table lives: the markers in that file enclose it. */

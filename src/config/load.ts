@@ -8,14 +8,15 @@ import type { z } from 'zod';
 import type { Config } from './types.js';
 import { ConfigError, type ConfigProblem, describeFsError, formatKey } from './problems.js';
 import { configSchema, isRecord, RULE } from './schema.js';
+import { resolveTracing } from './tracing-config.js';
 
 export type { Config, ConfigProblem };
 export { ConfigError };
 export { formatProblem } from './problems.js';
 
 /** Validates an already-parsed config (an object from JSON or YAML) and fills in every default. */
-export function parseConfig(raw: unknown): Config {
-  return validate(raw, new Map());
+export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = {}): Config {
+  return validate(raw, new Map(), env);
 }
 
 /** Environment variables that override config keys, applied before validation. */
@@ -40,7 +41,7 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
   }
   const raw = parseText(text);
   const overridden = new Map<string, string>();
-  return validate(applyEnv(raw, env, overridden), overridden);
+  return validate(applyEnv(raw, env, overridden), overridden, env);
 }
 
 function parseText(text: string): unknown {
@@ -82,11 +83,18 @@ function applyEnv(raw: unknown, env: NodeJS.ProcessEnv, overridden: Map<string, 
   return root;
 }
 
-function validate(raw: unknown, overridden: Map<string, string>): Config {
+function validate(raw: unknown, overridden: Map<string, string>, env: NodeJS.ProcessEnv): Config {
   // An empty document is YAML null; report it as a missing root rather than a type error.
   const result = configSchema.safeParse(raw === null ? undefined : raw, { reportInput: true });
-  if (result.success) return result.data;
-  throw new ConfigError(toProblems(result.error.issues, overridden));
+  // The OTEL_* variables' problems are listed with the file's (tracing-config.ts).
+  const envProblems: ConfigProblem[] = [];
+  const tracing = resolveTracing(result.success ? result.data.tracing : undefined, env, envProblems);
+  if (result.success && envProblems.length === 0) {
+    // `tracing` is the merged settings, or absent (off): never the key as written.
+    const { tracing: _written, ...config } = result.data;
+    return tracing === undefined ? config : { ...config, tracing };
+  }
+  throw new ConfigError([...(result.success ? [] : toProblems(result.error.issues, overridden)), ...envProblems]);
 }
 
 const SECRET_KEY_RE = /pass|secret|token|key/i;

@@ -9,6 +9,7 @@ import type { Config } from './types.js';
 import { replicas } from './replicas-schema.js';
 import { routing } from './routing-schema.js';
 import { limits, limitStore } from './limits-schema.js';
+import { tracingSchema } from './tracing-config.js';
 import { checkPools, pools } from './pools-schema.js';
 import { checkRouters, models, routerList } from './routers-schema.js';
 import {
@@ -205,6 +206,7 @@ export const configSchema = strict(
     pools: pools.prefault([]),
     services,
     routers: routerList(tokens).optional(),
+    tracing: tracingSchema,
   },
   RULE.root,
 ).superRefine((c, ctx) => {
@@ -220,7 +222,8 @@ export const configSchema = strict(
   }
 }, ALWAYS);
 
-// Compile-time proof that the schema's output is the Config the rest of Sluice uses.
-type SchemaOutput = z.output<typeof configSchema>;
-const _assignable: (c: SchemaOutput) => Config = (c) => c;
+// Compile-time proof that the schema's output is the Config the rest of Sluice uses (but `tracing`,
+// which load.ts merges with the environment: tracing-config.ts).
+type SchemaOutput = Omit<z.output<typeof configSchema>, 'tracing'>;
+const _assignable: (c: SchemaOutput) => Omit<Config, 'tracing'> = (c) => c;
 void _assignable;

@@ -1,5 +1,6 @@
 // The validated configuration, as the rest of Sluice sees it.
 // Every field is filled in: defaults are applied by the loader in load.ts, once, at start.
+import type { TracingSettings } from './tracing-config.js';
 
 export interface TokenConfig {
   /** Shown in logs instead of the token. */
@@ -159,4 +160,6 @@ export interface Config {
   pools: PoolConfig[];
   services: ServiceConfig[];
   routers?: RouterConfig[] | undefined;
+  /** Where traces go, the config's `tracing` merged with the OTEL_* environment; undefined: tracing is off. */
+  tracing?: TracingSettings | undefined;
 }

@@ -21,6 +21,8 @@ import { addOpsRoutes, type OpsSource } from './ops-routes.js';
 import { SharedAuthLimiter } from './shared-auth-limiter.js';
 import { uws } from '../http/uws-build.js';
 import { settlesWithin } from '../time/bounded-wait.js';
+import type { TracingSettings } from '../config/tracing-config.js';
+import { Tracer } from '../tracing/tracer.js';
 
 export interface DataPlaneOptions {
   config: Config;
@@ -79,6 +81,29 @@ export class DataPlane implements RequestFilterOwner {
     if (options.ops !== undefined) addOpsRoutes(this.app, options.ops, this.logger, refusals);
     options.testRoutes?.(this.app);
     this.app.any('/*', this.filter.handle);
+    this.filter.tracer = this.tracerOf(config.tracing);
+  }
+
+  /** A Tracer for `settings` (tracing/tracer.ts), or undefined while tracing is off. */
+  private tracerOf(settings: TracingSettings | undefined): Tracer | undefined {
+    return settings === undefined ? undefined : new Tracer(settings, this.options.config.basePath, this.counter, this.logger);
+  }
+
+  /**
+   * A reload's tracing settings (SIGHUP): a new Tracer when they changed. Requests traced before end
+   * in the old one, which sends what it holds and stops.
+   */
+  private retrace(settings: TracingSettings | undefined): void {
+    const before = this.filter.tracer;
+    if (JSON.stringify(before?.settings) === JSON.stringify(settings)) return;
+    this.filter.tracer = this.tracerOf(settings);
+    if (before !== undefined) void before.close();
+    this.logger.info({ tracing: settings === undefined ? 'off' : settings.url }, 'tracing reloaded');
+  }
+
+  /** The last spans sent (bounded: tracing/span-export.ts), at shutdown. */
+  async closeTracing(): Promise<void> {
+    await this.filter.tracer?.close();
   }
 
   /** True once this thread or the gateway drains: new relay requests get `503 draining`. */
@@ -100,6 +125,7 @@ export class DataPlane implements RequestFilterOwner {
   onRelayFinished(r: RelayRequest): void {
     this.inflight -= 1;
     const f = finishedRequest(r, performance.now());
+    if (r.trace !== undefined) r.trace.finish(r, f);
     if (r.limit !== undefined) this.limitTable.end(r.limit, r.reserved, settledTokens(r, f));
     this.counter.finished(f.slug, f.status, f.outcome, f.bytesIn, f.bytesOut, f.ttfbMs / 1000, f.ms / 1000);
     if (f.promptTokens > 0 || f.completionTokens > 0) this.counter.tokens.add(r.token.usagePlace, f.promptTokens, f.completionTokens);
@@ -138,7 +164,8 @@ export class DataPlane implements RequestFilterOwner {
    * still to be admitted is admitted as its token is now: auth.ts, `currentEntry`), and once they
    * are applied the limit table hears of it, so that a cell set of a removed token can go to another.
    */
-  reload(services: readonly TokensReload[], routers: RoutersReload | undefined, reload: number): string[] {
+  reload(services: readonly TokensReload[], routers: RoutersReload | undefined, reload: number, tracing: TracingSettings | undefined): string[] {
+    this.retrace(tracing);
     const ignored: string[] = [];
     for (const next of services) {
       const service = this.filter.services.get(next.slug);

@@ -168,6 +168,10 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     return this.queuesForColdStart ? this.slots.startLeftMs() : -1;
   }
 
+  queuedNow(): number {
+    return this.slots.queued;
+  }
+
   /**
    * A request that will not wait, or not as long as the start is expected to take (`left`), and
    * found no replica with room: 503 now, and wake a cold service.

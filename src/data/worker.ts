@@ -87,7 +87,7 @@ function exit(code: number): void {
   if (exiting) return;
   exiting = true;
   plane.close(code !== 0);
-  void Promise.all(views.map((view) => view.close())).finally(() => {
+  void Promise.all([...views.map((view) => view.close()), plane.closeTracing()]).finally(() => {
     destination.flush();
     setImmediate(() => process.exit(code));
   });
@@ -109,7 +109,7 @@ port.on('message', (message: ToWorker) => {
     case 'call': // served by serveLink
       break;
     case 'tokens': {
-      const ignored = plane.reload(message.services, message.routers, message.reload);
+      const ignored = plane.reload(message.services, message.routers, message.reload, message.tracing);
       logger.info({ services: message.services.map((s) => s.slug).filter((slug) => !ignored.includes(slug)), ignored }, 'tokens reloaded');
       break;
     }

@@ -7,6 +7,7 @@
 // `workers: 1` runs the one data plane on the main thread, calling the control plane directly
 // (today's single-thread costs: no thread, no message). `workers: N > 1` (0 = one per CPU) runs N
 // worker threads sharing the port, coordinated through shared slot tables and messages.
+import type { TracingSettings } from '../config/tracing-config.js';
 import { AdminPage } from '../admin/page.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config/types.js';
@@ -100,6 +101,8 @@ class ControlPlane implements Gateway, OpsSource {
   private tokens: TokensReload[];
   /** The routers as last applied (tokensOf), likewise. */
   private routers: RoutersReload = { routers: [], models: [], cells: [] };
+  /** Tracing as last applied (start or reload), likewise. */
+  private tracing: TracingSettings | undefined;
   private readonly services: ServiceControl[] = [];
   /** The pools of units launched replicas take from (docs/configuration.md#pools). */
   private readonly pools: Pools;
@@ -130,6 +133,7 @@ class ControlPlane implements Gateway, OpsSource {
     this.limitBuffer = createLimitBuffer(2 * limitedTokens(config) + LIMIT_TABLE_SPARE, this.workers, store === undefined ? undefined : { refuseWhenDown: onStoreDown === 'refuse' });
     this.limitCells = new LimitCells(new LimitControl(this.limitBuffer));
     this.tokens = this.tokensOf(config);
+    this.tracing = config.tracing;
     this.registry.rateLimited(() => this.limitCells.refusals());
     this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, caFile: storeCaFile, certFile: storeCertFile, keyFile: storeKeyFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.synced(), logger: this.logger, certificates: this.certificates });
     this.registry.limitStoreErrors(() => this.limitStore?.errors ?? 0);
@@ -314,7 +318,7 @@ class ControlPlane implements Gateway, OpsSource {
     // Closing the apps aborts what is still streaming (each request logs client_closed).
     if (this.local !== undefined) {
       this.local.plane.close();
-      await Promise.all(this.local.sets.map((set) => set.close()));
+      await Promise.all([...this.local.sets.map((set) => set.close()), this.local.plane.closeTracing()]);
     } else {
       await this.pool!.close();
       await Promise.all(this.services.map((service) => service.close()));
@@ -341,6 +345,7 @@ class ControlPlane implements Gateway, OpsSource {
         return now === undefined ? s : { ...s, tokens: now.tokens, limits: now.limits, models: models.get(s.slug) };
       }),
       routers: this.routers.routers,
+      tracing: this.tracing,
     };
   }
 
@@ -354,16 +359,18 @@ class ControlPlane implements Gateway, OpsSource {
     // Throws (the reload is refused, nothing changed) when the limit table has no room for the new limited tokens.
     const services = this.tokensOf(config);
     this.tokens = services;
+    // Tracing is applied by each data plane too (a new Tracer when its settings changed).
+    this.tracing = config.tracing;
     // The store's password and CA files are read again (the rest of `limits` waits for a restart).
     this.limitStore?.reloadFiles();
     // The queue's depth series follow the tokens' priorities (a restart adds services).
     for (const { slug, tokens } of services) this.services.find((service) => service.slug === slug)?.tokensReloaded(tokens);
     if (this.local !== undefined) {
-      const ignored = this.local.plane.reload(services, this.routers, this.limitCells.reload);
+      const ignored = this.local.plane.reload(services, this.routers, this.limitCells.reload, this.tracing);
       this.logger.info({ services: services.map((s) => s.slug).filter((slug) => !ignored.includes(slug)), ignored }, 'tokens reloaded');
     } else {
       // Each worker applies them and logs `tokens reloaded` with its index.
-      this.pool!.broadcast({ t: 'tokens', services, routers: this.routers, reload: this.limitCells.reload });
+      this.pool!.broadcast({ t: 'tokens', services, routers: this.routers, reload: this.limitCells.reload, tracing: this.tracing });
     }
   }
 }

@@ -57,6 +57,10 @@ export class LocalReplicaSet implements ManagedReplicaSet {
     return this.view.expectedReadyInMs();
   }
 
+  queuedNow(): number {
+    return this.view.queuedNow();
+  }
+
   cancel(waiter: ReplicaWaiter): boolean {
     return this.view.cancel(waiter);
   }

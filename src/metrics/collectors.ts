@@ -109,6 +109,17 @@ export function registerRequestCollectors(registry: Registry, layout: CounterLay
         { labels: { service: service.slug, direction: 'out' }, value: service.bytesOut },
       ]),
     ),
+    new Collector('sluice_trace_spans_exported_total', 'Spans of traced requests the collector accepted (docs/operations.md#traces).', 'counter', totals, (t) => [{ labels: {}, value: t.spans[0] }]),
+    new Collector(
+      'sluice_trace_spans_dropped_total',
+      'Spans of traced requests lost: the export queue was full (the collector slow or down), or an export failed (refused, an error status, unreachable, past its timeout).',
+      'counter',
+      totals,
+      (t) => [
+        { labels: { reason: 'queue_full' }, value: t.spans[1] },
+        { labels: { reason: 'export_failed' }, value: t.spans[2] },
+      ],
+    ),
     new Collector('sluice_inflight_requests', 'Relay requests being served (queued or streaming).', 'gauge', totals, (t) => [{ labels: {}, value: t.inflight }]),
     new Collector('sluice_stream_events_total', 'Server-sent events relayed to callers (events with data; comments are not counted).', 'counter', totals, (t) =>
       t.services.map((service) => ({ labels: { service: service.slug }, value: service.streamEvents })),

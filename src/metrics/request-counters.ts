@@ -66,6 +66,8 @@ const STREAM_INTERRUPTIONS = STREAMS_ACTIVE + 1;
 const FIRST_EVENT = STREAM_INTERRUPTIONS + INTERRUPTIONS.length;
 const BETWEEN_EVENTS = FIRST_EVENT + STREAM_SLOTS;
 const SERVICE_F64 = BETWEEN_EVENTS + STREAM_SLOTS;
+/** After the services' blocks: spans of traces exported, dropped for a full queue, lost in a failed export (tracing/span-export.ts). */
+const TRACE_SLOTS = 3;
 
 /** Which histogram of a service. */
 export type HistogramName = 'ttfb' | 'duration' | 'firstEvent' | 'betweenEvents';
@@ -95,7 +97,7 @@ export class CounterLayout {
     this.routers = routers;
     this.index = new Map(this.slugs.map((slug, i) => [slug, i]));
     if (this.index.size !== this.slugs.length) throw new Error('duplicate service slug in the counter layout');
-    this.f64Length = this.slugs.length * SERVICE_F64 + 1;
+    this.f64Length = this.slugs.length * SERVICE_F64 + TRACE_SLOTS + 1;
     // Then the pair keys: one int32 per slot (PAIR_SLOTS is even: what follows is 8-aligned);
     // then the LLM token usage.
     this.tokenUsageAt = this.f64Length * 8 + this.slugs.length * PAIR_SLOTS * 4;
@@ -190,6 +192,22 @@ export class RequestCounters {
   /** The stream counters of the service at `service` (its index in the layout), for this thread's relay. */
   streams(service: number): StreamCounters {
     return new StreamCounters(this.f64, service * SERVICE_F64);
+  }
+
+  /** Spans of this thread's traces sent to the collector (tracing/span-export.ts: `SpanCounts`). */
+  spansExported(n: number): void {
+    this.f64[this.layout.slugs.length * SERVICE_F64]! += n;
+  }
+
+  /** Spans dropped: the export queue was full, or their export failed. */
+  spansDropped(n: number, reason: 'queue_full' | 'export_failed'): void {
+    this.f64[this.layout.slugs.length * SERVICE_F64 + (reason === 'queue_full' ? 1 : 2)]! += n;
+  }
+
+  /** [exported, dropped for a full queue, lost in a failed export] so far. */
+  spans(): [number, number, number] {
+    const at = this.layout.slugs.length * SERVICE_F64;
+    return [this.f64[at]!, this.f64[at + 1]!, this.f64[at + 2]!];
   }
 
   /** Its writing thread died (worker threads): what it had in flight, streams too, is gone with it. */
@@ -320,6 +338,8 @@ export interface CounterTotals {
   /** Each router that counted in any store: its tokens' LLM usage, [prompt, completion] by name. */
   routers: Map<string, Map<string, [number, number]>>;
   inflight: number;
+  /** Spans of traces: exported, dropped for a full queue, lost in a failed export. */
+  spans: [number, number, number];
 }
 
 /** Whether stores of these layouts count the same services in the same places. */
@@ -357,8 +377,13 @@ export function sumCounters(layout: CounterLayout, stores: readonly RequestCount
   }));
   const routers = new Map<string, Map<string, [number, number]>>();
   let inflight = 0;
+  const spans: [number, number, number] = [0, 0, 0];
   for (const store of stores) {
     inflight += store.inflight;
+    const [exported, queueFull, failed] = store.spans();
+    spans[0] += exported;
+    spans[1] += queueFull;
+    spans[2] += failed;
     store.tokens.forEachRouter((slug, block) => {
       let tokens = routers.get(slug);
       if (tokens === undefined) routers.set(slug, (tokens = new Map()));
@@ -383,5 +408,5 @@ export function sumCounters(layout: CounterLayout, stores: readonly RequestCount
       addUsage(store, service, totals.llmTokens);
     });
   }
-  return { services, routers, inflight };
+  return { services, routers, inflight, spans };
 }

@@ -43,6 +43,7 @@ const UNROUTED: ReplicaSet = {
   close: async () => undefined,
   readiness: () => 'cold',
   expectedReadyInMs: () => -1,
+  queuedNow: () => 0,
 };
 
 export class ModelRouter implements ServiceRuntime {

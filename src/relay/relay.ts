@@ -118,6 +118,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
    */
   start(): void {
     if (this.router !== undefined || this.admitting !== 'no') return;
+    if (this.trace !== undefined) this.trace.admitted(performance.now());
     const keepAliveMs = this.service.config.queue.keepAliveMs;
     if (keepAliveMs > 0 && this.method !== 'HEAD') {
       this.keepAliveAt = this.startedAt + keepAliveMs;
@@ -147,6 +148,11 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
       this.phase = 'queued';
       this.queuedAt = performance.now();
       this.body.hold();
+      const trace = this.trace;
+      if (trace !== undefined) {
+        const replicas = this.service.replicas;
+        trace.queued(replicas.queuedNow() - 1, replicas.readiness() !== 'ready', replicas.expectedReadyInMs());
+      }
     }
   }
 
@@ -203,6 +209,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
   private dispatch(): void {
     this.phase = 'sending';
     this.inPool = true;
+    if (this.trace !== undefined) this.trace.dispatched(performance.now());
     this.replica!.pool.request(this);
   }
 
@@ -214,7 +221,10 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
     this.answerContentType = undefined;
     // A chunked body held whole goes with its length (docs/api.md#what-the-replica-receives).
     const length = this.body.framedLength;
-    const head = requestHead(this.method, this.target, this.replica!.host, this.headers, length, this.requestId);
+    const h = this.headers;
+    const trace = this.trace;
+    // Traced: the replica's parent is this attempt's span (tracing/request-trace.ts); else the caller's context as it came.
+    const head = trace === undefined ? requestHead(this.method, this.target, this.replica!.host, h, length, this.requestId, h.traceparent, h.tracestate) : requestHead(this.method, this.target, this.replica!.host, h, length, this.requestId, trace.connected(this.replica!.host), trace.traceState);
     this.body.sendTo(connection, head, length < 0, this.method !== 'HEAD');
   }
 
@@ -224,6 +234,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
 
   onUpstreamHead(status: number, contentLength: number): void {
     this.phase = 'receiving';
+    if (this.trace !== undefined) this.trace.answered(status, performance.now());
     this.body.answered();
     stopKeepingAlive(this);
     const contentType = this.answerContentType;
@@ -256,6 +267,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
     if (!this.downstream.closed) {
       if (this.stream !== undefined) this.stream.written(chunk);
       if (this.usage !== undefined) this.usage.scan(chunk);
+      if (this.trace !== undefined) this.trace.answerChunk(chunk);
     }
     return this.downstream.write(chunk);
   }

@@ -60,6 +60,8 @@ export interface ReplicaSet {
    * replica is ready, in ms (0 once overdue); -1 otherwise (src/replicas/expected-start.ts).
    */
   expectedReadyInMs(): number;
+  /** Requests waiting in the service's queue now, every thread's (a traced request's place: tracing/). */
+  queuedNow(): number;
   /** Removes a queued waiter (its caller went away); true if it was in the queue. */
   cancel(waiter: ReplicaWaiter): boolean;
   /** Gives a replica back; `unreachable` takes the replica (static or launched) out of rotation until a probe succeeds. */

@@ -20,7 +20,7 @@ import type { ReplicaSet } from './replica-set.js';
 import { authenticate, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './request/auth.js';
 import { BodyFields } from './body/body-fields.js';
 import { checkRequestHead } from './request/caller-head-checks.js';
-import { readCallerHeaders, requestMaxWait, requestPriority } from './request/headers.js';
+import { type CallerHeaders, readCallerHeaders, requestMaxWait, requestPriority } from './request/headers.js';
 import { pathProblem } from './request/path.js';
 import type { Refusals } from './request/refusal.js';
 import { type RelayObserver, RelayRequest } from './relay.js';
@@ -30,6 +30,7 @@ import type { LimitTable } from '../limits/limit-table.js';
 import { admitted, refusedByLimits, waitForLimits } from './request/request-limits.js';
 import { answerModelList, MODEL_LIST_PATH, ModelRouter, type RoutedService } from './model-router.js';
 import { ROUTER_MODEL_BYTES } from '../tunables.js';
+import type { Tracer } from '../tracing/tracer.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
 export class ServiceEntry implements RoutedService {
@@ -89,6 +90,8 @@ export interface AuthLimiter {
 
 export class RequestFilter {
   private readonly prefix: string;
+  /** This thread's tracing, while it is on (the data plane sets it, at start and on reload). */
+  tracer: Tracer | undefined = undefined;
 
   constructor(
     basePath: string,
@@ -203,7 +206,9 @@ export class RequestFilter {
     const byBody = limit !== undefined && limit.limits.tokensPerMinute !== undefined;
     const verdict = limit === undefined ? undefined : byBody ? service.limitTable.precheck(limit) : service.limitTable.admit(limit);
     if (verdict !== undefined && verdict !== 'wait') {
-      this.refuse(res, refusedByLimits(verdict, service.limitTable, limit!, auth.name), hasBody, service, head);
+      const error = refusedByLimits(verdict, service.limitTable, limit!, auth.name);
+      if (this.tracer !== undefined) tracedRefusal(this.tracer, service, method, path, auth.name, headers, error);
+      this.refuse(res, error, hasBody, service, head);
       return;
     }
     const target = query === undefined ? path : `${path}?${query}`;
@@ -220,6 +225,8 @@ export class RequestFilter {
       request.fields = new BodyFields();
       request.body.read(request.fields, ROUTER_MODEL_BYTES);
     }
+    const tracer = this.tracer;
+    if (tracer !== undefined) traced(tracer, request, headers, path);
     this.owner.onRelayStarted();
     if (byBody) request.admitting = 'body';
     else if (verdict === 'wait') {
@@ -233,4 +240,23 @@ export class RequestFilter {
   private refuse(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | ModelRouter | undefined, head: boolean): void {
     this.refusals.refuse(res, error, closeConnection, service?.config.slug, head);
   }
+}
+
+/**
+ * Tracing is on: a sampled request gets its span recorder (tracing/request-trace.ts), and one that
+ * is OpenAI-style and whose body Sluice does not read otherwise has it walked as it passes, for the
+ * model and the budget its spans name (not held: the walk decides nothing).
+ */
+function traced(tracer: Tracer, request: RelayRequest, headers: CallerHeaders, path: string): void {
+  const trace = tracer.begin(headers.traceparent, headers.tracestate, request.startedAt, path);
+  if (trace === undefined) return;
+  request.trace = trace;
+  if (trace.operation !== undefined && request.fields === undefined) request.body.watch((trace.fields = new BodyFields()));
+}
+
+/** A request its token's limits refused, traced when it is sampled: its server span and its admission. */
+function tracedRefusal(tracer: Tracer, service: ServiceEntry | ModelRouter, method: string, path: string, token: string, headers: CallerHeaders, error: RelayError): void {
+  const router = service instanceof ModelRouter ? service.config.slug : undefined;
+  const request = { method, path, slug: router === undefined ? service.config.slug : '', routedBy: router, requestId: '', token: { name: token }, priority: 0, error };
+  tracer.refused(request, error.status, headers.traceparent, headers.tracestate, performance.now());
 }

@@ -18,6 +18,7 @@ import { Downstream, type DownstreamListener } from './answer/downstream.js';
 import type { ServiceRuntime } from './service-runtime.js';
 import { type KeptAlive, stopKeepingAlive } from './answer/waiting-comments.js';
 import { interruptionOf, type StreamTiming } from './answer/stream-timing.js';
+import type { RequestTrace } from '../tracing/request-trace.js';
 
 /** What the end of a request needs to know of the gateway. */
 export interface RelayOwner {
@@ -53,6 +54,8 @@ export abstract class RequestState implements ReplicaWaiter, UpstreamHandler, Ca
   stream: StreamTiming | undefined = undefined;
   /** The LLM token usage of an event stream or a JSON answer, as it is relayed. */
   usage: AnswerUsage | undefined = undefined;
+  /** Its span recorder, when tracing is on and it is sampled (tracing/request-trace.ts); else undefined. */
+  trace: RequestTrace | undefined = undefined;
   /** The keep-alive clock's list (waiting-comments.ts). */
   keepAlivePrev: KeptAlive | undefined = undefined;
   keepAliveNext: KeptAlive | undefined = undefined;
@@ -166,6 +169,7 @@ export abstract class RequestState implements ReplicaWaiter, UpstreamHandler, Ca
       const unreachable = this.replica;
       this.replica = undefined;
       this.retried = true;
+      if (this.trace !== undefined) this.trace.attemptFailed(error.code);
       this.unreachable = error;
       this.phase = 'waiting';
       this.service.replicas.release(unreachable, 'unreachable');

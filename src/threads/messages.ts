@@ -5,6 +5,7 @@
 import type { Config, LimitsConfig, RouterConfig, TokenConfig } from '../config/types.js';
 import type { LinkCall } from './port-link.js';
 import type { SlotTableInit } from '../replicas/slot-memory.js';
+import type { TracingSettings } from '../config/tracing-config.js';
 
 /** `workerData` of a data plane thread. */
 export interface WorkerInit {
@@ -59,7 +60,7 @@ export interface RoutersReload {
 /** Main → worker. A `LinkCall` is a call of a service's `ViewLink` (`s`: its index in the config). */
 export type ToWorker =
   | LinkCall
-  | { t: 'tokens'; services: TokensReload[]; routers?: RoutersReload; reload: number }
+  | { t: 'tokens'; services: TokensReload[]; routers?: RoutersReload; reload: number; tracing: TracingSettings | undefined }
   | { t: 'drain'; timeoutMs: number }
   | { t: 'close' }
   | { t: 'metrics'; id: number; text: string; contentType: string; failed: boolean };

@@ -55,9 +55,10 @@ export function rawService(replicas: Record<string, unknown>, extra: Record<stri
   return { slug: 'svc', tokens: [{ name: 'test', sha256: TEST_TOKEN_SHA256 }], replicas, ...extra };
 }
 
-export async function startTestGateway(services: RawService | RawService[], extra: Record<string, unknown> = {}): Promise<TestGateway> {
+/** `env`: the environment the config is read with (the OTEL_* variables of tracing), none by default. */
+export async function startTestGateway(services: RawService | RawService[], extra: Record<string, unknown> = {}, env: NodeJS.ProcessEnv = {}): Promise<TestGateway> {
   const list = Array.isArray(services) ? services : [services];
-  const config: Config = parseConfig({ listen: { host: '127.0.0.1', port: 0 }, log: { level: 'info' }, services: list, ...extra });
+  const config: Config = parseConfig({ listen: { host: '127.0.0.1', port: 0 }, log: { level: 'info' }, services: list, ...extra }, env);
   const chunks: string[] = [];
   const logs: Record<string, unknown>[] = [];
   const sink = new Writable({

@@ -30,7 +30,7 @@ export const LAYERS: readonly (readonly Place[])[] = [
   [{ path: 'gateway/', plane: 'both' }],
   [{ path: 'control/', plane: 'main' }, { path: 'limits/store/', plane: 'main' }, { path: 'data/', plane: 'data' }],
   [{ path: 'admin/', plane: 'main' }, { path: 'relay/', plane: 'data' }],
-  [{ path: 'upstream/', plane: 'data' }],
+  [{ path: 'upstream/', plane: 'data' }, { path: 'tracing/', plane: 'data' }],
   [{ path: 'threads/', plane: 'shared' }],
   [{ path: 'limits/', plane: 'shared' }, { path: 'metrics/', plane: 'shared' }],
   [{ path: 'config/', plane: 'shared' }, { path: 'replicas/', plane: 'shared' }],

@@ -191,7 +191,7 @@ const FORWARD: readonly {
 test('forward: what the replica receives of the caller headers', () => {
   for (const row of FORWARD) {
     const h = read(row.fields, row.forward, row.affinity);
-    const head = requestHead(row.method, '/v1/x?q=1', HOST, h, row.bodyLength ?? 0, ID);
+    const head = requestHead(row.method, '/v1/x?q=1', HOST, h, row.bodyLength ?? 0, ID, h.traceparent, h.tracestate);
     const expected = [`${row.method} /v1/x?q=1 HTTP/1.1`, `host: ${HOST}`, 'accept-encoding: identity', `x-request-id: ${ID}`, ...row.head, '', ''];
     assert.deepEqual(head.split('\r\n'), expected, row.what);
   }

@@ -20,7 +20,8 @@ export class StreamTiming {
   firstEventAt = 0;
   /** The longest gap between events written in different chunks, in ms. */
   maxGapMs = 0;
-  private lastEventAt = 0;
+  /** `performance.now()` when the last event was written; 0 before. */
+  lastEventAt = 0;
   private readonly scanner = new EventScanner();
 
   constructor(

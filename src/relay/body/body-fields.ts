@@ -14,6 +14,7 @@
 import { type KeptValue, TopLevelWalk, type ValueListener } from './json-top-level.js';
 import { intOf, stringOf } from './json-values.js';
 import { type StreamLook, type StreamSaid, streamSaid } from './stream-request.js';
+import type { RequestedFields } from '../../tracing/request-trace.js';
 
 /** The longest model name read from a body (a longer value is no model any service serves). */
 const MODEL_NAME_MAX_BYTES = 1024;
@@ -47,7 +48,7 @@ function notAnInteger(key: string): string {
   return `The body's "${key}" is not an integer a replica reads (or is too long to read), and the request is limited by tokensPerMinute.`;
 }
 
-export class BodyFields implements ValueListener, StreamLook {
+export class BodyFields implements ValueListener, StreamLook, RequestedFields {
   private readonly walk = new TopLevelWalk(KEYS, KEEPS, this);
   /** The first model value walked (decoded), to tell a second one that differs. */
   private firstModel: string | undefined = undefined;
@@ -129,6 +130,17 @@ export class BodyFields implements ValueListener, StreamLook {
     this.cap = tokensPerMinute;
     this.reserved = Math.min(asked, tokensPerMinute);
     return this.reserved;
+  }
+
+  /** The last `"model"` walked, decoded (a traced request's `gen_ai.request.model`: tracing/request-trace.ts). */
+  get requestedModel(): string | undefined {
+    return this.lastModel;
+  }
+
+  /** The tokens the body asks for at most (`max_tokens`, `max_completion_tokens`), or undefined: none, or not an integer. */
+  requestedMaxTokens(): number | undefined {
+    const asked = this.asked();
+    return typeof asked === 'number' && asked > 0 ? asked : undefined;
   }
 
   /** The larger of the integers the body's `max_tokens` and `max_completion_tokens` say (each its last value), or the 400's message. */

@@ -115,6 +115,14 @@ export class CallerBody {
   }
 
   /**
+   * A traced request's body is walked as it arrives for the fields its spans name (tracing/), and
+   * not held: `reader` never refuses (it decides nothing). Before the first onData.
+   */
+  watch(reader: BodyReader): void {
+    this.reader = reader;
+  }
+
+  /**
    * A routed request's service is known (model-router.ts): its `maxRequestBytes` applies from now
    * on. False when the body is already, or declares to be, larger.
    */

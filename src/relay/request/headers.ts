@@ -1,10 +1,11 @@
 // Header policy, as pure functions: what Sluice reads from the caller and how its request is
 // framed. What the replica receives is written by replica-request-head.ts; what the caller
 // receives of the replica's headers (Content-Type and Content-Length only), by
-// response-headers.ts. The caller's headers are read once, in the
-// uWS handler, into a CallerHeaders record: the ones Sluice acts on (framing, Host,
-// Authorization, `X-Sluice-Priority`, `X-Sluice-Max-Wait-Ms`, the service's affinity header) and
-// the ones it forwards. `X-Sluice-*` are never forwarded; the affinity header only when it is in
+// response-headers.ts. A caller's W3C `traceparent` and `tracestate` are forwarded as they came
+// (or, for a traced request, with Sluice's span as the parent: src/tracing/), never through
+// `forwardHeaders`. The caller's headers are read once, in the uWS handler, into a CallerHeaders
+// record: the ones Sluice acts on (framing, Host, Authorization, `X-Sluice-Priority`,
+// `X-Sluice-Max-Wait-Ms`, the service's affinity header) and the ones it forwards. `X-Sluice-*` are never forwarded; the affinity header only when it is in
 // `forwardHeaders`.
 import type { HttpRequest } from 'uWebSockets.js';
 
@@ -35,6 +36,9 @@ export interface CallerHeaders {
   maxWaitCount: number;
   /** The service's affinity header (the first one), if it has one and the caller sent it. */
   affinity: string | undefined;
+  /** W3C trace context (docs/api.md#what-the-replica-receives): repeated fields combined with a comma. */
+  traceparent: string | undefined;
+  tracestate: string | undefined;
 }
 
 // req.forEach calls back once per header; one module-level visitor (the handler is synchronous)
@@ -78,6 +82,14 @@ function visit(name: string, value: string): void {
     case 'x-sluice-max-wait-ms':
       target.maxWait = value;
       target.maxWaitCount += 1;
+      return;
+    case 'traceparent':
+      target.traceparent = target.traceparent === undefined ? value : `${target.traceparent}, ${value}`;
+      if (!forwardable(value)) target.controlInValue = true;
+      return;
+    case 'tracestate':
+      target.tracestate = target.tracestate === undefined ? value : `${target.tracestate},${value}`;
+      if (!forwardable(value)) target.controlInValue = true;
       return;
     default:
       if (name === affinityName && target.affinity === undefined) target.affinity = value;
@@ -125,6 +137,8 @@ export function readCallerHeaders(req: HttpRequest, forward: ReadonlySet<string>
     maxWait: undefined,
     maxWaitCount: 0,
     affinity: undefined,
+    traceparent: undefined,
+    tracestate: undefined,
   };
   forwardNames = forward;
   affinityName = affinity;

@@ -1,0 +1,204 @@
+// Where traces go (docs/operations.md#traces): the config's `tracing` key, validated by the schema
+// (schema.ts takes `tracingSchema` from here), and the OpenTelemetry environment variables
+// read as the OpenTelemetry SDKs read them, merged once at load (load.ts: `sluice check`,
+// `serve` and a SIGHUP reload alike) into the settings a data plane thread traces by, or none.
+//
+// The SDKs' rules, kept: a key set in code (here: in the config file) wins over the environment;
+// an endpoint alone turns tracing on; `OTEL_SDK_DISABLED=true` turns it off whatever else is set;
+// an empty variable counts as unset; `OTEL_EXPORTER_OTLP_ENDPOINT` is a base URL that
+// `/v1/traces` is appended to, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` the URL itself; the signal's
+// own variable (`…_TRACES_…`) wins over the general one; headers are `key=value` pairs separated
+// by commas, values percent-decoded. Where an SDK would warn and fall back (an unknown sampler, a
+// ratio out of range, protocol `grpc`), Sluice refuses the config instead, naming the variable.
+import { z } from 'zod';
+import { strict } from './rules.js';
+import type { ConfigProblem } from './problems.js';
+
+type TraceProtocol = 'http/protobuf' | 'http/json';
+
+/** The `tracing` key as written (validated), before the environment is merged in. */
+export interface TracingConfig {
+  endpoint?: string | undefined;
+  protocol?: TraceProtocol | undefined;
+  headers?: Record<string, string> | undefined;
+  sampleRatio?: number | undefined;
+  serviceName?: string | undefined;
+}
+
+/** How a request is chosen for a trace (the OpenTelemetry samplers Sluice knows). */
+interface TraceSampler {
+  /** A caller's sampled `traceparent` decides for its request (parentbased_*). */
+  parentBased: boolean;
+  /** The share of the other requests traced: 1 = all, 0 = none. */
+  ratio: number;
+}
+
+/** What a data plane thread traces by: tracing is on. */
+export interface TracingSettings {
+  /** The URL spans are posted to. */
+  url: string;
+  protocol: TraceProtocol;
+  headers: Record<string, string>;
+  sampler: TraceSampler;
+  serviceName: string;
+  /** How long one export may take before its spans are counted lost, ms. */
+  timeoutMs: number;
+}
+
+const RULE_TRACING = {
+  tracing: 'must be an object with endpoint, protocol, headers, sampleRatio, serviceName (every key optional; without an endpoint here or in OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT tracing stays off)',
+  endpoint: 'must be an http:// or https:// URL of an OTLP/HTTP receiver (a URL without a path gets /v1/traces)',
+  protocol: "must be 'http/protobuf' or 'http/json' (OTLP over gRPC is not supported)",
+  headers: 'must be an object of header names to string values, sent with every export',
+  sampleRatio: 'must be a number from 0 to 1: the share of requests traced whose caller sent no sampled traceparent',
+  serviceName: 'must be a non-empty string: service.name of the spans',
+} as const;
+
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+export const tracingSchema = strict(
+  {
+    endpoint: z.string({ error: RULE_TRACING.endpoint }).refine((u) => endpointUrl(u) !== undefined, { error: RULE_TRACING.endpoint }).describe(RULE_TRACING.endpoint).optional(),
+    protocol: z.enum(['http/protobuf', 'http/json'], { error: RULE_TRACING.protocol }).describe(RULE_TRACING.protocol).optional(),
+    headers: z
+      .record(z.string().regex(HEADER_NAME, { error: RULE_TRACING.headers }), z.string({ error: RULE_TRACING.headers }).regex(/^[\t\x20-\x7e]*$/, { error: RULE_TRACING.headers }), { error: RULE_TRACING.headers })
+      .describe(RULE_TRACING.headers)
+      .optional(),
+    sampleRatio: z.number({ error: RULE_TRACING.sampleRatio }).min(0, { error: RULE_TRACING.sampleRatio }).max(1, { error: RULE_TRACING.sampleRatio }).describe(RULE_TRACING.sampleRatio).optional(),
+    serviceName: z.string({ error: RULE_TRACING.serviceName }).min(1, { error: RULE_TRACING.serviceName }).describe(RULE_TRACING.serviceName).optional(),
+  },
+  RULE_TRACING.tracing,
+)
+  .optional()
+  .describe(RULE_TRACING.tracing);
+
+/** The defaults the SDKs use where nothing is set. */
+const DEFAULT_SERVICE_NAME = 'sluice';
+const DEFAULT_TIMEOUT_MS = 10_000;
+
+/** `url` as the receiver's URL: http(s) only; a URL without a path gets `/v1/traces`. Undefined if not one. */
+function endpointUrl(text: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') return undefined;
+  if (url.pathname === '/') url.pathname = '/v1/traces';
+  return url.href;
+}
+
+/** An env variable's value, or undefined when unset or empty. */
+function env(vars: NodeJS.ProcessEnv, name: string): string | undefined {
+  const value = vars[name]?.trim();
+  return value === undefined || value === '' ? undefined : value;
+}
+
+/**
+ * The settings of `tracing` merged with the environment, or undefined when tracing is off; every
+ * problem of the environment's values is added to `problems` (keyed by the variable's name).
+ */
+export function resolveTracing(config: TracingConfig | undefined, vars: NodeJS.ProcessEnv, problems: ConfigProblem[]): TracingSettings | undefined {
+  const disabled = env(vars, 'OTEL_SDK_DISABLED');
+  if (disabled !== undefined && disabled.toLowerCase() === 'true') return undefined;
+  const url = configuredUrl(config, vars, problems);
+  const protocol = config?.protocol ?? protocolFrom(vars, problems);
+  const headers = { ...headersFrom(vars, 'OTEL_EXPORTER_OTLP_HEADERS', problems), ...headersFrom(vars, 'OTEL_EXPORTER_OTLP_TRACES_HEADERS', problems), ...config?.headers };
+  const sampler = config?.sampleRatio !== undefined ? { parentBased: true, ratio: config.sampleRatio } : samplerFrom(vars, problems);
+  const timeoutMs = timeoutFrom(vars, problems);
+  if (url === undefined) return undefined;
+  return { url, protocol, headers, sampler, serviceName: config?.serviceName ?? env(vars, 'OTEL_SERVICE_NAME') ?? DEFAULT_SERVICE_NAME, timeoutMs };
+}
+
+function configuredUrl(config: TracingConfig | undefined, vars: NodeJS.ProcessEnv, problems: ConfigProblem[]): string | undefined {
+  if (config?.endpoint !== undefined) return endpointUrl(config.endpoint);
+  const signal = env(vars, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  if (signal !== undefined) {
+    const url = endpointUrl(signal);
+    if (url === undefined) problems.push({ key: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', value: signal, rule: RULE_TRACING.endpoint });
+    // As the SDKs do, the signal's URL is used as it is.
+    return url === undefined ? undefined : signal;
+  }
+  const base = env(vars, 'OTEL_EXPORTER_OTLP_ENDPOINT');
+  if (base === undefined) return undefined;
+  if (endpointUrl(base) === undefined) {
+    problems.push({ key: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: base, rule: 'must be an http:// or https:// base URL of an OTLP/HTTP receiver (/v1/traces is appended)' });
+    return undefined;
+  }
+  return `${base.endsWith('/') ? base : `${base}/`}v1/traces`;
+}
+
+function protocolFrom(vars: NodeJS.ProcessEnv, problems: ConfigProblem[]): TraceProtocol {
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OTEL_EXPORTER_OTLP_PROTOCOL']) {
+    const value = env(vars, name);
+    if (value === undefined) continue;
+    if (value === 'http/protobuf' || value === 'http/json') return value;
+    problems.push({ key: name, value, rule: RULE_TRACING.protocol });
+    break;
+  }
+  return 'http/protobuf';
+}
+
+/** `OTEL_EXPORTER_OTLP_HEADERS`: `key1=value1,key2=value2`, values percent-decoded (W3C Baggage's format). */
+function headersFrom(vars: NodeJS.ProcessEnv, name: string, problems: ConfigProblem[]): Record<string, string> {
+  const text = env(vars, name);
+  const out: Record<string, string> = {};
+  if (text === undefined) return out;
+  for (const pair of text.split(',')) {
+    if (pair.trim() === '') continue;
+    const eq = pair.indexOf('=');
+    const key = eq < 0 ? '' : pair.slice(0, eq).trim();
+    let value: string | undefined;
+    try {
+      value = eq < 0 ? undefined : decodeURIComponent(pair.slice(eq + 1).trim());
+    } catch {
+      value = undefined;
+    }
+    if (!HEADER_NAME.test(key) || value === undefined || !/^[\t\x20-\x7e]*$/.test(value)) {
+      problems.push({ key: name, value: '[redacted]', rule: 'must be key=value pairs separated by commas (header names, percent-encoded values)' });
+      return {};
+    }
+    out[key.toLowerCase()] = value;
+  }
+  return out;
+}
+
+const SAMPLERS: Record<string, { parentBased: boolean; ratio: number | undefined }> = {
+  always_on: { parentBased: false, ratio: 1 },
+  always_off: { parentBased: false, ratio: 0 },
+  traceidratio: { parentBased: false, ratio: undefined },
+  parentbased_always_on: { parentBased: true, ratio: 1 },
+  parentbased_always_off: { parentBased: true, ratio: 0 },
+  parentbased_traceidratio: { parentBased: true, ratio: undefined },
+};
+
+/** `OTEL_TRACES_SAMPLER` and its `_ARG` (the ratio of the traceidratio samplers; default 1). */
+function samplerFrom(vars: NodeJS.ProcessEnv, problems: ConfigProblem[]): TraceSampler {
+  const name = env(vars, 'OTEL_TRACES_SAMPLER');
+  const known = name === undefined ? SAMPLERS.parentbased_always_on! : SAMPLERS[name];
+  if (known === undefined) {
+    problems.push({ key: 'OTEL_TRACES_SAMPLER', value: name, rule: `must be one of ${Object.keys(SAMPLERS).join(', ')}` });
+    return { parentBased: true, ratio: 1 };
+  }
+  if (known.ratio !== undefined) return { parentBased: known.parentBased, ratio: known.ratio };
+  const arg = env(vars, 'OTEL_TRACES_SAMPLER_ARG');
+  if (arg === undefined) return { parentBased: known.parentBased, ratio: 1 };
+  const ratio = /^(?:[0-9]+\.?[0-9]*|\.[0-9]+)$/.test(arg) ? Number(arg) : Number.NaN;
+  if (!(ratio >= 0 && ratio <= 1)) {
+    problems.push({ key: 'OTEL_TRACES_SAMPLER_ARG', value: arg, rule: `must be a number from 0 to 1 (the ratio of ${name!})` });
+    return { parentBased: known.parentBased, ratio: 1 };
+  }
+  return { parentBased: known.parentBased, ratio };
+}
+
+function timeoutFrom(vars: NodeJS.ProcessEnv, problems: ConfigProblem[]): number {
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', 'OTEL_EXPORTER_OTLP_TIMEOUT']) {
+    const value = env(vars, name);
+    if (value === undefined) continue;
+    if (/^[0-9]{1,9}$/.test(value) && Number(value) > 0) return Number(value);
+    problems.push({ key: name, value, rule: 'must be an integer ≥ 1 (milliseconds)' });
+    break;
+  }
+  return DEFAULT_TIMEOUT_MS;
+}

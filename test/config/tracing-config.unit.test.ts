@@ -1,0 +1,113 @@
+// The `tracing` key and the OpenTelemetry environment variables (docs/configuration.md#traces):
+// off by default; an endpoint alone (config or environment) turns tracing on; OTEL_SDK_DISABLED
+// turns it off; the config wins over the environment, the signal's variable over the general one;
+// every wrong value is a problem naming the key or the variable and the rule.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ConfigError, type ConfigProblem, parseConfig } from '../../src/config/load.js';
+
+const SERVICE = { slug: 'svc', tokens: [{ name: 't', sha256: 'a'.repeat(64) }], replicas: { urls: ['http://127.0.0.1:9000'] } };
+
+function load(tracing: unknown, env: NodeJS.ProcessEnv = {}) {
+  return parseConfig(tracing === undefined ? { services: [SERVICE] } : { services: [SERVICE], tracing }, env).tracing;
+}
+
+function problems(tracing: unknown, env: NodeJS.ProcessEnv = {}): ConfigProblem[] {
+  try {
+    load(tracing, env);
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    return err.problems;
+  }
+  assert.fail('expected the config to be rejected');
+}
+
+test('off by default, and with a tracing key but no endpoint anywhere', () => {
+  assert.equal(load(undefined), undefined);
+  assert.equal(load({ serviceName: 'x' }), undefined);
+});
+
+test('an endpoint in the config turns tracing on, with the SDK defaults', () => {
+  assert.deepEqual(load({ endpoint: 'http://collector:4318/v1/traces' }), {
+    url: 'http://collector:4318/v1/traces',
+    protocol: 'http/protobuf',
+    headers: {},
+    sampler: { parentBased: true, ratio: 1 },
+    serviceName: 'sluice',
+    timeoutMs: 10_000,
+  });
+  // A URL without a path is the collector's base: /v1/traces is where traces go.
+  assert.equal(load({ endpoint: 'http://collector:4318' })!.url, 'http://collector:4318/v1/traces');
+  assert.deepEqual(load({ endpoint: 'https://c/v1/traces', sampleRatio: 0.25 })!.sampler, { parentBased: true, ratio: 0.25 });
+});
+
+test('OTEL_EXPORTER_OTLP_ENDPOINT alone turns it on (/v1/traces appended); the TRACES variable is used as it is and wins', () => {
+  assert.equal(load(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' })!.url, 'http://c:4318/v1/traces');
+  assert.equal(load(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318/base/' })!.url, 'http://c:4318/base/v1/traces');
+  assert.equal(load(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://t:1/custom' })!.url, 'http://t:1/custom');
+  assert.equal(load({ endpoint: 'http://config:1/v1/traces' }, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://env:1/x' })!.url, 'http://config:1/v1/traces', 'the config wins');
+  assert.equal(load(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: '' }), undefined, 'empty is unset');
+});
+
+test('OTEL_SDK_DISABLED=true turns it off whatever else is set', () => {
+  assert.equal(load({ endpoint: 'http://c:4318' }, { OTEL_SDK_DISABLED: 'true' }), undefined);
+  assert.equal(load(undefined, { OTEL_SDK_DISABLED: 'TRUE', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }), undefined);
+  assert.notEqual(load(undefined, { OTEL_SDK_DISABLED: 'false', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }), undefined);
+});
+
+test('protocol, headers, service name and timeout from the environment, the config winning key by key', () => {
+  const env = {
+    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318',
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    OTEL_EXPORTER_OTLP_HEADERS: 'api-key=secret%20one,x-a=1',
+    OTEL_EXPORTER_OTLP_TRACES_HEADERS: 'x-a=2',
+    OTEL_SERVICE_NAME: 'edge',
+    OTEL_EXPORTER_OTLP_TIMEOUT: '2500',
+  };
+  const s = load(undefined, env)!;
+  assert.equal(s.protocol, 'http/json');
+  assert.deepEqual(s.headers, { 'api-key': 'secret one', 'x-a': '2' });
+  assert.equal(s.serviceName, 'edge');
+  assert.equal(s.timeoutMs, 2500);
+  const c = load({ protocol: 'http/protobuf', headers: { 'x-a': '3' }, serviceName: 'cfg' }, env)!;
+  assert.equal(c.protocol, 'http/protobuf');
+  assert.deepEqual(c.headers, { 'api-key': 'secret one', 'x-a': '3' });
+  assert.equal(c.serviceName, 'cfg');
+});
+
+test('OTEL_TRACES_SAMPLER and its argument, as the SDKs name them', () => {
+  const on = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
+  assert.deepEqual(load(undefined, { ...on, OTEL_TRACES_SAMPLER: 'always_on' })!.sampler, { parentBased: false, ratio: 1 });
+  assert.deepEqual(load(undefined, { ...on, OTEL_TRACES_SAMPLER: 'always_off' })!.sampler, { parentBased: false, ratio: 0 });
+  assert.deepEqual(load(undefined, { ...on, OTEL_TRACES_SAMPLER: 'parentbased_always_off' })!.sampler, { parentBased: true, ratio: 0 });
+  assert.deepEqual(load(undefined, { ...on, OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.5' })!.sampler, { parentBased: false, ratio: 0.5 });
+  assert.deepEqual(load(undefined, { ...on, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '.01' })!.sampler, { parentBased: true, ratio: 0.01 });
+  assert.deepEqual(load(undefined, { ...on, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio' })!.sampler, { parentBased: true, ratio: 1 }, 'no argument: 1');
+  assert.deepEqual(load({ sampleRatio: 0.1 }, { ...on, OTEL_TRACES_SAMPLER: 'always_on' })!.sampler, { parentBased: true, ratio: 0.1 }, 'sampleRatio wins');
+});
+
+test('every wrong value is a problem naming the key or the variable', () => {
+  const keyed = (list: ConfigProblem[]) => list.map((p) => p.key).sort();
+  assert.deepEqual(keyed(problems({ endpoint: 'ftp://c', protocol: 'grpc', sampleRatio: 2, serviceName: '', headers: { 'bad name': 'x' }, extra: 1 })), [
+    'tracing.endpoint',
+    'tracing.extra',
+    'tracing.headers["bad name"]',
+    'tracing.protocol',
+    'tracing.sampleRatio',
+    'tracing.serviceName',
+  ]);
+  const env = {
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'not a url',
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+    OTEL_EXPORTER_OTLP_HEADERS: 'novalue',
+    OTEL_TRACES_SAMPLER: 'jaeger_remote',
+    OTEL_EXPORTER_OTLP_TIMEOUT: '-1',
+  };
+  const found = problems(undefined, env);
+  assert.deepEqual(keyed(found), ['OTEL_EXPORTER_OTLP_HEADERS', 'OTEL_EXPORTER_OTLP_PROTOCOL', 'OTEL_EXPORTER_OTLP_TIMEOUT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_TRACES_SAMPLER']);
+  assert.equal(found.find((p) => p.key === 'OTEL_EXPORTER_OTLP_HEADERS')!.value, '[redacted]', 'header values may be secrets');
+  assert.match(found.find((p) => p.key === 'OTEL_EXPORTER_OTLP_PROTOCOL')!.rule, /gRPC is not supported/);
+  assert.deepEqual(keyed(problems(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1.5' })), ['OTEL_TRACES_SAMPLER_ARG']);
+  // The problems of the file and of the environment come together.
+  assert.deepEqual(keyed(problems({ sampleRatio: -1 }, { OTEL_SERVICE_NAME: 'ok', OTEL_TRACES_SAMPLER: 'nope' })), ['OTEL_TRACES_SAMPLER', 'tracing.sampleRatio']);
+});
