@@ -225,7 +225,13 @@ export class LimitStore {
       const inflight = this.cells.inflight(cell);
       // Asked for: one more place at a time beyond those in use; otherwise the idle ones go back.
       const target = need > 0 ? Math.max(held, inflight + need) : inflight;
-      slots = target < held ? Math.max(target, this.cells.setSlots(cell, target)) : target;
+      if (target < held) {
+        // The places given back are free in the store: "full" from the last sync no longer holds,
+        // and is cleared first, so a request that sees the lowered slots asks the store for one
+        // instead of a 429 while nothing of the token runs (a thread reads slots, then full).
+        this.cells.setFull(cell, false);
+        slots = Math.max(target, this.cells.setSlots(cell, target));
+      } else slots = target;
     }
     const settled: string[] = [];
     if (tpm > 0) {
