@@ -178,7 +178,10 @@ describe('kubernetes gateways: routing to endpoints', () => {
 
     // Every other pod goes: the one that waited gets a place and the traffic.
     for (const p of pods) kc.sim().removeEndpoint(p.name);
+    // The waiting endpoint takes the first slot freed, so wait for every pod to be gone too,
+    // not just for it to be ready: until then the pods not yet removed still take requests.
     await eventually(() => readyLines() === 19, 15_000, 'the waiting endpoint to become a ready replica');
+    await eventually(() => pods.every((p) => KubeCluster.sawGone(gw, p.name)), 15_000, 'every other pod to be gone');
     const res = await kc.post(gw, '/finally');
     assert.equal(res.status, 200, res.text);
     assert.deepEqual(JSON.parse(res.text), { replica: 'pod-extra', path: '/finally' });
