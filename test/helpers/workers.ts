@@ -51,7 +51,7 @@ export async function startCliGateway(config: Record<string, unknown>, env: Node
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   // A gateway that does not say it listens (its log level hides the line, or it hangs) is killed
   // here: the caller gets no handle to stop it with.
-  await eventually(() => logs.some((l) => l.msg === 'gateway listening') || child.exitCode !== null, 20_000, 'the gateway to listen').catch(() => undefined);
+  await eventually(() => logs.some((l) => l.msg === 'gateway listening') || child.exitCode !== null, 60_000, 'the gateway to listen').catch(() => undefined);
   const listening = logs.find((l) => l.msg === 'gateway listening');
   if (listening === undefined) {
     if (child.exitCode === null) child.kill('SIGKILL');
