@@ -43,7 +43,7 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'pools[].size': 'its units, numbered from 0 (`{units}` gives a replica the indices it holds)',
   services: 'the services Sluice relays to',
   'services[].slug': 'the service’s name in URLs, logs and metrics',
-  'services[].tokens': 'bearer tokens that may call the service (SIGHUP reloads them); not set: the service has no tokens of its own and is reachable only through routers (its own endpoint answers `401` to every token), which needs `models` and a router that routes to it',
+  'services[].tokens': 'bearer tokens that may call the service (SIGHUP reloads them); not set or empty: the service has no tokens of its own and is reachable only through routers (its own endpoint answers `401` to every token), which needs `models` and a router that routes to it',
   'services[].tokens[].name': 'shown in logs instead of the token',
   'services[].tokens[].sha256': 'SHA-256 digest of the token; the token itself is never stored',
   'services[].tokens[].limits': 'this token’s limits, replacing the service’s (`{}`: none); SIGHUP reloads them, and keeps what a token that stays has used',

@@ -97,9 +97,9 @@ const tokenShape = {
 };
 
 /** A list of tokens (`services[].tokens`, `routers[].tokens`): names and digests unique within it. */
-const tokenList = <T extends z.ZodType>(token: T) => z
-  .array(token, { error: RULE.tokens })
-  .min(1, { error: RULE.tokens })
+const tokenList = <T extends z.ZodType>(token: T, min: number, rule: string) => z
+  .array(token, { error: rule })
+  .min(min, { error: rule })
   .superRefine((list, ctx) => {
     const names = new Map<string, number>();
     const digests = new Map<string, number>();
@@ -119,11 +119,12 @@ const tokenList = <T extends z.ZodType>(token: T) => z
       }
     });
   }, ALWAYS)
-  .describe(`${RULE.tokens}; names and digests unique within the service`);
+  .describe(`${rule}; names and digests unique within the list`);
 
-const tokens = tokenList(strict(tokenShape));
+// A service's may be empty (or not set): it has no tokens of its own (checkRouters).
+const tokens = tokenList(strict(tokenShape), 0, RULE.tokens);
 /** A router's tokens may be scoped to some of its models (checkRouters checks that it serves them). */
-const routerTokens = tokenList(strict({ ...tokenShape, models: tokenModels }));
+const routerTokens = tokenList(strict({ ...tokenShape, models: tokenModels }), 1, RULE.routerTokens);
 
 const methods = z
   .array(z.string({ error: RULE.method }).regex(TOKEN, { error: RULE.method }), { error: RULE.methods })

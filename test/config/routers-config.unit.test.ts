@@ -70,7 +70,9 @@ test('a service without tokens: valid behind a router (reachable only through it
   assert.equal(rules({ services: [service('chat', ['llama']), hidden], routers: [{ slug: 'models', tokens: TOKENS, services: ['chat'] }] }).get('services[1].tokens'), rule, 'a router that does not route to it');
   const noModels = { slug: 'plain', replicas: { urls: ['http://127.0.0.1:9000'] } };
   assert.equal(rules({ services: [service('chat', ['llama']), noModels], routers: [{ slug: 'models', tokens: TOKENS }] }).get('services[1].tokens'), rule, 'no models: no router can reach it');
-  assert.match(rules({ services: [{ ...hidden, tokens: [] }], routers: [{ slug: 'models', tokens: TOKENS }] }).get('services[0].tokens') ?? '', /non-empty list/, 'an empty list is still refused');
+  assert.deepEqual(parseConfig({ services: [service('chat', ['llama']), { ...hidden, tokens: [] }], routers: [{ slug: 'models', tokens: TOKENS }] }).services[1]!.tokens, [], 'an empty list is as none');
+  assert.equal(rules({ services: [{ ...hidden, tokens: [] }] }).get('services[0].tokens'), rule, 'an empty list and no router');
+  assert.match(rules({ services: [service('chat', ['llama'])], routers: [{ slug: 'models', tokens: [] }] }).get('routers[0].tokens') ?? '', /non-empty list/, "a router's tokens cannot be empty");
 });
 
 test('a router token scoped to models: names models of the router, unique; not a key of a service token', () => {
