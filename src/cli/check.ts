@@ -10,6 +10,8 @@ export async function check(file: string, env: NodeJS.ProcessEnv): Promise<numbe
   if (config === undefined) return 1;
   const n = config.services.length;
   process.stdout.write(`config OK: ${n} ${n === 1 ? 'service' : 'services'}\n`);
+  const routedOnly = config.services.filter((s) => s.tokens.length === 0).map((s) => s.slug);
+  if (routedOnly.length > 0) process.stdout.write(`reachable only through routers (no tokens of their own): ${routedOnly.join(', ')}\n`);
   if (config.listen.tls !== undefined) for (const warning of tlsWarnings(config.listen.tls)) process.stdout.write(`warning: ${warning}\n`);
   for (const warning of storeCertificateWarnings(config)) process.stdout.write(`warning: ${warning}\n`);
   for (const warning of await kubernetesWarnings(config, env)) process.stdout.write(`warning: ${warning}\n`);

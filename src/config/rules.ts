@@ -118,7 +118,8 @@ export const RULE = {
   services: 'must be a non-empty list of services',
   slug: "must be 1 to 63 lower-case letters, digits or '-', starting and ending with a letter or digit",
   slugUnique: 'must be unique',
-  tokens: 'must be a non-empty list of { name, sha256, priority }',
+  tokens: 'must be a list of { name, sha256, priority }',
+  routerTokens: 'must be a non-empty list of { name, sha256, priority }',
   tokenName: 'must be a non-empty string',
   tokenNameUnique: 'must be unique within the service',
   sha256: 'must be the SHA-256 digest of the token: 64 hex digits (`sluice token` prints one)',
@@ -192,6 +193,8 @@ export const RULE = {
   routerService: "must be a service's slug",
   routerServiceUnknown: 'must name a service of this config',
   routerServiceNoModels: 'must name a service with models (services[].models): a router finds the service by the model a request names',
+  serviceUnreachable: 'must be set, or the service served by a router: a service without tokens is reachable only through routers (give it models and a router that routes to it)',
+  tokenModel: 'must be a model this router serves',
   routerNoModels: 'needs a service with models (services[].models), or services naming some: without models a router can route nothing',
   cacheUsageHighAlone: 'applies only with a cache usage metric (replicas.load.cacheUsage, or a preset that has one); set it or remove this key',
   // Pools (pools-schema.ts).

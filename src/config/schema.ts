@@ -11,7 +11,7 @@ import { routing } from './routing-schema.js';
 import { limits, limitStore } from './limits-schema.js';
 import { tracingSchema } from './tracing-config.js';
 import { checkPools, pools } from './pools-schema.js';
-import { checkRouters, models, routerList } from './routers-schema.js';
+import { checkRouters, models, routerList, tokenModels } from './routers-schema.js';
 import {
   ALWAYS,
   ALWAYS_FORWARDED,
@@ -83,7 +83,7 @@ const logLevel = z
   .pipe(z.enum(LOG_LEVELS, { error: RULE.logLevel }))
   .describe(RULE.logLevel);
 
-const token = strict({
+const tokenShape = {
   name: nonEmptyString(RULE.tokenName),
   sha256: z.string({ error: RULE.sha256 }).transform((s, ctx) => {
     if (HEX64_RE.test(s)) return s.toLowerCase();
@@ -94,11 +94,12 @@ const token = strict({
   }).describe(RULE.sha256),
   priority: int(MIN_PRIORITY, MAX_PRIORITY, RULE.priority).prefault(DEFAULTS.priority),
   limits,
-});
+};
 
-const tokens = z
-  .array(token, { error: RULE.tokens })
-  .min(1, { error: RULE.tokens })
+/** A list of tokens (`services[].tokens`, `routers[].tokens`): names and digests unique within it. */
+const tokenList = <T extends z.ZodType>(token: T, min: number, rule: string) => z
+  .array(token, { error: rule })
+  .min(min, { error: rule })
   .superRefine((list, ctx) => {
     const names = new Map<string, number>();
     const digests = new Map<string, number>();
@@ -118,7 +119,12 @@ const tokens = z
       }
     });
   }, ALWAYS)
-  .describe(`${RULE.tokens}; names and digests unique within the service`);
+  .describe(`${rule}; names and digests unique within the list`);
+
+// A service's may be empty (or not set): it has no tokens of its own (checkRouters).
+const tokens = tokenList(strict(tokenShape), 0, RULE.tokens);
+/** A router's tokens may be scoped to some of its models (checkRouters checks that it serves them). */
+const routerTokens = tokenList(strict({ ...tokenShape, models: tokenModels }), 1, RULE.routerTokens);
 
 const methods = z
   .array(z.string({ error: RULE.method }).regex(TOKEN, { error: RULE.method }), { error: RULE.methods })
@@ -147,7 +153,8 @@ const keepAliveMs = int(0, MAX_DURATION_MS, RULE.keepAliveMs).refine((ms) => ms 
 
 const service = strict({
   slug: z.string({ error: RULE.slug }).regex(SLUG_RE, { error: RULE.slug }).describe(`${RULE.slug}; unique`),
-  tokens,
+  // Not set: the service has no tokens of its own and is reachable only through a router (checkRouters).
+  tokens: tokens.optional().transform((list) => list ?? []),
   methods: methods.prefault(['POST']),
   forwardHeaders: forwardHeaders.prefault([]),
   maxRequestBytes: int(1, Number.MAX_SAFE_INTEGER, RULE.maxRequestBytes).prefault(DEFAULTS.maxRequestBytes),
@@ -205,7 +212,7 @@ export const configSchema = strict(
     limits: limitStore.prefault({}),
     pools: pools.prefault([]),
     services,
-    routers: routerList(tokens).optional(),
+    routers: routerList(routerTokens).optional(),
     tracing: tracingSchema,
   },
   RULE.root,

@@ -13,6 +13,12 @@ export interface TokenConfig {
   limits?: LimitsConfig | undefined;
 }
 
+/** A router's token: a service token's keys, and the models it may use. */
+export interface RouterTokenConfig extends TokenConfig {
+  /** The router's models it may use; not set: every one (others are `404 model_not_found` for it). */
+  models?: string[] | undefined;
+}
+
 /** `limits` of a token or a service: every key optional; absent = no limit of that kind. */
 export interface LimitsConfig {
   /** Requests admitted per rolling 60 s: a burst of up to this many, then one every 60/n s. */
@@ -111,6 +117,7 @@ export interface KubernetesTarget {
 
 export interface ServiceConfig {
   slug: string;
+  /** Empty: the service is reachable only through routers. */
   tokens: TokenConfig[];
   /** Upper-case HTTP methods relayed; always contains POST. */
   methods: string[];
@@ -133,7 +140,7 @@ export interface ServiceConfig {
 /** `routers[]`: one endpoint for the models of several services, chosen by the body's `"model"`. */
 export interface RouterConfig {
   slug: string;
-  tokens: TokenConfig[];
+  tokens: RouterTokenConfig[];
   /** Limits of each of its tokens that has none of its own. */
   limits?: LimitsConfig | undefined;
   /** The services it routes to; not set: every service with `models`. */

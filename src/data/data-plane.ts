@@ -196,7 +196,7 @@ export class DataPlane implements RequestFilterOwner {
     routers.forEach((router, i) => {
       const models = routedModels(router, list, byIndex);
       // A router whose services are not served here (a restart adds services) waits for the restart.
-      if (models.length > 0) out.set(router.slug, new ModelRouter(router, models, this.limitTable, cells[i] ?? router.tokens.map(() => -1), this.counter.tokens));
+      if (models.length > 0) out.set(router.slug, new ModelRouter(router, this.options.config.basePath, models, this.limitTable, cells[i] ?? router.tokens.map(() => -1), this.counter.tokens));
     });
     return out;
   }

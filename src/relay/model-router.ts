@@ -59,9 +59,12 @@ export class ModelRouter implements ServiceRuntime {
   readonly allow = 'POST, GET';
   readonly affinity = '';
   private readonly byModel = new Map<string, RoutedService>();
+  /** `{basePath}/{slug}/request/v1/models`, which a 404 model_not_found points to. */
+  private readonly listPath: string;
 
   constructor(
     router: RouterConfig,
+    basePath: string,
     /** Its models in order, each with the service that serves it (routedModels). */
     readonly models: readonly (readonly [string, RoutedService])[],
     readonly limitTable: LimitTable,
@@ -69,6 +72,7 @@ export class ModelRouter implements ServiceRuntime {
     /** This thread's LLM token usage: the router's tokens count under its slug (metrics/token-usage.ts). */
     usage: TokenUsage,
   ) {
+    this.listPath = `${basePath}/${router.slug}/request${MODEL_LIST_PATH}`;
     this.config = { slug: router.slug, maxRequestBytes: Number.MAX_SAFE_INTEGER, queue: { maxRequests: 0, maxWaitMs: MAX_DURATION_MS, keepAliveMs: 0 } };
     const block = usage.routerBlock(router.slug);
     this.tokens = tokenEntries(router.tokens, router.limits, cells, limitTable, (name) => usage.place(block, name));
@@ -87,19 +91,27 @@ export class ModelRouter implements ServiceRuntime {
     this.streams = models[0]![1].streams;
   }
 
-  /** The service serving the model the body's first part names (`fields`: read so far; `complete`: all of it), or the error to answer with. */
-  route(fields: BodyFields, complete: boolean): RoutedService | RelayError {
+  /**
+   * The service serving the model the body's first part names (`fields`: read so far; `complete`: all
+   * of it), or the error to answer with. A model outside `token`'s scope is refused as one that does
+   * not exist.
+   */
+  route(fields: BodyFields, complete: boolean, token: TokenEntry): RoutedService | RelayError {
     const model = fields.model(complete);
     if (model instanceof NoModel) return new RelayError('bad_request', { message: model.message });
     const service = this.byModel.get(model);
-    if (service !== undefined) return service;
+    if (service !== undefined && (token.models === undefined || token.models.has(model))) return service;
     const shown = model.length > 256 ? `${model.slice(0, 256)}…` : model;
-    return new RelayError('model_not_found', { message: `The model '${shown}' does not exist or is not served by this router.` });
+    return new RelayError('model_not_found', { message: `The model '${shown}' does not exist or is not served by this router: GET ${this.listPath} lists the models it serves.` });
   }
 
-  /** `GET …/v1/models`: every model, cold ones included, as OpenAI's model list. */
-  modelList(): string {
-    const data = this.models.map(([id, service]) => ({ id, object: 'model', owned_by: 'sluice', service: service.config.slug, state: service.replicas.readiness() }));
+  /** `GET …/v1/models`: every model `token` may use, cold ones included, as OpenAI's model list. */
+  modelList(token: TokenEntry): string {
+    const scope = token.models;
+    const data = [];
+    for (const [id, service] of this.models) {
+      if (scope === undefined || scope.has(id)) data.push({ id, object: 'model', owned_by: 'sluice', service: service.config.slug, state: service.replicas.readiness() });
+    }
     return JSON.stringify({ object: 'list', data });
   }
 }
@@ -137,14 +149,14 @@ export function routedTerms(service: RoutedService, headers: CallerHeaders): { m
 }
 
 /** Answers `GET …/v1/models` on the next turn of the event loop (as refusals are: docs/architecture.md#fact-10). */
-export function answerModelList(res: HttpResponse, router: ModelRouter, requestId: string, close: boolean): void {
+export function answerModelList(res: HttpResponse, router: ModelRouter, token: TokenEntry, requestId: string, close: boolean): void {
   let aborted = false;
   res.onAborted(() => {
     aborted = true;
   });
   setImmediate(() => {
     if (aborted) return;
-    const body = router.modelList();
+    const body = router.modelList(token);
     res.cork(() => {
       res.writeStatus('200 OK');
       res.writeHeader('content-type', 'application/json');

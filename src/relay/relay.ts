@@ -192,7 +192,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
   /** The body names its model (model-router.ts): from now on the request is its service's. False if it ended. */
   private routeByModel(router: ModelRouter, fields: BodyFields): boolean {
     this.router = undefined;
-    const to = router.route(fields, this.body.complete);
+    const to = router.route(fields, this.body.complete, this.token);
     if (to instanceof RelayError) {
       this.fail(to);
       return false;

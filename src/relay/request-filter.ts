@@ -17,7 +17,7 @@ import type { TokenUsage } from '../metrics/token-usage.js';
 import { MIN_PRIORITY } from '../config/rules.js';
 import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
 import type { ReplicaSet } from './replica-set.js';
-import { authenticate, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './request/auth.js';
+import { authenticate, heldElsewhere, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './request/auth.js';
 import { BodyFields } from './body/body-fields.js';
 import { checkRequestHead } from './request/caller-head-checks.js';
 import { type CallerHeaders, readCallerHeaders, requestMaxWait, requestPriority } from './request/headers.js';
@@ -162,7 +162,8 @@ export class RequestFilter {
       }
       this.limiter.recordFailure(address ?? res.getRemoteAddress(), Date.now());
       const challenge = auth === 'missing' ? WWW_AUTHENTICATE : WWW_AUTHENTICATE_INVALID;
-      this.refuse(res, new RelayError('unauthorized', { headers: { 'www-authenticate': challenge } }), hasBody, service, head);
+      const message = auth === 'invalid' ? this.otherKind(headers.authorization!, service) : undefined;
+      this.refuse(res, new RelayError('unauthorized', { message, headers: { 'www-authenticate': challenge } }), hasBody, service, head);
       return;
     }
     const path = url.slice(slash + REQUEST_SEGMENT.length - 1);
@@ -186,7 +187,7 @@ export class RequestFilter {
       return;
     }
     if (method === 'GET' && service instanceof ModelRouter) {
-      if (path === MODEL_LIST_PATH) answerModelList(res, service, this.ids.next(), hasBody);
+      if (path === MODEL_LIST_PATH) answerModelList(res, service, auth, this.ids.next(), hasBody);
       else this.refuse(res, new RelayError('method_not_allowed', { message: `A router answers GET only at ${MODEL_LIST_PATH}.`, headers: { allow: 'POST' } }), hasBody, service, head);
       return;
     }
@@ -237,9 +238,31 @@ export class RequestFilter {
     request.start();
   };
 
+  /**
+   * The message of the 401 of a token that `endpoint` does not have but one of the other kind has (a
+   * router's token sent to a service, a service's to a router), naming neither; else undefined (the
+   * usual message).
+   */
+  private otherKind(authorization: string, endpoint: ServiceEntry | ModelRouter): string | undefined {
+    if (endpoint instanceof ModelRouter) {
+      if (heldElsewhere(authorization, tablesOf(this.services))) return OTHER_KIND.service;
+    } else if (heldElsewhere(authorization, tablesOf(this.routers))) return OTHER_KIND.router;
+    return undefined;
+  }
+
   private refuse(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | ModelRouter | undefined, head: boolean): void {
     this.refusals.refuse(res, error, closeConnection, service?.config.slug, head);
   }
+}
+
+/** The 401's message for a token of the other kind (docs/api.md#routers). */
+const OTHER_KIND = {
+  service: "This is a service's token, not a token of this router: send the request to the service's own endpoint, or use a token of the router.",
+  router: "This is a router's token: send the request to the router's endpoint ({basePath}/{router}/request…), which chooses the service by the body's \"model\".",
+} as const;
+
+function* tablesOf(endpoints: ReadonlyMap<string, { readonly tokens: readonly TokenEntry[] }>): Iterable<readonly TokenEntry[]> {
+  for (const endpoint of endpoints.values()) yield endpoint.tokens;
 }
 
 /**

@@ -110,6 +110,29 @@ test('check exits 0 on a good config', async () => {
   assert.equal(run.stderr, '');
 });
 
+test('check names the services reachable only through routers (no tokens of their own), and refuses one no router reaches', async () => {
+  const routed = writeConfig(
+    'routed.yaml',
+    [
+      'listen: { host: 127.0.0.1, port: 0 }',
+      'services:',
+      '  - { slug: chat, models: [llama], replicas: { urls: ["http://127.0.0.1:9"] } }',
+      '  - { slug: coder, models: [coder-7b], replicas: { urls: ["http://127.0.0.1:9"] } }',
+      `  - { slug: demo, tokens: [{ name: laptop, sha256: "${DIGEST}" }], replicas: { urls: ["http://127.0.0.1:9"] } }`,
+      'routers:',
+      `  - { slug: models, tokens: [{ name: app, sha256: "${DIGEST}" }] }`,
+      '',
+    ].join('\n'),
+  );
+  const run = await sluice(['check', '--config', routed]);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(run.stdout, 'config OK: 3 services\nreachable only through routers (no tokens of their own): chat, coder\n');
+  const unreachable = writeConfig('unreachable.yaml', ['services:', '  - { slug: chat, models: [llama], replicas: { urls: ["http://127.0.0.1:9"] } }', ''].join('\n'));
+  const refused = await sluice(['check', '--config', unreachable]);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /services\[0\]\.tokens: \(missing\) — must be set, or the service served by a router/);
+});
+
 test('check reads SLUICE_CONFIG when --config is not given', async () => {
   const run = await sluice(['check'], { SLUICE_CONFIG: GOOD });
   assert.equal(run.code, 0, run.stderr);

@@ -65,7 +65,6 @@ test('each default in the table is the value the loader fills in', () => {
     'pools[].size',
     'services',
     'services[].slug',
-    'services[].tokens',
     'services[].tokens[].name',
     'services[].tokens[].sha256',
     'services[].replicas.kubernetes.deployment',

@@ -190,8 +190,8 @@ const RULES: [name: string, patch: (c: any) => void, key: string, rule: RegExp][
     'services[1].slug',
     /must be unique \(also services\[0\]\.slug\)/,
   ],
-  ['tokens non-empty', (c) => (c.services[0].tokens = []), 'services[0].tokens', /non-empty list/],
-  ['tokens required', (c) => delete c.services[0].tokens, 'services[0].tokens', /required/],
+  ['tokens empty, and no router', (c) => (c.services[0].tokens = []), 'services[0].tokens', /must be set, or the service served by a router/],
+  ['tokens set, or the service behind a router', (c) => delete c.services[0].tokens, 'services[0].tokens', /must be set, or the service served by a router/],
   ['token name non-empty', (c) => (c.services[0].tokens[0].name = ''), 'services[0].tokens[0].name', /non-empty/],
   [
     'token names unique',

@@ -58,3 +58,40 @@ test('a router with no service serving models anywhere is refused', () => {
   assert.match(found.get('routers[0]') ?? '', /needs a service with models/);
   assert.match(found.get('routers[0].extra') ?? '', /unknown key/);
 });
+
+test('a service without tokens: valid behind a router (reachable only through it), refused when no router routes to it', () => {
+  const hidden = { slug: 'hidden', models: ['coder'], replicas: { urls: ['http://127.0.0.1:9000'] } };
+  const config = parseConfig({ services: [service('chat', ['llama']), hidden], routers: [{ slug: 'models', tokens: TOKENS }] });
+  assert.deepEqual(config.services[1]!.tokens, []);
+  const named = parseConfig({ services: [service('chat', ['llama']), hidden], routers: [{ slug: 'models', tokens: TOKENS, services: ['hidden'] }] });
+  assert.deepEqual(named.services[1]!.tokens, []);
+  const rule = 'must be set, or the service served by a router: a service without tokens is reachable only through routers (give it models and a router that routes to it)';
+  assert.equal(rules({ services: [hidden] }).get('services[0].tokens'), rule, 'no router');
+  assert.equal(rules({ services: [service('chat', ['llama']), hidden], routers: [{ slug: 'models', tokens: TOKENS, services: ['chat'] }] }).get('services[1].tokens'), rule, 'a router that does not route to it');
+  const noModels = { slug: 'plain', replicas: { urls: ['http://127.0.0.1:9000'] } };
+  assert.equal(rules({ services: [service('chat', ['llama']), noModels], routers: [{ slug: 'models', tokens: TOKENS }] }).get('services[1].tokens'), rule, 'no models: no router can reach it');
+  assert.deepEqual(parseConfig({ services: [service('chat', ['llama']), { ...hidden, tokens: [] }], routers: [{ slug: 'models', tokens: TOKENS }] }).services[1]!.tokens, [], 'an empty list is as none');
+  assert.equal(rules({ services: [{ ...hidden, tokens: [] }] }).get('services[0].tokens'), rule, 'an empty list and no router');
+  assert.match(rules({ services: [service('chat', ['llama'])], routers: [{ slug: 'models', tokens: [] }] }).get('routers[0].tokens') ?? '', /non-empty list/, "a router's tokens cannot be empty");
+});
+
+test('a router token scoped to models: names models of the router, unique; not a key of a service token', () => {
+  const config = parseConfig({
+    services: [service('chat', ['llama', 'qwen']), service('coder', ['coder-7b'])],
+    routers: [{ slug: 'models', tokens: [{ name: 'r', sha256: DIGEST, models: ['qwen', 'coder-7b'] }] }],
+  });
+  assert.deepEqual(config.routers![0]!.tokens[0]!.models, ['qwen', 'coder-7b']);
+  const found = rules({
+    services: [service('chat', ['llama']), service('coder', ['coder-7b'])],
+    routers: [
+      { slug: 'models', tokens: [{ name: 'r', sha256: DIGEST, models: ['llama', 'gpt-9', 'llama'] }, { name: 's', sha256: 'cd'.repeat(32), models: [] }] },
+      { slug: 'coding', services: ['coder'], tokens: [{ name: 'r', sha256: DIGEST, models: ['llama'] }] },
+    ],
+  });
+  assert.equal(found.get('routers[0].tokens[0].models[1]'), 'must be a model this router serves (gpt-9 is not one of services[].models)');
+  assert.match(found.get('routers[0].tokens[0].models[2]') ?? '', /must be unique.*also models\[0\]/);
+  assert.match(found.get('routers[0].tokens[1].models') ?? '', /non-empty list of model names/);
+  assert.equal(found.get('routers[1].tokens[0].models[0]'), 'must be a model this router serves (llama is served by service chat, which this router does not route to)');
+  const onService = rules({ services: [{ ...service('chat', ['llama']), tokens: [{ name: 'c', sha256: DIGEST, models: ['llama'] }] }] });
+  assert.equal(onService.get('services[0].tokens[0].models'), 'unknown key');
+});

@@ -8,7 +8,7 @@
 // the life of the process, where today only digests do and a presented token lives only as long
 // as its request; and a Map keyed by presented strings compares them with an early exit (not
 // constant time) and, holding wrong tokens too, grows without bound.
-import type { LimitsConfig, TokenConfig } from '../../config/types.js';
+import type { LimitsConfig, RouterTokenConfig } from '../../config/types.js';
 import { effectiveLimits } from '../../limits/limit-cells.js';
 import { type LimitTable, type TokenLimit, tokenLimit } from '../../limits/limit-table.js';
 import { ratelimitPolicy } from '../../limits/rate-limit-headers.js';
@@ -29,6 +29,8 @@ export interface TokenEntry {
   readonly limit: TokenLimit | undefined;
   /** Where this thread counts its LLM token usage (metrics/token-usage.ts); -1: nowhere. */
   readonly usagePlace: number;
+  /** A router's token scoped to models: those it may use (others are `404 model_not_found` for it); undefined: every one. */
+  readonly models: ReadonlySet<string> | undefined;
   /**
    * Set when a reload replaced this thread's token table: the entry that has this token's digest
    * now, or null when none has (the token was removed). Undefined while it is current.
@@ -45,7 +47,7 @@ export type AuthFailure = 'missing' | 'malformed' | 'invalid';
  * `placeOf` gives each its place for LLM token usage (at build time, not per request).
  */
 export function tokenEntries(
-  tokens: readonly TokenConfig[],
+  tokens: readonly RouterTokenConfig[],
   serviceLimits?: LimitsConfig,
   cells?: readonly number[],
   table?: LimitTable,
@@ -55,7 +57,8 @@ export function tokenEntries(
     const limits = effectiveLimits({ limits: serviceLimits }, t);
     const cell = cells?.[i] ?? -1;
     const limit = limits === undefined || cell < 0 || table === undefined ? undefined : tokenLimit(table, cell, limits, ratelimitPolicy(limits));
-    return { name: t.name, digest: digestWords(Buffer.from(t.sha256, 'hex')), priority: t.priority, limit, usagePlace: placeOf(t.name) };
+    const models = t.models === undefined ? undefined : new Set(t.models);
+    return { name: t.name, digest: digestWords(Buffer.from(t.sha256, 'hex')), priority: t.priority, limit, usagePlace: placeOf(t.name), models };
   });
 }
 
@@ -78,6 +81,21 @@ export function authenticate(header: string | undefined, tokens: readonly TokenE
     if (sameDigest(digest, tokens[i]!.digest) && found === undefined) found = tokens[i];
   }
   return found ?? 'invalid';
+}
+
+/**
+ * Whether the bearer token of `header` (one `authenticate` found in no table of the endpoint it was
+ * sent to) is in one of `tables`: those of the endpoints of the other kind (routers for a service,
+ * services for a router), so that its 401 can say so. Only on that refusal's path; every digest is
+ * compared, as `authenticate` does.
+ */
+export function heldElsewhere(header: string, tables: Iterable<readonly TokenEntry[]>): boolean {
+  const match = BEARER.exec(header);
+  if (match === null) return false;
+  const digest = sha256Ascii(match[1]!);
+  let found = false;
+  for (const tokens of tables) for (let i = 0; i < tokens.length; i++) if (sameDigest(digest, tokens[i]!.digest)) found = true;
+  return found;
 }
 
 /** A reload replaced the token table `before` by `now`: each entry of `before` points to the entry of `now` with its digest, or to null. */
