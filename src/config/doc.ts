@@ -27,6 +27,7 @@ export const ABOUT: Readonly<Record<string, string>> = {
   admin: '/healthz, /readyz and /metrics on their own listener only (not set: on the relay listener), plus the overview page (`/`) and `/status`, which are served only here',
   'admin.host': 'address of the operations listener',
   'admin.port': 'port of the operations listener',
+  'admin.tokens': 'who may load and unload services on the admin listener (`POST /services/{slug}/load`, `/unload`): `{ name, sha256 }` as a service\'s tokens, sent as `Authorization: Bearer`; not set: those endpoints answer `401`',
   workers: 'front-end threads serving the relay port',
   basePath: 'prefix of every relay URL: `{basePath}/{slug}/request{path}`',
   drainTimeoutMs: 'on SIGTERM, how long streams in flight may take to finish',

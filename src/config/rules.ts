@@ -120,6 +120,7 @@ export const RULE = {
   slugUnique: 'must be unique',
   tokens: 'must be a non-empty list of { name, sha256, priority }',
   tokenName: 'must be a non-empty string',
+  adminTokens: 'must be a non-empty list of { name, sha256 }',
   tokenNameUnique: 'must be unique within the service',
   sha256: 'must be the SHA-256 digest of the token: 64 hex digits (`sluice token` prints one)',
   sha256NotToken: 'must be the SHA-256 digest of the token, not the token itself (`sluice token` prints both)',

@@ -148,7 +148,7 @@ interface ListenConfig {
 
 export interface Config {
   listen: ListenConfig;
-  admin?: { host: string; port: number };
+  admin?: { host: string; port: number; tokens?: Array<{ name: string; sha256: string }> };
   /** Front-end worker threads; 0 = one per CPU. */
   workers: number;
   /** Begins with `/`, no trailing `/` (the empty string is allowed for `/`). */

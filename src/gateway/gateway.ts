@@ -9,6 +9,7 @@
 // worker threads sharing the port, coordinated through shared slot tables and messages.
 import type { TracingSettings } from '../config/tracing-config.js';
 import { AdminPage } from '../admin/page.js';
+import { addOnDemandRoutes } from '../admin/on-demand.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config/types.js';
 import { RelayError } from '../http/errors.js';
@@ -30,7 +31,7 @@ import { settlesWithin } from '../time/bounded-wait.js';
 import type { RoutersReload, TokensReload } from '../threads/messages.js';
 import { LIMIT_STORE_COMMAND_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
 
-import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
+import { addOpsRoutes, refusedOpsRequest, type OpsSource } from '../data/ops-routes.js';
 import { Refusals } from '../relay/request/refusal.js';
 import { RequestIds } from '../relay/request/request-ids.js';
 import { FLAG_COUNT, FLAG_DRAINING, FLAG_READY } from '../threads/messages.js';
@@ -197,6 +198,12 @@ class ControlPlane implements Gateway, OpsSource {
       const refusals = new Refusals(this.logger, new RequestIds());
       addOpsRoutes(this.adminApp, this, this.logger, refusals);
       this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.registry, services: this.services, relayPort: () => this.port, limits: () => this.limitCells.usage(), pools: () => this.pools.snapshot(), routers: () => this.routers });
+      addOnDemandRoutes(this.adminApp, {
+        services: this.services,
+        tokens: config.admin.tokens,
+        logger: this.logger,
+        refusals: { refusedHead: (res, req) => refusedOpsRequest(res, req, false, refusals), refuse: (res, error) => refusals.refuse(res, error, false, undefined, false) },
+      });
       this.adminApp.any('/*', (res, req) => refusals.refuse(res, new RelayError('not_found'), false, undefined, req.getMethod() === 'head'));
     }
   }

@@ -25,6 +25,25 @@ export class IdleStops {
     this.timers.delete(r);
   }
 
+  /** The admin `unload`: every watched (ready) replica with nothing in flight stops now, down to `min`. */
+  stopAllNow(): { stopped: string[]; kept: string[] } {
+    const stopped: string[] = [];
+    const kept: string[] = [];
+    const { slots } = this.host;
+    const min = this.host.service.replicas.min;
+    for (const r of [...this.timers.keys()]) {
+      // Retiring is a compare-exchange on the shared state: a request taken meanwhile keeps it.
+      if (r.state !== 'ready' || this.host.counts().live <= min || !slots.retireIfIdle(r.slot)) {
+        kept.push(r.id);
+        continue;
+      }
+      const idleMs = Math.max(0, Math.round(Date.now() - slots.idleSince(r.slot)));
+      if (this.host.transition(r, 'draining', 'unloaded', { idleMs })) stopped.push(r.id);
+      else kept.push(r.id);
+    }
+    return { stopped, kept };
+  }
+
   close(): void {
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
