@@ -80,6 +80,7 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'services[].replicas.startTimeoutMs': 'longest a launched replica may take to become ready',
   'services[].replicas.min': 'launched replicas kept running when idle (Kubernetes: the idle `spec.replicas`)',
   'services[].replicas.max': 'most launched replicas at once (Kubernetes: highest `spec.replicas` Sluice sets)',
+  'services[].replicas.keepAliveMaxMs': 'the longest a request\'s `X-Sluice-Keep-Alive` may keep the launched replica that served it from its idle stop (longer asks count as this); 0: the header is ignored',
   'services[].replicas.idleTimeoutMs': 'a launched replica idle this long is stopped, down to `min` (Kubernetes: no gateway relayed for this long)',
   'services[].replicas.concurrency': 'requests in flight per replica; more wait in the queue',
   'services[].replicas.load': 'choose replicas by the model server’s own queue, read from its Prometheus endpoint (not set: by requests in flight)',

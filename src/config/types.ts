@@ -81,6 +81,8 @@ export interface ReplicasConfig {
   min: number;
   max: number;
   idleTimeoutMs: number;
+  /** The longest `X-Sluice-Keep-Alive` a request may ask for, in ms; 0: the header is ignored. */
+  keepAliveMaxMs: number;
   /** Requests in flight per replica; 0 = unlimited. */
   concurrency: number;
   /** Read the replicas' own load (not set: choose by requests in flight). */

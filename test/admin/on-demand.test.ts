@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { Agent, request } from 'undici';
 import { sha256Hex } from '../../src/cli/token.js';
-import { logged, secret, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { logged, secret, startTestGateway, TEST_TOKEN, type TestGateway } from '../helpers/gateway.js';
 import { events, open, pooled, post, scratch } from '../helpers/pool.js';
 import { eventually, within } from '../helpers/wait.js';
 
@@ -54,7 +54,7 @@ test('load and unload need an admin token: none configured, none sent, a wrong o
       assert.match(String(none.headers['www-authenticate']), /^Bearer /);
       assert.equal((none.body.error as { code: string }).code, 'unauthorized');
       assert.equal((await admin(tg, 'POST', path, 'slc_not_the_admin_token_at_all_0000000000000')).status, 401, `${path} with a wrong token`);
-      assert.equal((await admin(tg, 'POST', path, 'slc_test_token_for_the_black_box_tests_0123456789')).status, 401, `${path} with the service's token`);
+      assert.equal((await admin(tg, 'POST', path, TEST_TOKEN)).status, 401, `${path} with the service's token`);
       assert.equal((await admin(tg, 'POST', path, `${ADMIN_TOKEN}x`)).status, 401, `${path} with a longer token`);
     }
     const unknown = await admin(tg, 'POST', '/services/nope/load');
@@ -154,6 +154,55 @@ test('an unload leaves a replica with a request in flight running: the request i
     const after = await admin(tg, 'POST', '/services/a/unload');
     assert.deepEqual(after.body, { service: 'a', stopped: ['a-1'], kept: [] });
     await eventually(() => events(journal).length === 2, 20_000, 'a to exit');
+  } finally {
+    await tg.close();
+  }
+});
+
+function drained(tg: TestGateway, service: string): Record<string, unknown>[] {
+  return tg.logs.filter((l) => l.msg === 'replica state' && l.service === service && l.to === 'draining');
+}
+
+test('X-Sluice-Keep-Alive keeps the replica that served the request from its idle stop: a later idle replica stops first; unload still stops it', async () => {
+  const dir = scratch();
+  const journal = join(dir, 'journal');
+  const fast = { idleTimeoutMs: 100, keepAliveMaxMs: 600_000 };
+  const tg = await startTestGateway([pooled('a', 'gpu', journal, fast), pooled('b', 'gpu', journal, fast)], { pools: [{ name: 'gpu', size: 2 }], workers: 2, admin: ADMIN });
+  try {
+    const kept = await post(tg, 'a', '/echo', agent, { 'x-sluice-keep-alive': '10m' });
+    assert.equal(kept.status, 200);
+    assert.equal((await post(tg, 'b', '/echo', agent)).status, 200, 'b is used after a');
+    await eventually(() => drained(tg, 'b').length === 1, 20_000, 'b to stop for idleness');
+    assert.equal(drained(tg, 'b')[0]!.reason, 'idle');
+    assert.equal(drained(tg, 'a').length, 0, 'a, used before b, is still loaded');
+    assert.deepEqual(events(journal).filter((e) => e.endsWith(' a')), ['start a']);
+    const unloaded = await admin(tg, 'POST', '/services/a/unload');
+    assert.deepEqual(unloaded.body, { service: 'a', stopped: ['a-1'], kept: [] }, 'an unload does not wait for a keep-alive');
+    assert.equal(drained(tg, 'a')[0]!.reason, 'unloaded');
+  } finally {
+    await tg.close();
+  }
+});
+
+test('X-Sluice-Keep-Alive is bounded by replicas.keepAliveMaxMs (0: ignored), and a malformed or repeated one is 400', async () => {
+  const dir = scratch();
+  const journal = join(dir, 'journal');
+  const tg = await startTestGateway(
+    [pooled('capped', 'gpu', journal, { idleTimeoutMs: 100, keepAliveMaxMs: 200 }), pooled('off', 'gpu', journal, { idleTimeoutMs: 100 })],
+    { pools: [{ name: 'gpu', size: 2 }], workers: 1 },
+  );
+  try {
+    for (const slug of ['capped', 'off']) assert.equal((await post(tg, slug, '/echo', agent, { 'x-sluice-keep-alive': '1h' })).status, 200);
+    await eventually(() => drained(tg, 'capped').length === 1 && drained(tg, 'off').length === 1, 20_000, 'both to stop for idleness despite asking for an hour');
+    assert.deepEqual(drained(tg, 'capped').concat(drained(tg, 'off')).map((l) => l.reason), ['idle', 'idle']);
+    for (const value of ['-1', '5 m', '1d', '1.5s', 'forever', '']) {
+      const refused = await post(tg, 'capped', '/echo', agent, { 'x-sluice-keep-alive': value });
+      assert.equal(refused.status, 400, `X-Sluice-Keep-Alive: ${value}`);
+      assert.match(String((refused.body.error as { message: string }).message), /X-Sluice-Keep-Alive/);
+    }
+    const twice = await request(tg.url('/echo', 'capped'), { method: 'POST', headers: ['authorization', `Bearer ${TEST_TOKEN}`, 'x-sluice-keep-alive', '1s', 'x-sluice-keep-alive', '2s'], body: 'x', dispatcher: agent });
+    await twice.body.text();
+    assert.equal(twice.statusCode, 400, 'repeated');
   } finally {
     await tg.close();
   }

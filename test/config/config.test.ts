@@ -68,6 +68,7 @@ test('a minimal config gets every default', () => {
           min: 0,
           max: 1,
           idleTimeoutMs: 300000,
+          keepAliveMaxMs: 0,
           concurrency: 0,
           units: 1,
         },
