@@ -11,14 +11,14 @@ import { RelayError } from '../http/errors.js';
 import type { Logger } from '../log/logger.js';
 
 /** A service as load and unload act on it (the control plane's ServiceControl). */
-export interface OnDemandService {
+interface OnDemandService {
   readonly slug: string;
   preload(): 'ready' | 'starting' | 'cold' | 'draining';
   unload(): { stopped: string[]; kept: string[] } | undefined;
 }
 
 /** How the admin listener refuses a request (the relay's error shape and access line, from the gateway). */
-export interface AdminRefusals {
+interface AdminRefusals {
   /** True when the request was refused for its head (ambiguous framing, a body): answered and closed. */
   refusedHead(res: HttpResponse, req: HttpRequest): boolean;
   refuse(res: HttpResponse, error: RelayError): void;

@@ -10,6 +10,7 @@
 import type { TracingSettings } from '../config/tracing-config.js';
 import { AdminPage } from '../admin/page.js';
 import { addOnDemandRoutes } from '../admin/on-demand.js';
+import { poolSummaries, routerSummaries } from '../config/summary.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config/types.js';
 import { RelayError } from '../http/errors.js';
@@ -268,10 +269,13 @@ class ControlPlane implements Gateway, OpsSource {
     // Ready only now: a worker that listens alone would get every connection a client opens as
     // soon as /readyz says 200, and keep-alive keeps them there.
     Atomics.store(this.flags, FLAG_READY, 1);
-    this.logger.info(
-      { host, port: this.port, adminPort: this.adminPort, workers: this.workers, basePath: this.config.basePath, services: this.config.services.map((s) => s.slug), uws: uwsBuild()!.id },
-      'gateway listening',
-    );
+    const line: Record<string, unknown> = { host, port: this.port, adminPort: this.adminPort, workers: this.workers, basePath: this.config.basePath, services: this.config.services.map((s) => s.slug) };
+    // Routers and pools as applied now (a reload may have changed the routers' models).
+    const routed = { routers: this.routers.routers, services: this.routers.models };
+    if (routed.routers.length > 0) line['routers'] = Object.fromEntries(routerSummaries(routed).map((r) => [r.slug, r.models]));
+    if (this.config.pools.length > 0) line['pools'] = Object.fromEntries(poolSummaries(this.config).map((p) => [p.name, { size: p.size, services: p.services }]));
+    line['uws'] = uwsBuild()!.id;
+    this.logger.info(line, 'gateway listening');
   }
 
   /** Starts worker `thread` on the port the first one took; a failure is retried twice. */

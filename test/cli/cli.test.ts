@@ -110,6 +110,44 @@ test('check exits 0 on a good config', async () => {
   assert.equal(run.stderr, '');
 });
 
+test('check names each router with its models and their services, and each pool with its services', async () => {
+  const path = writeConfig(
+    'routed.yaml',
+    [
+      'listen: { host: 127.0.0.1, port: 0 }',
+      'pools: [{ name: gpu, size: 2 }]',
+      'routers:',
+      `  - { slug: models, tokens: [{ name: ide, sha256: "${DIGEST}" }] }`,
+      `  - { slug: chat-only, services: [chat], tokens: [{ name: app, sha256: "${DIGEST}" }] }`,
+      'services:',
+      '  - slug: chat',
+      '    models: [llama-3.1-8b, llama-3.1-8b-instruct]',
+      `    tokens: [{ name: laptop, sha256: "${DIGEST}" }]`,
+      '    replicas: { command: ["node", "server.js"], pool: gpu }',
+      '  - slug: coder',
+      '    models: [qwen-coder]',
+      `    tokens: [{ name: laptop, sha256: "${DIGEST}" }]`,
+      '    replicas: { command: ["node", "server.js"], pool: gpu, units: 2 }',
+      '  - slug: plain',
+      `    tokens: [{ name: laptop, sha256: "${DIGEST}" }]`,
+      '    replicas: { urls: ["http://127.0.0.1:9"] }',
+      '',
+    ].join('\n'),
+  );
+  const run = await sluice(['check', '-c', path]);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(
+    run.stdout,
+    [
+      'config OK: 3 services, 2 routers, 1 pool',
+      'router models (/api/v1/services/models/request/v1): llama-3.1-8b → chat, llama-3.1-8b-instruct → chat, qwen-coder → coder',
+      'router chat-only (/api/v1/services/chat-only/request/v1): llama-3.1-8b → chat, llama-3.1-8b-instruct → chat',
+      'pool gpu (2 units): chat (1 unit), coder (2 units)',
+      '',
+    ].join('\n'),
+  );
+});
+
 test('check reads SLUICE_CONFIG when --config is not given', async () => {
   const run = await sluice(['check'], { SLUICE_CONFIG: GOOD });
   assert.equal(run.code, 0, run.stderr);
