@@ -27,7 +27,7 @@ export const ABOUT: Readonly<Record<string, string>> = {
   admin: '/healthz, /readyz and /metrics on their own listener only (not set: on the relay listener), plus the overview page (`/`) and `/status`, which are served only here',
   'admin.host': 'address of the operations listener',
   'admin.port': 'port of the operations listener',
-  'admin.tokens': 'who may load and unload services on the admin listener (`POST /services/{slug}/load`, `/unload`): `{ name, sha256 }` as a service\'s tokens, sent as `Authorization: Bearer`; not set: those endpoints answer `401`',
+  'admin.tokens': 'who may load and unload services on the admin listener (`POST /services/{slug}/load`, `/unload`): `{ name, sha256 }` as a service\'s tokens, sent as `Authorization: Bearer`; not set: those endpoints answer `401`; read at start (a change needs a restart)',
   'admin.tokens[].name': 'shown in the log lines of the loads and unloads it asks for',
   'admin.tokens[].sha256': 'SHA-256 digest of the admin token (`sluice token` makes one); the token itself is never stored',
   workers: 'front-end threads serving the relay port',
