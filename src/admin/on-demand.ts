@@ -21,7 +21,8 @@ interface OnDemandService {
 interface AdminRefusals {
   /** True when the request was refused for its head (ambiguous framing, a body): answered and closed. */
   refusedHead(res: HttpResponse, req: HttpRequest): boolean;
-  refuse(res: HttpResponse, error: RelayError): void;
+  /** `head`: a HEAD request (the answer without its body). */
+  refuse(res: HttpResponse, error: RelayError, head?: boolean): void;
 }
 
 export interface OnDemandOptions {
@@ -112,7 +113,7 @@ export function addOnDemandRoutes(app: TemplatedApp, options: OnDemandOptions): 
   for (const action of ['load', 'unload']) {
     app.any(`/services/:slug/${action}`, (res, req) => {
       if (refusals.refusedHead(res, req)) return;
-      refusals.refuse(res, new RelayError('method_not_allowed', { message: `Use POST to ${action} a service.`, headers: { allow: 'POST' } }));
+      refusals.refuse(res, new RelayError('method_not_allowed', { message: `Use POST to ${action} a service.`, headers: { allow: 'POST' } }), req.getMethod() === 'head');
     });
   }
 }

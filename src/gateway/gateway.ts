@@ -203,7 +203,7 @@ class ControlPlane implements Gateway, OpsSource {
         services: this.services,
         tokens: config.admin.tokens,
         logger: this.logger,
-        refusals: { refusedHead: (res, req) => refusedOpsRequest(res, req, false, refusals), refuse: (res, error) => refusals.refuse(res, error, false, undefined, false) },
+        refusals: { refusedHead: (res, req) => refusedOpsRequest(res, req, false, refusals), refuse: (res, error, head = false) => refusals.refuse(res, error, false, undefined, head) },
       });
       this.adminApp.any('/*', (res, req) => refusals.refuse(res, new RelayError('not_found'), false, undefined, req.getMethod() === 'head'));
     }

@@ -64,6 +64,9 @@ test('load and unload need an admin token: none configured, none sent, a wrong o
     const get = await admin(tg, 'GET', '/services/a/load');
     assert.equal(get.status, 405);
     assert.equal(get.headers['allow'], 'POST');
+    const head = await admin(tg, 'HEAD', '/services/a/unload');
+    assert.equal(head.status, 405);
+    assert.deepEqual(head.body, {}, 'no body for HEAD');
     assert.deepEqual(events(journal), [], 'nothing was started by a refused request');
     assert.equal(logged(tg, 'service load asked').length, 0);
   } finally {
