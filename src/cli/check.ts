@@ -1,15 +1,22 @@
-// `sluice check --config FILE`: exit 0 with the number of services and any warnings, or 1 with
-// every problem listed.
+// `sluice check --config FILE`: exit 0 with the number of services (routers, pools), what each
+// router and pool holds, and any warnings, or 1 with every problem listed.
 import type { Config } from '../config/types.js';
 import { expiryWarnings, readCertificateDates } from '../config/certificate-expiry.js';
 import { tlsWarnings } from '../config/tls.js';
+import { summaryLines } from '../config/summary.js';
 import { loadOrReport } from './config-file.js';
 
 export async function check(file: string, env: NodeJS.ProcessEnv): Promise<number> {
   const config = loadOrReport(file, env);
   if (config === undefined) return 1;
   const n = config.services.length;
-  process.stdout.write(`config OK: ${n} ${n === 1 ? 'service' : 'services'}\n`);
+  const routers = config.routers?.length ?? 0;
+  const pools = config.pools.length;
+  const counts = [`${n} ${n === 1 ? 'service' : 'services'}`];
+  if (routers > 0) counts.push(`${routers} ${routers === 1 ? 'router' : 'routers'}`);
+  if (pools > 0) counts.push(`${pools} ${pools === 1 ? 'pool' : 'pools'}`);
+  process.stdout.write(`config OK: ${counts.join(', ')}\n`);
+  for (const line of summaryLines(config)) process.stdout.write(`${line}\n`);
   const routedOnly = config.services.filter((s) => s.tokens.length === 0).map((s) => s.slug);
   if (routedOnly.length > 0) process.stdout.write(`reachable only through routers (no tokens of their own): ${routedOnly.join(', ')}\n`);
   if (config.listen.tls !== undefined) for (const warning of tlsWarnings(config.listen.tls)) process.stdout.write(`warning: ${warning}\n`);

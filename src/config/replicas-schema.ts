@@ -13,6 +13,7 @@ import {
   ENV_NAME_RE,
   int,
   isRecord,
+  MAX_DURATION_MS,
   nonEmptyString,
   READY_PATH_RE,
   RULE,
@@ -104,6 +105,7 @@ export const replicas = strict(
     min: int(0, Number.MAX_SAFE_INTEGER, RULE.min).describe(`${RULE.min} and ≤ max`).prefault(DEFAULTS.min),
     max: int(1, Number.MAX_SAFE_INTEGER, RULE.max).prefault(DEFAULTS.max),
     idleTimeoutMs: duration().prefault(DEFAULTS.idleTimeoutMs),
+    keepAliveMaxMs: int(0, MAX_DURATION_MS, RULE.keepAliveMaxMs).prefault(DEFAULTS.keepAliveMaxMs),
     concurrency: int(0, Number.MAX_SAFE_INTEGER, RULE.concurrency).prefault(DEFAULTS.concurrency),
     load: load.optional(),
     pool: replicaPool,
@@ -138,6 +140,9 @@ export const replicas = strict(
     for (const [key, value, unchanged] of launchOnly) {
       if (!unchanged) ctx.addIssue({ code: 'custom', path: [key], input: value, message: RULE.staticOnly });
     }
+  }
+  if (kinds.length === 1 && kinds[0] !== 'command' && r.keepAliveMaxMs !== DEFAULTS.keepAliveMaxMs) {
+    ctx.addIssue({ code: 'custom', path: ['keepAliveMaxMs'], input: r.keepAliveMaxMs, message: RULE.launchedOnly });
   }
   if (kinds.length === 1 && kinds[0] === 'kubernetes') {
     // Kubernetes starts the pods from the Deployment's template: its environment and its start.

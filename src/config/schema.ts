@@ -59,9 +59,22 @@ const listen = strict({
     .describe('must be { certFile, keyFile }, both files valid'),
 });
 
+const digest = z.string({ error: RULE.sha256 }).transform((s, ctx) => {
+  if (HEX64_RE.test(s)) return s.toLowerCase();
+  // A token pasted where its digest belongs must not be echoed into error output or logs.
+  if (s.startsWith('slc_')) ctx.addIssue({ code: 'custom', message: RULE.sha256NotToken, input: '[redacted]' });
+  else ctx.addIssue({ code: 'custom', message: RULE.sha256, input: s });
+  return z.NEVER;
+}).describe(RULE.sha256);
+
 const admin = strict({
   host: host.prefault(DEFAULTS.host),
   port,
+  tokens: z
+    .array(strict({ name: nonEmptyString(RULE.tokenName), sha256: digest }), { error: RULE.adminTokens })
+    .min(1, { error: RULE.adminTokens })
+    .optional()
+    .describe(RULE.adminTokens),
 });
 
 const basePath = z
@@ -85,13 +98,7 @@ const logLevel = z
 
 const tokenShape = {
   name: nonEmptyString(RULE.tokenName),
-  sha256: z.string({ error: RULE.sha256 }).transform((s, ctx) => {
-    if (HEX64_RE.test(s)) return s.toLowerCase();
-    // A token pasted where its digest belongs must not be echoed into error output or logs.
-    if (s.startsWith('slc_')) ctx.addIssue({ code: 'custom', message: RULE.sha256NotToken, input: '[redacted]' });
-    else ctx.addIssue({ code: 'custom', message: RULE.sha256, input: s });
-    return z.NEVER;
-  }).describe(RULE.sha256),
+  sha256: digest,
   priority: int(MIN_PRIORITY, MAX_PRIORITY, RULE.priority).prefault(DEFAULTS.priority),
   limits,
 };
@@ -204,7 +211,7 @@ const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '']);
 export const configSchema = strict(
   {
     listen: listen.prefault({}),
-    admin: admin.optional().describe('must be { host, port }; port differs from listen.port on the same host'),
+    admin: admin.optional().describe('must be { host, port } with optional tokens; port differs from listen.port on the same host'),
     workers: int(0, 64, RULE.workers).prefault(DEFAULTS.workers),
     basePath: basePath.prefault(DEFAULTS.basePath),
     drainTimeoutMs: duration().prefault(DEFAULTS.drainTimeoutMs),

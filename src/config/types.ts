@@ -87,6 +87,8 @@ export interface ReplicasConfig {
   min: number;
   max: number;
   idleTimeoutMs: number;
+  /** The longest `X-Sluice-Keep-Alive` a request may ask for, in ms; 0: the header is ignored. */
+  keepAliveMaxMs: number;
   /** Requests in flight per replica; 0 = unlimited. */
   concurrency: number;
   /** Read the replicas' own load (not set: choose by requests in flight). */
@@ -155,7 +157,7 @@ interface ListenConfig {
 
 export interface Config {
   listen: ListenConfig;
-  admin?: { host: string; port: number };
+  admin?: { host: string; port: number; tokens?: Array<{ name: string; sha256: string }> };
   /** Front-end worker threads; 0 = one per CPU. */
   workers: number;
   /** Begins with `/`, no trailing `/` (the empty string is allowed for `/`). */

@@ -31,7 +31,7 @@ const NO_FORWARD: ReadonlySet<string> = new Set();
  * The operations endpoints answer without reading a body: a request to one with ambiguous
  * framing or malformed headers is refused like a relay request, so nothing hides behind it.
  */
-function refusedOpsRequest(res: HttpResponse, req: HttpRequest, head: boolean, refusals: Refusals): boolean {
+export function refusedOpsRequest(res: HttpResponse, req: HttpRequest, head: boolean, refusals: Refusals): boolean {
   const framing = checkRequestHead(readCallerHeaders(req, NO_FORWARD), req.getCaseSensitiveMethod(), req.getUrl(), req.getQuery());
   if (framing === 0) return false;
   // A body on an operations request is not read either: answer and close.

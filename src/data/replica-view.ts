@@ -88,6 +88,8 @@ export class ReplicaView implements ReplicaSet, ViewLink {
   /** `routing.affinityHeader`: this thread's ring over the replicas it knows. */
   private readonly ring: AffinityRing | undefined;
   private readonly maxLoad: number;
+  /** `replicas.keepAliveMaxMs`: the longest `X-Sluice-Keep-Alive` honoured (0: none). */
+  private readonly keepAliveMaxMs: number;
   /** performance.now() of the last wake message. */
   private wokeAt = -Infinity;
 
@@ -109,6 +111,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     this.bySlot = new Array<LocalReplica | undefined>(slots.slots).fill(undefined);
     this.ring = service.routing.affinityHeader === undefined ? undefined : new AffinityRing();
     this.maxLoad = service.routing.affinityMaxLoad;
+    this.keepAliveMaxMs = service.replicas.keepAliveMaxMs;
   }
 
   // ── ReplicaSet: the relay's side ───────────────────────────────────────────────────────────
@@ -205,9 +208,10 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     return true;
   }
 
-  release(replica: Replica, outcome: ReleaseOutcome): void {
+  release(replica: Replica, outcome: ReleaseOutcome, keepAliveMs = 0): void {
     const r = replica as LocalReplica;
     const slots = this.slots;
+    if (keepAliveMs > 0 && this.keepAliveMaxMs > 0) slots.keepLoaded(r.slot, Date.now() + Math.min(keepAliveMs, this.keepAliveMaxMs));
     const emptied = slots.release(this.thread, r.slot);
     if (outcome === 'ok') slots.answered(r.slot);
     else if (outcome === 'unreachable' || outcome === 'reset' || outcome === 'timeout') this.failedOn(r, outcome);

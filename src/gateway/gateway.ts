@@ -9,6 +9,8 @@
 // worker threads sharing the port, coordinated through shared slot tables and messages.
 import type { TracingSettings } from '../config/tracing-config.js';
 import { AdminPage } from '../admin/page.js';
+import { addOnDemandRoutes } from '../admin/on-demand.js';
+import { poolSummaries, routerSummaries } from '../config/summary.js';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Config } from '../config/types.js';
 import { RelayError } from '../http/errors.js';
@@ -30,7 +32,7 @@ import { settlesWithin } from '../time/bounded-wait.js';
 import type { RoutersReload, TokensReload } from '../threads/messages.js';
 import { LIMIT_STORE_COMMAND_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
 
-import { addOpsRoutes, type OpsSource } from '../data/ops-routes.js';
+import { addOpsRoutes, refusedOpsRequest, type OpsSource } from '../data/ops-routes.js';
 import { Refusals } from '../relay/request/refusal.js';
 import { RequestIds } from '../relay/request/request-ids.js';
 import { FLAG_COUNT, FLAG_DRAINING, FLAG_READY } from '../threads/messages.js';
@@ -197,6 +199,12 @@ class ControlPlane implements Gateway, OpsSource {
       const refusals = new Refusals(this.logger, new RequestIds());
       addOpsRoutes(this.adminApp, this, this.logger, refusals);
       this.adminPage = new AdminPage(this.adminApp, { config, logger: this.logger, metrics: this.registry, services: this.services, relayPort: () => this.port, limits: () => this.limitCells.usage(), pools: () => this.pools.snapshot(), routers: () => this.routers });
+      addOnDemandRoutes(this.adminApp, {
+        services: this.services,
+        tokens: config.admin.tokens,
+        logger: this.logger,
+        refusals: { refusedHead: (res, req) => refusedOpsRequest(res, req, false, refusals), refuse: (res, error, head = false) => refusals.refuse(res, error, false, undefined, head) },
+      });
       this.adminApp.any('/*', (res, req) => refusals.refuse(res, new RelayError('not_found'), false, undefined, req.getMethod() === 'head'));
     }
   }
@@ -261,10 +269,13 @@ class ControlPlane implements Gateway, OpsSource {
     // Ready only now: a worker that listens alone would get every connection a client opens as
     // soon as /readyz says 200, and keep-alive keeps them there.
     Atomics.store(this.flags, FLAG_READY, 1);
-    this.logger.info(
-      { host, port: this.port, adminPort: this.adminPort, workers: this.workers, basePath: this.config.basePath, services: this.config.services.map((s) => s.slug), uws: uwsBuild()!.id },
-      'gateway listening',
-    );
+    const line: Record<string, unknown> = { host, port: this.port, adminPort: this.adminPort, workers: this.workers, basePath: this.config.basePath, services: this.config.services.map((s) => s.slug) };
+    // Routers and pools as applied now (a reload may have changed the routers' models).
+    const routed = { routers: this.routers.routers, services: this.routers.models };
+    if (routed.routers.length > 0) line['routers'] = Object.fromEntries(routerSummaries(routed).map((r) => [r.slug, r.models]));
+    if (this.config.pools.length > 0) line['pools'] = Object.fromEntries(poolSummaries(this.config).map((p) => [p.name, { size: p.size, services: p.services }]));
+    line['uws'] = uwsBuild()!.id;
+    this.logger.info(line, 'gateway listening');
   }
 
   /** Starts worker `thread` on the port the first one took; a failure is retried twice. */

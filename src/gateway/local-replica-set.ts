@@ -65,8 +65,8 @@ export class LocalReplicaSet implements ManagedReplicaSet {
     return this.view.cancel(waiter);
   }
 
-  release(replica: Replica, outcome: ReleaseOutcome): void {
-    this.view.release(replica, outcome);
+  release(replica: Replica, outcome: ReleaseOutcome, keepAliveMs?: number): void {
+    this.view.release(replica, outcome, keepAliveMs);
   }
 
   drain(): void {

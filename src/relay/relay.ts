@@ -102,6 +102,8 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
     public maxWaitMs: number,
     /** The hash of its affinity header's value, or -1. */
     public affinity: number,
+    /** How long it asks its replica to stay loaded after it (`X-Sluice-Keep-Alive`), in ms; 0: not asked. */
+    readonly keepAliveMs: number,
   ) {
     super(service, observer, res, method, bodyLength, requestId);
   }
@@ -304,7 +306,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
     const replica = this.replica;
     if (relayed && replica !== undefined && this.phase === 'receiving') {
       this.replica = undefined;
-      this.service.replicas.release(replica, 'ok');
+      this.service.replicas.release(replica, 'ok', this.keepAliveMs);
     }
   }
 

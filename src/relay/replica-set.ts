@@ -64,8 +64,12 @@ export interface ReplicaSet {
   queuedNow(): number;
   /** Removes a queued waiter (its caller went away); true if it was in the queue. */
   cancel(waiter: ReplicaWaiter): boolean;
-  /** Gives a replica back; `unreachable` takes the replica (static or launched) out of rotation until a probe succeeds. */
-  release(replica: Replica, outcome: ReleaseOutcome): void;
+  /**
+   * Gives a replica back; `unreachable` takes the replica (static or launched) out of rotation
+   * until a probe succeeds. `keepAliveMs` > 0: the request asked to keep the replica loaded that
+   * long after it (`X-Sluice-Keep-Alive`, bounded by the service's `replicas.keepAliveMaxMs`).
+   */
+  release(replica: Replica, outcome: ReleaseOutcome, keepAliveMs?: number): void;
   /** Stops taking requests: queued waiters get `503 draining`; in-flight requests go on. */
   drain(): void;
   /** Whether a replica is ready, starting, or none (a router's model list), read where this thread is. */

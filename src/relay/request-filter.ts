@@ -20,7 +20,7 @@ import type { ReplicaSet } from './replica-set.js';
 import { authenticate, heldElsewhere, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './request/auth.js';
 import { BodyFields } from './body/body-fields.js';
 import { checkRequestHead } from './request/caller-head-checks.js';
-import { type CallerHeaders, readCallerHeaders, requestMaxWait, requestPriority } from './request/headers.js';
+import { type CallerHeaders, readCallerHeaders, requestKeepAlive, requestMaxWait, requestPriority } from './request/headers.js';
 import { pathProblem } from './request/path.js';
 import type { Refusals } from './request/refusal.js';
 import { type RelayObserver, RelayRequest } from './relay.js';
@@ -193,8 +193,9 @@ export class RequestFilter {
     }
     const priority = requestPriority(headers, auth.priority, MIN_PRIORITY);
     const maxWaitMs = requestMaxWait(headers, service.config.queue.maxWaitMs);
-    if (typeof priority === 'string' || typeof maxWaitMs === 'string') {
-      const problem = typeof priority === 'string' ? priority : (maxWaitMs as string);
+    const keepAliveMs = requestKeepAlive(headers);
+    if (typeof priority === 'string' || typeof maxWaitMs === 'string' || typeof keepAliveMs === 'string') {
+      const problem = typeof priority === 'string' ? priority : typeof maxWaitMs === 'string' ? maxWaitMs : (keepAliveMs as string);
       this.refuse(res, new RelayError('bad_request', { message: `${problem}.` }), hasBody, service, head);
       return;
     }
@@ -213,7 +214,7 @@ export class RequestFilter {
       return;
     }
     const target = query === undefined ? path : `${path}?${query}`;
-    const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth, priority, maxWaitMs, affinity);
+    const request = new RelayRequest(service, this.owner, res, method, path, target, headers, framing, this.ids.next(), auth, priority, maxWaitMs, affinity, keepAliveMs);
     res.onAborted(request.abortHandler);
     res.onData(request.dataHandler);
     const router = service instanceof ModelRouter;

@@ -90,6 +90,8 @@ export abstract class RequestState implements ReplicaWaiter, UpstreamHandler, Ca
   // The request's path, in relay.ts (the interfaces above say what each one is told).
   abstract readonly priority: number;
   abstract readonly maxWaitMs: number;
+  /** `X-Sluice-Keep-Alive` in ms (0: not asked), handed to the replica set with the replica. */
+  abstract readonly keepAliveMs: number;
   abstract readonly affinity: number;
   abstract onReplica(replica: Replica): void;
   abstract onBodyStart(): void;
@@ -249,7 +251,7 @@ export abstract class RequestState implements ReplicaWaiter, UpstreamHandler, Ca
     const replica = this.replica;
     if (replica !== undefined) {
       this.replica = undefined;
-      this.service.replicas.release(replica, answered ? (release === 'ok' ? 'ok' : 'failed') : release === 'ok' ? 'unanswered' : release);
+      this.service.replicas.release(replica, answered ? (release === 'ok' ? 'ok' : 'failed') : release === 'ok' ? 'unanswered' : release, this.keepAliveMs);
     }
     this.finished();
   }

@@ -50,6 +50,7 @@ export class SlotControl extends SlotMemory {
       Atomics.store(a, base + FAILS, 0);
       this.clearReading(s);
       this.idleAt[s] = Date.now();
+      Atomics.store(this.keepUntil, s, 0n);
       return s;
     }
     return -1;
@@ -99,6 +100,11 @@ export class SlotControl extends SlotMemory {
   /** `Date.now()` when the slot's inflight last dropped to 0 (or it was set ready). */
   idleSince(slot: number): number {
     return this.idleAt[slot]!;
+  }
+
+  /** `Date.now()` before which a caller's `X-Sluice-Keep-Alive` keeps the replica from its idle stop (0: none asked). */
+  keptUntil(slot: number): number {
+    return Number(Atomics.load(this.keepUntil, slot));
   }
 
   // ── load readings (the control plane's load reader) ───────────────────────────────────────

@@ -33,7 +33,9 @@
 //   requests thread w counts on slot s (given back too).
 //
 // One Float64Array beside it holds, per slot, `Date.now()` when its inflight last dropped to 0:
-// the idle clock of launched replicas. A third buffer holds when a cold start is expected to end
+// the idle clock of launched replicas; after it in the same buffer a BigInt64Array holds, per slot,
+// the `Date.now()` before which a request's `X-Sluice-Keep-Alive` keeps the replica from its idle
+// stop (0: none; raised with a compare-exchange, so the latest wins whichever thread writes). A third buffer holds when a cold start is expected to end
 // (expected-start.ts).
 
 export const EMPTY = 0;

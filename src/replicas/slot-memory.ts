@@ -23,7 +23,7 @@ export interface SlotTableInit {
 /** New memory for a table of `slots` replicas and `threads` data planes, every cell as a new service starts. */
 export function newSlotMemory(slots: number, threads: number, concurrency: number, scored: boolean): SlotTableInit {
   const ints = new SharedArrayBuffer(4 * (HEADER + STRIDE * slots + 2 * threads * slots));
-  const idle = new SharedArrayBuffer(8 * slots);
+  const idle = new SharedArrayBuffer(16 * slots);
   const i32 = new Int32Array(ints);
   i32[ACCEPTING] = 1;
   i32[FALLBACK] = -1;
@@ -41,6 +41,8 @@ export abstract class SlotMemory {
   readonly start: ExpectedStart;
   protected readonly i32: Int32Array;
   protected readonly idleAt: Float64Array;
+  /** Per slot, `Date.now()` before which a caller's keep-alive keeps the replica from its idle stop (0n: none). */
+  protected readonly keepUntil: BigInt64Array;
   /** Where the holds per thread and slot begin. */
   protected readonly holdsBase: number;
   /** Where the overdue counts per thread and slot begin. */
@@ -52,7 +54,8 @@ export abstract class SlotMemory {
     this.concurrency = init.concurrency;
     this.scored = init.scored;
     this.i32 = new Int32Array(init.ints);
-    this.idleAt = new Float64Array(init.idle);
+    this.idleAt = new Float64Array(init.idle, 0, init.slots);
+    this.keepUntil = new BigInt64Array(init.idle, 8 * init.slots, init.slots);
     this.start = new ExpectedStart(init.start);
     this.holdsBase = HEADER + STRIDE * init.slots;
     this.overdueBase = this.holdsBase + init.threads * init.slots;

@@ -186,6 +186,20 @@ export class SlotTable extends SlotMemory {
     return this.giveBack(slot);
   }
 
+  /**
+   * A request on `slot` asked to keep its replica loaded (`X-Sluice-Keep-Alive`): no idle stop
+   * before `until` (`Date.now()` ms). Raised only, with a compare-exchange: of two threads, the later time wins.
+   */
+  keepLoaded(slot: number, until: number): void {
+    const want = BigInt(Math.ceil(until));
+    const cells = this.keepUntil;
+    for (let was = Atomics.load(cells, slot); was < want; ) {
+      const seen = Atomics.compareExchange(cells, slot, was, want);
+      if (seen === was) return;
+      was = seen;
+    }
+  }
+
   /** The replica sent a status line: its consecutive failures end (one read when there were none). */
   answered(slot: number): void {
     const at = HEADER + STRIDE * slot + FAILS;

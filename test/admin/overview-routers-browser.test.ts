@@ -52,9 +52,9 @@ test('the overview page shows the router: its models and their state, cold → s
   await page.goto(`http://127.0.0.1:${tg.gateway.adminPort}/`);
   await page.waitForSelector('#routers li[data-router="models"]');
   assert.equal(await page.locator('#routers').isVisible(), true);
-  const text = (): Promise<string> => page.locator('#routers li[data-router="models"]').innerText();
+  const text = (): Promise<string> => page.locator('#routers li[data-router="models"] .router-text').innerText();
   const base = `${tg.origin}/api/v1/services/models`;
-  assert.equal(await text(), [`models · 1 of 2 models ready · ${base}`, 'api-model: api · ready', 'demo: llm · cold', 'ide: 0 of 4 in flight'].join('\n'));
+  assert.equal(await text(), [`models · 1 of 2 models ready · ${base}/request/v1`, 'api-model: api · ready', 'demo: llm · cold', 'ide: 0 of 4 in flight'].join('\n'));
 
   const asked = fetch(`${base}/request/v1/chat/completions`, {
     method: 'POST',
@@ -62,7 +62,7 @@ test('the overview page shows the router: its models and their state, cold → s
     body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: 'hi' }] }),
   });
   const has = (line: string): Promise<unknown> =>
-    page.waitForFunction((l: string) => document.querySelector('#routers li[data-router="models"]')?.innerText.split('\n').includes(l), line, { timeout: 20_000 });
+    page.waitForFunction((l: string) => document.querySelector('#routers li[data-router="models"] .router-text')?.innerText.split('\n').includes(l), line, { timeout: 20_000 });
   await has('demo: llm · starting');
   await has('ide: 1 of 4 in flight');
   writeFileSync(gate, 'open');
@@ -71,6 +71,6 @@ test('the overview page shows the router: its models and their state, cold → s
   await answer.body?.cancel();
   await has('demo: llm · ready');
   await has('ide: 0 of 4 in flight');
-  assert.ok((await text()).startsWith(`models · 2 of 2 models ready · ${base}`));
+  assert.ok((await text()).startsWith(`models · 2 of 2 models ready · ${base}/request/v1`));
   assert.deepEqual(problems, []);
 });

@@ -8,7 +8,7 @@ import { UI_DIR } from '../../src/admin/page.js';
 
 const { routerText } = (await import(pathToFileURL(`${UI_DIR}routing-text.js`).href)) as { routerText(router: unknown): string };
 
-test('a router: how many of its models are ready and its base URL, each model with its service and state, then its limited tokens', () => {
+test('a router: how many of its models are ready and the base URL an OpenAI client takes (…/request/v1), each model with its service and state, then its limited tokens', () => {
   const router = {
     slug: 'models',
     baseUrl: 'http://127.0.0.1:8080/api/v1/services/models',
@@ -23,7 +23,7 @@ test('a router: how many of its models are ready and its base URL, each model wi
   assert.equal(
     routerText(router),
     [
-      'models · 2 of 3 models ready · http://127.0.0.1:8080/api/v1/services/models',
+      'models · 2 of 3 models ready · http://127.0.0.1:8080/api/v1/services/models/request/v1',
       'llama-3.1-8b: chat · ready',
       'qwen-7b: chat · ready',
       'coder-7b: coder · starting',
@@ -32,7 +32,7 @@ test('a router: how many of its models are ready and its base URL, each model wi
   );
   assert.equal(
     routerText({ slug: 'one', baseUrl: 'http://h/one', services: ['embed'], models: [{ id: 'e5', service: 'embed', state: 'cold' }], limits: [] }),
-    'one · 0 of 1 model ready · http://h/one\ne5: embed · cold',
+    'one · 0 of 1 model ready · http://h/one/request/v1\ne5: embed · cold',
   );
   assert.equal(routerText(undefined), '');
   assert.equal(routerText({ slug: 'x' }), '');

@@ -126,11 +126,57 @@ test('check names the services reachable only through routers (no tokens of thei
   );
   const run = await sluice(['check', '--config', routed]);
   assert.equal(run.code, 0, run.stderr);
-  assert.equal(run.stdout, 'config OK: 3 services\nreachable only through routers (no tokens of their own): chat, coder\n');
+  assert.equal(
+    run.stdout,
+    [
+      'config OK: 3 services, 1 router',
+      'router models (/api/v1/services/models/request/v1): llama → chat, coder-7b → coder',
+      'reachable only through routers (no tokens of their own): chat, coder',
+      '',
+    ].join('\n'),
+  );
   const unreachable = writeConfig('unreachable.yaml', ['services:', '  - { slug: chat, models: [llama], replicas: { urls: ["http://127.0.0.1:9"] } }', ''].join('\n'));
   const refused = await sluice(['check', '--config', unreachable]);
   assert.equal(refused.code, 1);
   assert.match(refused.stderr, /services\[0\]\.tokens: \(missing\) — must be set, or the service served by a router/);
+});
+
+test('check names each router with its models and their services, and each pool with its services', async () => {
+  const path = writeConfig(
+    'routed.yaml',
+    [
+      'listen: { host: 127.0.0.1, port: 0 }',
+      'pools: [{ name: gpu, size: 2 }]',
+      'routers:',
+      `  - { slug: models, tokens: [{ name: ide, sha256: "${DIGEST}" }] }`,
+      `  - { slug: chat-only, services: [chat], tokens: [{ name: app, sha256: "${DIGEST}" }] }`,
+      'services:',
+      '  - slug: chat',
+      '    models: [llama-3.1-8b, llama-3.1-8b-instruct]',
+      `    tokens: [{ name: laptop, sha256: "${DIGEST}" }]`,
+      '    replicas: { command: ["node", "server.js"], pool: gpu }',
+      '  - slug: coder',
+      '    models: [qwen-coder]',
+      `    tokens: [{ name: laptop, sha256: "${DIGEST}" }]`,
+      '    replicas: { command: ["node", "server.js"], pool: gpu, units: 2 }',
+      '  - slug: plain',
+      `    tokens: [{ name: laptop, sha256: "${DIGEST}" }]`,
+      '    replicas: { urls: ["http://127.0.0.1:9"] }',
+      '',
+    ].join('\n'),
+  );
+  const run = await sluice(['check', '-c', path]);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(
+    run.stdout,
+    [
+      'config OK: 3 services, 2 routers, 1 pool',
+      'router models (/api/v1/services/models/request/v1): llama-3.1-8b → chat, llama-3.1-8b-instruct → chat, qwen-coder → coder',
+      'router chat-only (/api/v1/services/chat-only/request/v1): llama-3.1-8b → chat, llama-3.1-8b-instruct → chat',
+      'pool gpu (2 units): chat (1 unit), coder (2 units)',
+      '',
+    ].join('\n'),
+  );
 });
 
 test('check reads SLUICE_CONFIG when --config is not given', async () => {

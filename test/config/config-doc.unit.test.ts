@@ -61,6 +61,8 @@ test('each default in the table is the value the loader fills in', () => {
     'listen.tls.certFile',
     'listen.tls.keyFile',
     'admin.port',
+    'admin.tokens[].name',
+    'admin.tokens[].sha256',
     'pools[].name',
     'pools[].size',
     'services',

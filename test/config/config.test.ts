@@ -68,6 +68,7 @@ test('a minimal config gets every default', () => {
           min: 0,
           max: 1,
           idleTimeoutMs: 300000,
+          keepAliveMaxMs: 0,
           concurrency: 0,
           units: 1,
         },
@@ -84,7 +85,7 @@ test('a full config keeps every value it sets', (t) => {
   t.after(tls.remove);
   const raw = {
     listen: { host: '0.0.0.0', port: 0, tls: { certFile: tls.certFile, keyFile: tls.keyFile } },
-    admin: { host: '127.0.0.1', port: 9091 },
+    admin: { host: '127.0.0.1', port: 9091, tokens: [{ name: 'ops', sha256: 'cd'.repeat(32) }] },
     workers: 4,
     basePath: '/v2',
     drainTimeoutMs: 1000,
@@ -111,6 +112,7 @@ test('a full config keeps every value it sets', (t) => {
           min: 1,
           max: 3,
           idleTimeoutMs: 9,
+          keepAliveMaxMs: 10,
           concurrency: 2,
           pool: 'gpu',
           units: 2,
@@ -134,6 +136,7 @@ test('a full config keeps every value it sets', (t) => {
           min: 1,
           max: 4,
           idleTimeoutMs: 9,
+          keepAliveMaxMs: 0,
           concurrency: 2,
           units: 1,
         },

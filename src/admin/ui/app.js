@@ -22,6 +22,8 @@ const routerList = document.getElementById('router-list');
 
 /** slug → { status, points, view } */
 const services = new Map();
+/** slug → the router as the last status gave it (for its Request dialog). */
+const routers = new Map();
 let intervalMs = 1000;
 
 // ── the event stream ───────────────────────────────────────────────────────────────────────
@@ -62,18 +64,30 @@ function connect() {
 }
 
 /** One item per router, its text from routerText (its models and the state of each). */
-function renderRouters(routers) {
-  routerSection.hidden = routers.length === 0;
-  while (routerList.children.length > routers.length) routerList.lastElementChild.remove();
-  routers.forEach((router, i) => {
+function renderRouters(list) {
+  routerSection.hidden = list.length === 0;
+  routers.clear();
+  for (const router of list) routers.set(router.slug, router);
+  while (routerList.children.length > list.length) routerList.lastElementChild.remove();
+  list.forEach((router, i) => {
     let item = routerList.children[i];
     if (item === undefined) {
       item = document.createElement('li');
-      item.className = 'loads router';
+      item.className = 'loads router router-line';
+      const text = document.createElement('span');
+      text.className = 'router-text';
+      const button = document.createElement('button');
+      button.type = 'button';
+      button.className = 'request-button';
+      button.setAttribute('aria-haspopup', 'dialog');
+      button.textContent = 'Request…';
+      button.addEventListener('click', () => openDialog(item.dataset.router, button, true));
+      item.append(text, button);
       routerList.append(item);
     }
     item.dataset.router = router.slug;
-    set(item, routerText(router));
+    item.querySelector('button').setAttribute('aria-label', `Request ${router.slug}: base URL, model and examples`);
+    set(item.querySelector('.router-text'), routerText(router));
   });
 }
 
@@ -121,7 +135,11 @@ function createView(status) {
   }
   const button = root.querySelector('.request-button');
   button.setAttribute('aria-label', `Request ${status.slug}: base URL and examples`);
-  button.addEventListener('click', () => openDialog(status.slug, button));
+  button.addEventListener('click', () => openDialog(status.slug, button, false));
+  for (const action of root.querySelectorAll('.load-button')) {
+    action.setAttribute('aria-label', `${action.textContent} ${status.slug}`);
+    action.addEventListener('click', () => loadOrUnload(status.slug, action.dataset.action, action));
+  }
   table.append(root);
   return { root, fields, charts };
 }
@@ -141,6 +159,10 @@ function render(item, status) {
     if (previous !== undefined) announce(`${status.slug} is ${state}`);
   }
   set(f.replicas, replicasText(status.replicas));
+  // Load starts a launched or Kubernetes replica; unload stops launched ones only (docs/operations.md#loading-and-unloading).
+  for (const action of item.view.root.querySelectorAll('.load-button')) {
+    action.hidden = action.dataset.action === 'load' ? status.kind === 'static' : status.kind !== 'launched';
+  }
   // The expected start (the median of the recent ones), as the cell's tooltip: the row's text stays as it is.
   const expected = typeof status.expectedStartMs === 'number' ? `a replica start takes about ${Math.max(1, Math.ceil(status.expectedStartMs / 1000))} s` : '';
   if (f.replicas.title !== expected) f.replicas.title = expected;
@@ -303,11 +325,27 @@ const copyStatus = document.getElementById('copy-status');
 let dialogSlug;
 let opener;
 
-function openDialog(slug, button) {
+const modelPick = document.getElementById('model-pick');
+/** The dialog is open for a router (its model from the picker, OpenAI paths only). */
+let dialogRouter = false;
+
+/** The base URL the examples build on: a service's, or a router's (its OpenAI base_url is this + /request/v1). */
+function dialogBase() {
+  return dialogRouter ? routers.get(dialogSlug)?.baseUrl : services.get(dialogSlug)?.status.baseUrl;
+}
+
+function openDialog(slug, button, router) {
   dialogSlug = slug;
+  dialogRouter = router;
   opener = button;
-  const status = services.get(slug).status;
-  for (const el of dialog.querySelectorAll('[data-field]')) el.textContent = status[el.dataset.field];
+  const base = dialogBase();
+  const fields = { slug, baseUrl: router ? `${base}/request/v1` : base, what: router ? 'router' : 'service' };
+  for (const el of dialog.querySelectorAll('[data-field]')) el.textContent = fields[el.dataset.field];
+  for (const el of dialog.querySelectorAll('[data-for]')) el.hidden = el.dataset.for !== (router ? 'router' : 'service');
+  if (router) {
+    dialog.querySelector('input[name="shape"][value="chat"]').checked = true;
+    modelPick.replaceChildren(...(routers.get(slug)?.models ?? []).map((m) => new Option(`${m.id} (${m.service} · ${m.state})`, m.id)));
+  }
   modelInput.value = MODEL_NAME.test(slug) ? slug : 'model';
   copyStatus.textContent = '';
   updateSnippet();
@@ -323,6 +361,7 @@ dialog.addEventListener('click', (e) => {
 });
 dialog.addEventListener('change', updateSnippet);
 modelInput.addEventListener('input', updateSnippet);
+modelPick.addEventListener('change', updateSnippet);
 
 function choice(name) {
   return dialog.querySelector(`input[name="${name}"]:checked`).value;
@@ -337,15 +376,64 @@ function updateSnippet() {
     label.hidden = !fits;
     if (!fits && label.querySelector('input').checked) dialog.querySelector('input[name="client"][value="curl"]').checked = true;
   }
-  const model = modelInput.value;
+  const model = dialogRouter ? modelPick.value : modelInput.value;
   const valid = MODEL_NAME.test(model);
-  modelInput.setAttribute('aria-invalid', String(!valid));
-  const base = services.get(dialogSlug).status.baseUrl;
+  modelInput.setAttribute('aria-invalid', String(!dialogRouter && !valid));
+  const base = dialogBase();
   const client = choice('client');
   snippetEl.textContent = snippet(shape, client, base, valid ? model : 'MODEL');
   snippetEl.dataset.shape = shape;
   snippetEl.dataset.client = client;
   snippetNote.textContent = NOTES[client];
+}
+
+// ── load and unload (POST /services/{slug}/load|unload, with an admin token) ───────────────────
+
+const adminDialog = document.getElementById('admin-dialog');
+const adminInput = document.getElementById('admin-token');
+/** The admin token, in this page's memory only (never stored): asked for at the first load or unload. */
+let adminToken;
+
+function askToken() {
+  adminInput.value = '';
+  adminDialog.showModal();
+  return new Promise((resolve) => {
+    adminDialog.addEventListener('close', () => resolve(adminDialog.returnValue === 'ok' && adminInput.value !== '' ? adminInput.value : undefined), { once: true });
+  });
+}
+
+async function loadOrUnload(slug, action, button) {
+  const item = services.get(slug);
+  const say = (text) => {
+    set(item.view.fields.action, text);
+    announce(`${slug}: ${text}`);
+  };
+  adminToken ??= await askToken();
+  button.focus();
+  if (adminToken === undefined) return;
+  button.disabled = true;
+  try {
+    const res = await fetch(`services/${encodeURIComponent(slug)}/${action}`, { method: 'POST', headers: { authorization: `Bearer ${adminToken}` } });
+    const body = await res.json().catch(() => ({}));
+    if (res.status === 401) adminToken = undefined; // asked again next time
+    say(actionText(action, res.status, body));
+  } catch {
+    say(`${action} failed: the gateway did not answer`);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+/** What an answer of load or unload says, in a few words. */
+function actionText(action, status, body) {
+  if (status === 401) return 'not allowed: a token of admin.tokens is needed';
+  if (body.error !== undefined) return typeof body.error === 'string' ? body.error : (body.error.message ?? `${action}: ${status}`);
+  if (action === 'load') return body.state === 'ready' ? 'already loaded' : 'loading…';
+  const stopped = body.stopped ?? [];
+  const kept = body.kept ?? [];
+  const parts = [stopped.length === 0 ? 'nothing idle to stop' : `stopped ${stopped.join(', ')}`];
+  if (kept.length > 0) parts.push(`kept ${kept.join(', ')} (busy, or min)`);
+  return parts.join(' · ');
 }
 
 // ── copying ────────────────────────────────────────────────────────────────────────────────

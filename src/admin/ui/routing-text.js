@@ -95,7 +95,8 @@ export function routerText(router) {
   if (router === null || typeof router !== 'object' || !Array.isArray(router.models)) return '';
   const n = router.models.length;
   const ready = router.models.filter((m) => m.state === 'ready').length;
-  const lines = [`${router.slug} · ${ready} of ${n} ${n === 1 ? 'model' : 'models'} ready · ${router.baseUrl}`];
+  // The URL an OpenAI client takes as its base_url: the router's own answers `{baseUrl}/request/v1/…`.
+  const lines = [`${router.slug} · ${ready} of ${n} ${n === 1 ? 'model' : 'models'} ready · ${router.baseUrl}/request/v1`];
   for (const m of router.models) lines.push(`${m.id}: ${m.service} · ${m.state}`);
   const limits = limitsText(router.limits);
   if (limits !== '') lines.push(limits);

@@ -79,6 +79,14 @@ export interface ReplicaKindPolicy {
    * replica still `starting`.
    */
   startAskedAt?(): number;
+  /**
+   * Stops the idle replicas now (the admin `unload`): each ready one with nothing in flight that
+   * `min` does not need, through the slot table's compare-exchange (a request taken meanwhile
+   * keeps it). Those stopped and those kept (requests in flight, or `min`), by id. Absent: the
+   * kind does not stop replicas on demand (static: they run elsewhere; Kubernetes: its idle
+   * scale-down alone).
+   */
+  unloadIdle?(): { stopped: string[]; kept: string[] };
   /** The process id behind `r`, for /status and the state log (undefined: none, or not ours). */
   pid(r: ManagedReplica): number | undefined;
   /** The service drains: start nothing more. */

@@ -171,6 +171,27 @@ export class ServiceControl implements ReplicaHost {
     this.scale();
   }
 
+  // ── on demand (the admin listener's load and unload: src/admin/on-demand.ts) ─────────────────
+
+  /**
+   * Starts a replica ahead of traffic as a request that will not wait would (`wake`, held for
+   * `queue.maxWaitMs`); the service's state after: `ready` (nothing to do), `starting`, `cold`
+   * (its kind starts nothing: static) or `draining`.
+   */
+  preload(): 'ready' | 'starting' | 'cold' | 'draining' {
+    if (!this.acceptingRequests) return 'draining';
+    if (this.roster.ready > 0) return 'ready';
+    this.wake();
+    return this.roster.starting > 0 || this.demand.wanted(0) > 0 ? 'starting' : 'cold';
+  }
+
+  /** Stops the idle replicas now (a wake in force ends too); undefined when the kind does not stop replicas on demand. */
+  unload(): { stopped: string[]; kept: string[] } | undefined {
+    if (this.policy.unloadIdle === undefined) return undefined;
+    this.demand.cancelWake();
+    return this.policy.unloadIdle();
+  }
+
   /** SIGHUP reloaded the service's tokens: the queue keeps their priorities' depth series. */
   tokensReloaded(tokens: readonly TokenConfig[]): void {
     this.demand.tokensReloaded(tokens);

@@ -5,7 +5,7 @@
 // (or, for a traced request, with Sluice's span as the parent: src/tracing/), never through
 // `forwardHeaders`. The caller's headers are read once, in the uWS handler, into a CallerHeaders
 // record: the ones Sluice acts on (framing, Host, Authorization, `X-Sluice-Priority`,
-// `X-Sluice-Max-Wait-Ms`, the service's affinity header) and the ones it forwards. `X-Sluice-*` are never forwarded; the affinity header only when it is in
+// `X-Sluice-Max-Wait-Ms`, `X-Sluice-Keep-Alive`, the service's affinity header) and the ones it forwards. `X-Sluice-*` are never forwarded; the affinity header only when it is in
 // `forwardHeaders`.
 import type { HttpRequest } from 'uWebSockets.js';
 
@@ -34,6 +34,9 @@ export interface CallerHeaders {
   /** `X-Sluice-Max-Wait-Ms` (the last one) and how many times it came. */
   maxWait: string | undefined;
   maxWaitCount: number;
+  /** `X-Sluice-Keep-Alive` (the last one) and how many times it came. */
+  keepAlive: string | undefined;
+  keepAliveCount: number;
   /** The service's affinity header (the first one), if it has one and the caller sent it. */
   affinity: string | undefined;
   /** W3C trace context (docs/api.md#what-the-replica-receives): repeated fields combined with a comma. */
@@ -82,6 +85,10 @@ function visit(name: string, value: string): void {
     case 'x-sluice-max-wait-ms':
       target.maxWait = value;
       target.maxWaitCount += 1;
+      return;
+    case 'x-sluice-keep-alive':
+      target.keepAlive = value;
+      target.keepAliveCount += 1;
       return;
     case 'traceparent':
       target.traceparent = target.traceparent === undefined ? value : `${target.traceparent}, ${value}`;
@@ -136,6 +143,8 @@ export function readCallerHeaders(req: HttpRequest, forward: ReadonlySet<string>
     priorityCount: 0,
     maxWait: undefined,
     maxWaitCount: 0,
+    keepAlive: undefined,
+    keepAliveCount: 0,
     affinity: undefined,
     traceparent: undefined,
     tracestate: undefined,
@@ -212,4 +221,21 @@ export function requestMaxWait(h: CallerHeaders, max: number): number | string {
   if (!UNSIGNED.test(value)) return 'X-Sluice-Max-Wait-Ms must be an integer ≥ 0 (milliseconds)';
   const asked = Number(value);
   return asked >= max ? -1 : asked;
+}
+
+/** A duration as `X-Sluice-Keep-Alive` takes it: digits, then `ms`, `s` (also none), `m` or `h`. */
+const KEEP_ALIVE = /^([0-9]{1,10})(ms|s|m|h)?$/;
+const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/**
+ * How long the request asks its replica to stay loaded after it (`X-Sluice-Keep-Alive`), in ms
+ * (0 without the header; the service bounds it by `replicas.keepAliveMaxMs`); a string naming the
+ * problem when the header is not one duration.
+ */
+export function requestKeepAlive(h: CallerHeaders): number | string {
+  if (h.keepAliveCount === 0) return 0;
+  if (h.keepAliveCount > 1) return 'X-Sluice-Keep-Alive appears more than once';
+  const match = KEEP_ALIVE.exec(h.keepAlive!.trim());
+  if (match === null) return 'X-Sluice-Keep-Alive must be a duration: an integer ≥ 0 of seconds, or with ms, s, m or h (30m)';
+  return Number(match[1]) * UNIT_MS[match[2] ?? 's']!;
 }

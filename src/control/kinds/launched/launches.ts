@@ -145,6 +145,10 @@ export class Launches implements ReplicaKindPolicy {
     return false;
   }
 
+  unloadIdle(): { stopped: string[]; kept: string[] } {
+    return this.idle.stopAllNow();
+  }
+
   pid(r: ManagedReplica): number | undefined {
     return this.processes.get(r)?.pid;
   }
