@@ -38,6 +38,7 @@ const UNROUTED: ReplicaSet = {
   slug: '',
   acquire: (waiter: ReplicaWaiter) => waiter.onNoReplica(new RelayError('internal_error')),
   cancel: () => false,
+  learnState: () => undefined,
   release: () => undefined,
   drain: () => undefined,
   close: async () => undefined,

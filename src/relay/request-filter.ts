@@ -19,6 +19,7 @@ import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
 import type { ReplicaSet } from './replica-set.js';
 import { authenticate, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './request/auth.js';
 import { BodyFields } from './body/body-fields.js';
+import { createsResponse, isStatePath, pathStateId } from './body/state-ref.js';
 import { checkRequestHead } from './request/caller-head-checks.js';
 import { type CallerHeaders, readCallerHeaders, requestMaxWait, requestPriority } from './request/headers.js';
 import { pathProblem } from './request/path.js';
@@ -220,7 +221,13 @@ export class RequestFilter {
       request.router = service;
       request.routedBy = service.config.slug;
     }
-    if (router || byBody) {
+    if (isStatePath(path)) {
+      // The Responses and Conversations APIs: the stored state named goes where it is (state-ref.ts).
+      request.learnsState = true;
+      if (method === 'POST' && createsResponse(path)) request.awaitsState = true;
+      else if (!router) request.stateId = pathStateId(path);
+    }
+    if (router || byBody || request.awaitsState) {
       // Its body's fields are read as it arrives, its first part held (body-fields.ts).
       request.fields = new BodyFields();
       request.body.read(request.fields, ROUTER_MODEL_BYTES);

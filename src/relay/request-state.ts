@@ -91,6 +91,7 @@ export abstract class RequestState implements ReplicaWaiter, UpstreamHandler, Ca
   abstract readonly priority: number;
   abstract readonly maxWaitMs: number;
   abstract readonly affinity: number;
+  abstract readonly stateId: string | undefined;
   abstract onReplica(replica: Replica): void;
   abstract onBodyStart(): void;
   abstract onUpstreamConnection(connection: UpstreamExchange): void;
