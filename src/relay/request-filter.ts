@@ -29,7 +29,7 @@ import type { RequestIds } from './request/request-ids.js';
 import { HeldBodies } from './body/held-bodies.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import { admitted, refusedByLimits, waitForLimits } from './request/request-limits.js';
-import { answerModelList, MODEL_LIST_PATH, ModelRouter, type RoutedService } from './model-router.js';
+import { answerModels, MODEL_LIST_PATH, ModelRouter, type RoutedService } from './model-router.js';
 import { ROUTER_MODEL_BYTES } from '../tunables.js';
 import type { Tracer } from '../tracing/tracer.js';
 
@@ -167,6 +167,14 @@ export class RequestFilter {
       return;
     }
     const path = url.slice(slash + REQUEST_SEGMENT.length - 1);
+    if (method === 'GET' && service instanceof ModelRouter) {
+      // Answered here, never forwarded: a model id may hold an encoded slash (`org%2Fmodel`, as the SDKs send it).
+      const one = path === MODEL_LIST_PATH ? undefined : service.retrieved(path);
+      if (one instanceof RelayError) this.refuse(res, one, hasBody, service, head);
+      else if (path === MODEL_LIST_PATH || one !== undefined) answerModels(res, service, one, this.ids.next(), hasBody);
+      else this.refuse(res, new RelayError('method_not_allowed', { message: `A router answers GET only at ${MODEL_LIST_PATH} and ${MODEL_LIST_PATH}/{model}.`, headers: { allow: 'POST' } }), hasBody, service, head);
+      return;
+    }
     // The query was checked with the whole head (caller-head-checks.ts).
     const problem = pathProblem(path);
     if (problem !== undefined) {
@@ -184,11 +192,6 @@ export class RequestFilter {
       // (CallerBody.endUpload).
       res.pause();
       this.refusals.answer(res, error, 'closeLater', service.config.slug, head);
-      return;
-    }
-    if (method === 'GET' && service instanceof ModelRouter) {
-      if (path === MODEL_LIST_PATH) answerModelList(res, service, this.ids.next(), hasBody);
-      else this.refuse(res, new RelayError('method_not_allowed', { message: `A router answers GET only at ${MODEL_LIST_PATH}.`, headers: { allow: 'POST' } }), hasBody, service, head);
       return;
     }
     const priority = requestPriority(headers, auth.priority, MIN_PRIORITY);
