@@ -37,6 +37,8 @@ export interface DataPlaneOptions {
   limitCells: readonly (readonly number[])[];
   /** The reload of the tokens those cell sets are of (limits/limit-cells.ts). */
   limitReload: number;
+  /** Each model's `created` (gateway/model-births.ts), until a reload says it anew. */
+  modelsCreated: Readonly<Record<string, number>>;
   /** This data plane's thread index (its row of holds in the limit table); 0 on the main thread. */
   thread: number;
   /** The gateway-wide state the ops endpoints report, when they are on the relay listener. */
@@ -75,7 +77,7 @@ export class DataPlane implements RequestFilterOwner {
     );
     const ids = new RequestIds();
     const refusals = new Refusals(this.logger, ids);
-    const routers = this.routersOf(config.routers ?? [], config.services, services, options.limitCells.slice(config.services.length));
+    const routers = this.routersOf(config.routers ?? [], config.services, services, options.limitCells.slice(config.services.length), options.modelsCreated);
     this.filter = new RequestFilter(config.basePath, services, routers, this, new SharedAuthLimiter(options.authFailures), ids, refusals);
     this.app = createApp(config.listen.tls);
     if (options.ops !== undefined) addOpsRoutes(this.app, options.ops, this.logger, refusals);
@@ -182,7 +184,7 @@ export class DataPlane implements RequestFilterOwner {
       const models = new Map(routers.models.map((m) => [m.slug, m.models]));
       const now = running.map((s) => ({ slug: s.slug, models: models.get(s.slug) }));
       const before = this.filter.routers;
-      this.filter.routers = this.routersOf(routers.routers, now, this.filter.services, routers.cells);
+      this.filter.routers = this.routersOf(routers.routers, now, this.filter.services, routers.cells, routers.created);
       for (const [slug, router] of before) supersede(router.tokens, this.filter.routers.get(slug)?.tokens ?? []);
     }
     this.limitTable.applied(this.options.thread, reload);
@@ -190,13 +192,13 @@ export class DataPlane implements RequestFilterOwner {
   }
 
   /** This thread's routers over `services` (each service's models as `list` says). */
-  private routersOf(routers: readonly RouterConfig[], list: readonly { slug: string; models?: string[] | undefined }[], services: ReadonlyMap<string, ServiceEntry>, cells: readonly (readonly number[])[]): Map<string, ModelRouter> {
+  private routersOf(routers: readonly RouterConfig[], list: readonly { slug: string; models?: string[] | undefined }[], services: ReadonlyMap<string, ServiceEntry>, cells: readonly (readonly number[])[], created: Readonly<Record<string, number>>): Map<string, ModelRouter> {
     const byIndex = list.map((s) => services.get(s.slug)!);
     const out = new Map<string, ModelRouter>();
     routers.forEach((router, i) => {
       const models = routedModels(router, list, byIndex);
       // A router whose services are not served here (a restart adds services) waits for the restart.
-      if (models.length > 0) out.set(router.slug, new ModelRouter(router, this.options.config.basePath, models, this.limitTable, cells[i] ?? router.tokens.map(() => -1), this.counter.tokens));
+      if (models.length > 0) out.set(router.slug, new ModelRouter(router, this.options.config.basePath, models, created, this.limitTable, cells[i] ?? router.tokens.map(() => -1), this.counter.tokens));
     });
     return out;
   }

@@ -148,6 +148,16 @@ export class ReplicaView implements ReplicaSet, ViewLink {
       else waiter.onNoReplica(this.noOtherReplicaError);
       return;
     }
+    const stateId = waiter.stateId;
+    if (stateId !== undefined) {
+      // The replica holding the state named, before the queue's order and the affinity header: no
+      // other replica can answer it.
+      const held = slots.ids.find(stateId);
+      if (held >= 0 && slots.takeSlot(this.thread, this.known, held, slots.ids.gen) >= 0) {
+        waiter.onReplica(this.bySlot[held]!);
+        return;
+      }
+    }
     if (slots.queued === 0) {
       const slot =
         this.ring === undefined || waiter.affinity === NO_AFFINITY
@@ -197,6 +207,11 @@ export class ReplicaView implements ReplicaSet, ViewLink {
         ? this.noWaitError.message
         : `No replica of the service is expected to be ready within the request's X-Sluice-Max-Wait-Ms (${maxWaitMs} ms): the replica starting is expected in about ${retryAfter} s.`;
     return new RelayError('no_replica', { message, headers: { 'retry-after': String(retryAfter) } });
+  }
+
+  learnState(replica: Replica, id: string): void {
+    const r = replica as LocalReplica;
+    this.slots.ids.learn(id, r.slot, r.gen);
   }
 
   cancel(waiter: ReplicaWaiter): boolean {

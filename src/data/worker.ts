@@ -49,6 +49,7 @@ const plane = new DataPlane({
   limits: init.limits,
   limitCells: init.limitCells,
   limitReload: init.limitReload,
+  modelsCreated: init.modelsCreated,
   thread: init.thread,
   counter: new RequestCounters(new CounterLayout(config.services.map((service) => service.slug), init.storeRouters), init.store),
   ops:

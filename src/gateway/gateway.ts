@@ -30,6 +30,7 @@ import { createLimitBuffer } from '../limits/limit-memory.js';
 import type { LimitStore } from '../limits/store/limit-store.js';
 import { settlesWithin } from '../time/bounded-wait.js';
 import type { RoutersReload, TokensReload } from '../threads/messages.js';
+import { modelBirths } from './model-births.js';
 import { LIMIT_STORE_COMMAND_MS, LIMIT_TABLE_SPARE } from '../tunables.js';
 
 import { addOpsRoutes, refusedOpsRequest, type OpsSource } from '../data/ops-routes.js';
@@ -102,7 +103,7 @@ class ControlPlane implements Gateway, OpsSource {
   /** The tokens as last applied (start or reload): what a replacement worker starts with. */
   private tokens: TokensReload[];
   /** The routers as last applied (tokensOf), likewise. */
-  private routers: RoutersReload = { routers: [], models: [], cells: [] };
+  private routers: RoutersReload = { routers: [], models: [], cells: [], created: {} };
   /** Tracing as last applied (start or reload), likewise. */
   private tracing: TracingSettings | undefined;
   private readonly services: ServiceControl[] = [];
@@ -156,7 +157,7 @@ class ControlPlane implements Gateway, OpsSource {
           this.services.push(set.control);
         }
       });
-      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, limits: this.limitBuffer, limitCells: this.cellsFor(config), limitReload: this.limitCells.reload, thread: 0, ops });
+      const plane = new DataPlane({ config, logger: this.logger, replicas: sets.map((set) => set.view), counter: this.registry.counters, authFailures: this.authFailures, limits: this.limitBuffer, limitCells: this.cellsFor(config), limitReload: this.limitCells.reload, modelsCreated: this.routers.created, thread: 0, ops });
       this.local = { plane, sets };
     } else {
       // Each worker counts into its own shared store; a scrape sums them (metrics/collectors.ts).
@@ -179,6 +180,7 @@ class ControlPlane implements Gateway, OpsSource {
           limits: this.limitBuffer,
           limitCells: this.cellsFor(config),
           limitReload: this.limitCells.reload,
+          modelsCreated: this.routers.created,
           testRoutes: options.testHooks?.crashRoute ?? false,
           uwsBuild: uwsBuild()!.id,
           poolCloseMs: replicaTuning.poolCloseMs ?? DEFAULT_TUNING.poolCloseMs,
@@ -341,7 +343,8 @@ class ControlPlane implements Gateway, OpsSource {
   private tokensOf(config: Config): TokensReload[] {
     const cells = this.limitCells.assign(config);
     const n = config.services.length;
-    this.routers = { routers: config.routers ?? [], models: config.services.map((s) => ({ slug: s.slug, models: s.models })), cells: cells.slice(n) };
+    const created = modelBirths(config, this.routers.created, Date.now());
+    this.routers = { routers: config.routers ?? [], models: config.services.map((s) => ({ slug: s.slug, models: s.models })), cells: cells.slice(n), created };
     return config.services.map((s, i) => ({ slug: s.slug, tokens: s.tokens, limits: s.limits, cells: cells[i]! }));
   }
 

@@ -61,6 +61,10 @@ export class LocalReplicaSet implements ManagedReplicaSet {
     return this.view.queuedNow();
   }
 
+  learnState(replica: Replica, id: string): void {
+    this.view.learnState(replica, id);
+  }
+
   cancel(waiter: ReplicaWaiter): boolean {
     return this.view.cancel(waiter);
   }

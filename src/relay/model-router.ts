@@ -32,12 +32,15 @@ export interface RoutedService extends ServiceRuntime {
 
 const ROUTER_METHODS: ReadonlySet<string> = new Set(['POST', 'GET']);
 export const MODEL_LIST_PATH = '/v1/models';
+/** `GET …/v1/models/{id}`: one model (OpenAI's retrieve). */
+const MODEL_PATH = '/v1/models/';
 
 /** A router's replicas before its request is routed: never asked (relay.ts starts a request once it is routed). */
 const UNROUTED: ReplicaSet = {
   slug: '',
   acquire: (waiter: ReplicaWaiter) => waiter.onNoReplica(new RelayError('internal_error')),
   cancel: () => false,
+  learnState: () => undefined,
   release: () => undefined,
   drain: () => undefined,
   close: async () => undefined,
@@ -67,6 +70,8 @@ export class ModelRouter implements ServiceRuntime {
     basePath: string,
     /** Its models in order, each with the service that serves it (routedModels). */
     readonly models: readonly (readonly [string, RoutedService])[],
+    /** Each model's `created` (gateway/model-births.ts). */
+    private readonly created: Readonly<Record<string, number>>,
     readonly limitTable: LimitTable,
     cells: readonly number[],
     /** This thread's LLM token usage: the router's tokens count under its slug (metrics/token-usage.ts). */
@@ -101,20 +106,56 @@ export class ModelRouter implements ServiceRuntime {
     if (model instanceof NoModel) return new RelayError('bad_request', { message: model.message });
     const service = this.byModel.get(model);
     if (service !== undefined && (token.models === undefined || token.models.has(model))) return service;
-    const shown = model.length > 256 ? `${model.slice(0, 256)}…` : model;
-    return new RelayError('model_not_found', { message: `The model '${shown}' does not exist or is not served by this router: GET ${this.listPath} lists the models it serves.` });
+    return this.notServed(model);
   }
 
   /** `GET …/v1/models`: every model `token` may use, cold ones included, as OpenAI's model list. */
   modelList(token: TokenEntry): string {
     const scope = token.models;
     const data = [];
-    for (const [id, service] of this.models) {
-      if (scope === undefined || scope.has(id)) data.push({ id, object: 'model', owned_by: 'sluice', service: service.config.slug, state: service.replicas.readiness() });
-    }
+    for (const [id, service] of this.models) if (scope === undefined || scope.has(id)) data.push(this.modelObject(id, service));
     return JSON.stringify({ object: 'list', data });
   }
+
+  /**
+   * The model a `GET …/v1/models/{id}` names (its path percent-decoded), or undefined when `path`
+   * is no such request; the error to answer with for a model the router does not serve or
+   * `token` may not use (the same answer: a scoped key cannot tell the two apart).
+   */
+  retrieved(path: string, token: TokenEntry): string | RelayError | undefined {
+    if (!path.startsWith(MODEL_PATH)) return undefined;
+    let id: string;
+    try {
+      id = decodeURIComponent(path.slice(MODEL_PATH.length));
+    } catch {
+      return new RelayError('bad_request', { message: 'The model id in the path is not valid percent-encoded UTF-8.' });
+    }
+    return this.byModel.has(id) && (token.models === undefined || token.models.has(id)) ? id : this.notServed(id);
+  }
+
+  /** `GET …/v1/models/{id}` of a model the router serves (`retrieved`): its model object. */
+  modelJson(id: string): string {
+    return JSON.stringify(this.modelObject(id, this.byModel.get(id)!));
+  }
+
+  /** `404 model_not_found` for `model` (OpenAI's error body: errors.ts), pointing to the model list. */
+  private notServed(model: string): RelayError {
+    const shown = model.length > 256 ? `${model.slice(0, 256)}…` : model;
+    return new RelayError('model_not_found', { message: `The model '${shown}' does not exist or is not served by this router: GET ${this.listPath} lists the models it serves.` });
+  }
+
+  /**
+   * One model object: OpenAI's fields, its service and state, and `expected_ready_ms`: while the
+   * service has no replica ready and a start was measured, the expected time until one is (a start
+   * under way: its time left; none: the median of its recent starts), else null.
+   */
+  private modelObject(id: string, service: RoutedService): Record<string, unknown> {
+    const replicas = service.replicas;
+    const left = replicas.expectedReadyInMs();
+    return { id, object: 'model', created: this.created[id] ?? 0, owned_by: 'sluice', service: service.config.slug, state: replicas.readiness(), expected_ready_ms: left < 0 ? null : Math.round(left) };
+  }
 }
+
 
 /** The models of `router` in `services` (config order), each with its service; `byIndex`: the services as this thread has them. */
 export function routedModels<S extends RoutedService>(router: RouterConfig, services: readonly { slug: string; models?: string[] | undefined }[], byIndex: readonly S[]): [string, S][] {
@@ -148,15 +189,15 @@ export function routedTerms(service: RoutedService, headers: CallerHeaders): { m
   return { maxWaitMs, affinity };
 }
 
-/** Answers `GET …/v1/models` on the next turn of the event loop (as refusals are: docs/architecture.md#fact-10). */
-export function answerModelList(res: HttpResponse, router: ModelRouter, token: TokenEntry, requestId: string, close: boolean): void {
+/** Answers `GET …/v1/models` (`model` undefined) or `GET …/v1/models/{model}` on the next turn of the event loop (as refusals are: docs/architecture.md#fact-10). */
+export function answerModels(res: HttpResponse, router: ModelRouter, token: TokenEntry, model: string | undefined, requestId: string, close: boolean): void {
   let aborted = false;
   res.onAborted(() => {
     aborted = true;
   });
   setImmediate(() => {
     if (aborted) return;
-    const body = router.modelList(token);
+    const body = model === undefined ? router.modelList(token) : router.modelJson(model);
     res.cork(() => {
       res.writeStatus('200 OK');
       res.writeHeader('content-type', 'application/json');

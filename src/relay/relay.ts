@@ -28,6 +28,7 @@ import type { Replica, ReplicaWaiter } from './replica-set.js';
 import type { UpstreamExchange, UpstreamHandler } from '../upstream/handler.js';
 import type { TokenEntry } from './request/auth.js';
 import { answerUsage } from './answer/answer-usage.js';
+import { AnswerStateIds } from './answer/answer-state-ids.js';
 import { requestHead } from './replica-request-head.js';
 import { bodylessAnswer, returnField, type ReturnedFields } from './answer/response-headers.js';
 import type { CallerBodyListener } from './body/caller-body.js';
@@ -76,6 +77,13 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
   fields: BodyFields | undefined = undefined;
   /** Sent to a router: its slug (the access line's `router`). */
   routedBy: string | undefined = undefined;
+  /** The id of the stored state it names (state-ref.ts), taken where that state is; undefined: none. */
+  stateId: string | undefined = undefined;
+  /** A request that creates a response: it starts once its body says which stored state it names. */
+  awaitsState = false;
+  /** To the Responses or Conversations API: the ids its answer gives are learned (answer-state-ids.ts). */
+  learnsState = false;
+  private stateIds: AnswerStateIds | undefined = undefined;
 
   /** uWS callback (with request-state.ts's `abortHandler`): bound once per request. */
   readonly dataHandler = (data: ArrayBuffer, isLast: boolean): void => this.body.onData(data, isLast);
@@ -119,7 +127,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
    * once routed, and a request admitted later than that once admitted (whichever comes last).
    */
   start(): void {
-    if (this.router !== undefined || this.admitting !== 'no') return;
+    if (this.router !== undefined || this.admitting !== 'no' || this.awaitsState) return;
     if (this.trace !== undefined) this.trace.admitted(performance.now());
     const keepAliveMs = this.service.config.queue.keepAliveMs;
     if (keepAliveMs > 0 && this.method !== 'HEAD') {
@@ -187,6 +195,10 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
   private readFields(fields: BodyFields): boolean {
     if (this.router !== undefined && !this.routeByModel(this.router, fields)) return false;
     if (this.admitting === 'body' && !admitByBody(this, this.service.limitTable)) return false;
+    if (this.awaitsState) {
+      this.awaitsState = false;
+      this.stateId = fields.stateId();
+    }
     this.start();
     return this.phase !== 'done';
   }
@@ -250,6 +262,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
     const eventStream = !bodyless && isEventStream(contentType);
     if (eventStream) this.stream = new StreamTiming(this.service.streams, this.startedAt);
     this.usage = answerUsage(eventStream, contentType, contentLength, bodyless);
+    if (this.learnsState) this.stateIds = status >= 200 && status < 300 && !bodyless ? new AnswerStateIds(eventStream, this.service.replicas, this.replica!) : undefined;
   }
 
   onUpstreamRead(parse: () => void): boolean {
@@ -269,6 +282,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
     if (!this.downstream.closed) {
       if (this.stream !== undefined) this.stream.written(chunk);
       if (this.usage !== undefined) this.usage.scan(chunk);
+      if (this.stateIds !== undefined) this.stateIds.scan(chunk);
       if (this.trace !== undefined) this.trace.answerChunk(chunk);
     }
     return this.downstream.write(chunk);

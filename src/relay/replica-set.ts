@@ -36,6 +36,12 @@ export interface ReplicaWaiter {
   readonly maxWaitMs: number;
   /** The hash of its session's affinity value (affinity-ring.ts), or -1. */
   readonly affinity: number;
+  /**
+   * The id of the stored state it names (a `previous_response_id`, a conversation), or undefined:
+   * the replica that answered with that id is taken when it is ready and has room, before any
+   * other choice (docs/api.md#stored-state-across-replicas).
+   */
+  readonly stateId: string | undefined;
   /** A replica, already counted in `inflight`: the waiter must `release` it exactly once. */
   onReplica(replica: Replica): void;
   /**
@@ -62,6 +68,8 @@ export interface ReplicaSet {
   expectedReadyInMs(): number;
   /** Requests waiting in the service's queue now, every thread's (a traced request's place: tracing/). */
   queuedNow(): number;
+  /** `replica` answered with the id of state it stores (a response, a conversation): later requests naming it go there. */
+  learnState(replica: Replica, id: string): void;
   /** Removes a queued waiter (its caller went away); true if it was in the queue. */
   cancel(waiter: ReplicaWaiter): boolean;
   /**

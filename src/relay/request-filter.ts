@@ -19,6 +19,7 @@ import { NO_AFFINITY, hashKey } from '../replicas/affinity-ring.js';
 import type { ReplicaSet } from './replica-set.js';
 import { authenticate, heldElsewhere, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './request/auth.js';
 import { BodyFields } from './body/body-fields.js';
+import { createsResponse, isStatePath, pathStateId } from './body/state-ref.js';
 import { checkRequestHead } from './request/caller-head-checks.js';
 import { type CallerHeaders, readCallerHeaders, requestKeepAlive, requestMaxWait, requestPriority } from './request/headers.js';
 import { pathProblem } from './request/path.js';
@@ -28,7 +29,7 @@ import type { RequestIds } from './request/request-ids.js';
 import { HeldBodies } from './body/held-bodies.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import { admitted, refusedByLimits, waitForLimits } from './request/request-limits.js';
-import { answerModelList, MODEL_LIST_PATH, ModelRouter, type RoutedService } from './model-router.js';
+import { answerModels, MODEL_LIST_PATH, ModelRouter, type RoutedService } from './model-router.js';
 import { ROUTER_MODEL_BYTES } from '../tunables.js';
 import type { Tracer } from '../tracing/tracer.js';
 
@@ -167,6 +168,14 @@ export class RequestFilter {
       return;
     }
     const path = url.slice(slash + REQUEST_SEGMENT.length - 1);
+    if (method === 'GET' && service instanceof ModelRouter) {
+      // Answered here, never forwarded: a model id may hold an encoded slash (`org%2Fmodel`, as the SDKs send it).
+      const one = path === MODEL_LIST_PATH ? undefined : service.retrieved(path, auth);
+      if (one instanceof RelayError) this.refuse(res, one, hasBody, service, head);
+      else if (path === MODEL_LIST_PATH || one !== undefined) answerModels(res, service, auth, one, this.ids.next(), hasBody);
+      else this.refuse(res, new RelayError('method_not_allowed', { message: `A router answers GET only at ${MODEL_LIST_PATH} and ${MODEL_LIST_PATH}/{model}.`, headers: { allow: 'POST' } }), hasBody, service, head);
+      return;
+    }
     // The query was checked with the whole head (caller-head-checks.ts).
     const problem = pathProblem(path);
     if (problem !== undefined) {
@@ -184,11 +193,6 @@ export class RequestFilter {
       // (CallerBody.endUpload).
       res.pause();
       this.refusals.answer(res, error, 'closeLater', service.config.slug, head);
-      return;
-    }
-    if (method === 'GET' && service instanceof ModelRouter) {
-      if (path === MODEL_LIST_PATH) answerModelList(res, service, auth, this.ids.next(), hasBody);
-      else this.refuse(res, new RelayError('method_not_allowed', { message: `A router answers GET only at ${MODEL_LIST_PATH}.`, headers: { allow: 'POST' } }), hasBody, service, head);
       return;
     }
     const priority = requestPriority(headers, auth.priority, MIN_PRIORITY);
@@ -222,7 +226,13 @@ export class RequestFilter {
       request.router = service;
       request.routedBy = service.config.slug;
     }
-    if (router || byBody) {
+    if (isStatePath(path)) {
+      // The Responses and Conversations APIs: the stored state named goes where it is (state-ref.ts).
+      request.learnsState = true;
+      if (method === 'POST' && createsResponse(path)) request.awaitsState = true;
+      else if (!router) request.stateId = pathStateId(path);
+    }
+    if (router || byBody || request.awaitsState) {
       // Its body's fields are read as it arrives, its first part held (body-fields.ts).
       request.fields = new BodyFields();
       request.body.read(request.fields, ROUTER_MODEL_BYTES);

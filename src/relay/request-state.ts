@@ -93,6 +93,7 @@ export abstract class RequestState implements ReplicaWaiter, UpstreamHandler, Ca
   /** `X-Sluice-Keep-Alive` in ms (0: not asked), handed to the replica set with the replica. */
   abstract readonly keepAliveMs: number;
   abstract readonly affinity: number;
+  abstract readonly stateId: string | undefined;
   abstract onReplica(replica: Replica): void;
   abstract onBodyStart(): void;
   abstract onUpstreamConnection(connection: UpstreamExchange): void;

@@ -4,6 +4,7 @@
 // readings, failure counts). Neither inherits the other's writers, so a worker calling a control
 // plane writer is a type error, and both read the very same fields with no indirection per request.
 import { ExpectedStart } from './expected-start.js';
+import { StateIds } from './state-ids.js';
 import { ACCEPTING, FALLBACK, HEADER, IDLE_WATCHED, INFLIGHT, QUEUED, READY, STRIDE, WAITING } from './slot-layout.js';
 
 /** What a thread needs to rebuild the table over the same memory. */
@@ -12,6 +13,8 @@ export interface SlotTableInit {
   idle: SharedArrayBuffer;
   /** When a cold start is expected to end (expected-start.ts). */
   start: SharedArrayBuffer;
+  /** The ids of stored state and the replicas that hold it (state-ids.ts). */
+  ids: SharedArrayBuffer;
   slots: number;
   threads: number;
   /** Requests per replica; 0 = unlimited. */
@@ -28,7 +31,7 @@ export function newSlotMemory(slots: number, threads: number, concurrency: numbe
   i32[ACCEPTING] = 1;
   i32[FALLBACK] = -1;
   for (let s = 0; s < slots; s++) i32[HEADER + STRIDE * s + WAITING] = -1;
-  return { ints, idle, start: ExpectedStart.create().buffer, slots, threads, concurrency, scored };
+  return { ints, idle, start: ExpectedStart.create().buffer, ids: StateIds.create(), slots, threads, concurrency, scored };
 }
 
 /** The table's memory and what both planes read of it. */

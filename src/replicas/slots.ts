@@ -26,6 +26,7 @@
 // ceil(affinityMaxLoad × (total load + 1) / ready replicas): consistent hashing with bounded
 // loads. When none is (every one full, or at `concurrency`), the plain choice above.
 import type { AffinityRing } from './affinity-ring.js';
+import { StateIds } from './state-ids.js';
 import { newSlotMemory, SlotMemory, type SlotTableInit } from './slot-memory.js';
 import { BUSY, EJECTED, EMPTY, FAILS, FALLBACK, FULL, GEN, HEADER, INFLIGHT, KEY_MAX, KEY_SCALE, OUT, OVERDUE, READY, STRIDE, TAKEN, TAKEN_AT, WAITING } from './slot-layout.js';
 
@@ -38,6 +39,8 @@ export class SlotTable extends SlotMemory {
   /** The slots a ring walk has looked at (`seen[s] === stamp`), so each is weighed once. */
   private readonly seen: Int32Array;
   private stamp = 0;
+  /** The replicas that hold stored state, by its id (state-ids.ts). */
+  readonly ids: StateIds;
 
   static create(slots: number, threads: number, concurrency: number, scored = false): SlotTable {
     return new SlotTable(newSlotMemory(slots, threads, concurrency, scored));
@@ -46,6 +49,7 @@ export class SlotTable extends SlotMemory {
   constructor(init: SlotTableInit) {
     super(init);
     this.seen = new Int32Array(init.slots);
+    this.ids = new StateIds(init.ids);
   }
 
   // ── the hot path (any thread) ──────────────────────────────────────────────────────────────
@@ -88,6 +92,23 @@ export class SlotTable extends SlotMemory {
       if (!this.claimOn(thread, best, bestInflight)) continue; // raced, or moved out of rotation: look again
       this.cursor = best + 1 === slots ? 0 : best + 1;
       return best;
+    }
+    return -1;
+  }
+
+  /**
+   * Takes room on the replica in `slot` when it is the one of generation `gen`, ready, known to
+   * this thread and has room (a request for the state it holds: state-ids.ts); -1 otherwise.
+   */
+  takeSlot(thread: number, known: Int32Array, slot: number, gen: number): number {
+    const a = this.i32;
+    if (slot < 0 || slot >= this.slots) return -1;
+    const base = HEADER + STRIDE * slot;
+    for (let attempt = 0; attempt < 64; attempt++) {
+      if (a[base] !== READY || known[slot] !== gen || a[base + GEN] !== gen) return -1;
+      const n = a[base + INFLIGHT]!;
+      if (this.concurrency !== 0 && n >= this.concurrency) return -1;
+      if (this.claimOn(thread, slot, n)) return slot;
     }
     return -1;
   }

@@ -33,6 +33,8 @@ export interface WorkerInit {
   limitCells: number[][];
   /** The reload of the tokens those cell sets are of (limits/limit-cells.ts: `reload`). */
   limitReload: number;
+  /** Each model's `created` (gateway/model-births.ts). */
+  modelsCreated: Record<string, number>;
   /** Test builds only: serve the route that makes a worker fail (GatewayOptions.testHooks). */
   testRoutes: boolean;
   /** The front end's build the main thread chose (http/uws-build.ts): every thread loads the same. */
@@ -55,6 +57,8 @@ export interface RoutersReload {
   models: { slug: string; models: string[] | undefined }[];
   /** Per router, in order: each token's cell set in `limits`, or -1. */
   cells: number[][];
+  /** Each model's `created`: when the config first named it (gateway/model-births.ts), unix seconds. */
+  created: Record<string, number>;
 }
 
 /** Main → worker. A `LinkCall` is a call of a service's `ViewLink` (`s`: its index in the config). */

@@ -123,6 +123,19 @@ describe('a router with a key scoped to models, in front of a service without to
     const all = [];
     for await (const m of full.models.list()) all.push(m.id);
     assert.deepEqual(all, ['llama', 'coder', 'embedder']);
+    // models.retrieve: its own model, and the other refused as one that does not exist.
+    assert.equal((await client.models.retrieve('llama')).id, 'llama');
+    assert.equal((await full.models.retrieve('coder')).id, 'coder');
+    const retrieved = [];
+    for (const name of ['coder', 'no-such-model']) {
+      const err = await client.models.retrieve(name).then(
+        () => assert.fail(`${name} was retrieved`),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof OpenAI.NotFoundError, String(err));
+      retrieved.push({ status: err.status, code: err.code, message: (err.error as { message: string }).message.replace(name, '<model>') });
+    }
+    assert.deepEqual(retrieved[0], retrieved[1], 'retrieve refuses a model outside the key as one that does not exist');
   });
 
   test('a scoped key against hostile bodies: split packets, a repeated "model", escaped spellings', async () => {

@@ -33,8 +33,8 @@ function find(text: string | Buffer, key = 'k', cuts: number[] = [], max = Infin
 
 test("the key's value at the top level: a string, a nested value or a literal, spaces around it", () => {
   assert.deepEqual(find('{"k":"v"}'), { outcome: 'closed', last: ['v', 'string'], walked: 9 });
-  assert.deepEqual(find(' \r\n{ "a" : 1 ,\t"k" :\n{"x":[1,"}"]} } trailing'), { outcome: 'closed', last: ['', 'nested'], walked: 36 });
-  assert.deepEqual(find('{"k":[1,[2]],"z":0}').last, ['', 'nested']);
+  assert.deepEqual(find(' \r\n{ "a" : 1 ,\t"k" :\n{"x":[1,"}"]} } trailing'), { outcome: 'closed', last: ['{"x":[1,"}"]}', 'nested'], walked: 36 });
+  assert.deepEqual(find('{"k":[1,[2]],"z":0}').last, ['[1,[2]]', 'nested']);
   for (const literal of ['true', 'false', 'null', '-1.5e3', '0', 'NaN', 'Infinity', '-Infinity']) {
     assert.deepEqual(find(`{"k":${literal}}`).last, [literal, 'literal'], literal);
     assert.deepEqual(find(`{"k":${literal} ,"z":1}`).last, [literal, 'literal'], `${literal}, then a space`);
@@ -98,7 +98,7 @@ test('a value longer than its key keeps is measured, not kept', () => {
 });
 
 test('a key that occurs twice counts with its last value', () => {
-  assert.deepEqual(find('{"k":"first","x":0,"k":{"second":1}}').last, ['', 'nested']);
+  assert.deepEqual(find('{"k":"first","x":0,"k":{"second":1}}').last, ['{"second":1}', 'nested']);
   assert.deepEqual(find('{"k":true,"k":false}').last, ['false', 'literal']);
   // Cut short in the second value: the first is the last whole one, the second is open.
   assert.deepEqual(find('{"k":true,"k":"sec'), { outcome: 'open', last: ['true', 'literal'], open: ['sec', 'string'], walked: 18 });
@@ -106,7 +106,7 @@ test('a key that occurs twice counts with its last value', () => {
 
 test('a body cut short: open, with the value it stopped in', () => {
   assert.deepEqual(find('{"k":"ab'), { outcome: 'open', open: ['ab', 'string'], walked: 8 });
-  assert.deepEqual(find('{"k":[1,{"a":"]'), { outcome: 'open', open: ['', 'nested'], walked: 15 });
+  assert.deepEqual(find('{"k":[1,{"a":"]'), { outcome: 'open', open: ['[1,{"a":"]', 'nested'], walked: 15 });
   assert.deepEqual(find('{"k":fals'), { outcome: 'open', open: ['fals', 'literal'], walked: 9 });
   assert.deepEqual(find('{"k":"v"'), { outcome: 'open', last: ['v', 'string'], walked: 8 });
   for (const text of ['', '  ', '{', '{"', '{"k', '{"k"', '{"k":', '{"k": ', '{"a":1,', '{"a":"k"', '\u00ef\u00bb']) {

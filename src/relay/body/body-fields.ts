@@ -1,6 +1,7 @@
 // The fields Sluice reads out of a request's JSON body (docs/api.md#reading-a-body): a router's
 // `"model"`, the `"max_tokens"` and `"max_completion_tokens"` a token with tokensPerMinute reserves,
-// and `"stream"` (for keep-alive comments). Read as the replica reads them (json-top-level.ts walks
+// `"stream"` (for keep-alive comments), and the stored state a Responses API request names
+// (`"previous_response_id"`, `"conversation"`: state-ref.ts). Read as the replica reads them (json-top-level.ts walks
 // the body as Python's `json` does, json-values.ts reads each value as pydantic does), or refused
 // with `400 bad_request` where Sluice cannot be sure.
 //
@@ -15,6 +16,7 @@ import { type KeptValue, TopLevelWalk, type ValueListener } from './json-top-lev
 import { intOf, stringOf } from './json-values.js';
 import { type StreamLook, type StreamSaid, streamSaid } from './stream-request.js';
 import type { RequestedFields } from '../../tracing/request-trace.js';
+import { CONVERSATION_MAX_BYTES, conversationId, idOf, STATE_ID_MAX_BYTES } from './state-ref.js';
 
 /** The longest model name read from a body (a longer value is no model any service serves). */
 const MODEL_NAME_MAX_BYTES = 1024;
@@ -23,9 +25,11 @@ const MODEL = 0;
 const STREAM = 1;
 const MAX_TOKENS = 2;
 const MAX_COMPLETION_TOKENS = 3;
-const KEYS = ['model', 'stream', 'max_tokens', 'max_completion_tokens'];
-/** The bytes of each key's value kept: a model name at most, a boolean's or an integer's text (with room for spaces and zeros). */
-const KEEPS = [MODEL_NAME_MAX_BYTES, 16, 64, 64];
+const PREVIOUS_RESPONSE = 4;
+const CONVERSATION = 5;
+const KEYS = ['model', 'stream', 'max_tokens', 'max_completion_tokens', 'previous_response_id', 'conversation'];
+/** The bytes of each key's value kept: a model name at most, a boolean's or an integer's text (with room for spaces and zeros), an id, a conversation object. */
+const KEEPS = [MODEL_NAME_MAX_BYTES, 16, 64, 64, STATE_ID_MAX_BYTES + 1, CONVERSATION_MAX_BYTES];
 
 /** Why a body names no model a router can route by: the message of its `400 bad_request`. */
 export class NoModel {
@@ -141,6 +145,15 @@ export class BodyFields implements ValueListener, StreamLook, RequestedFields {
   requestedMaxTokens(): number | undefined {
     const asked = this.asked();
     return typeof asked === 'number' && asked > 0 ? asked : undefined;
+  }
+
+  /**
+   * The id of the stored state the body's part walked so far names (state-ref.ts): its
+   * `previous_response_id` when that is a string, else its `conversation`'s; undefined for none.
+   */
+  stateId(): string | undefined {
+    const values = this.walk.values;
+    return idOf(values[PREVIOUS_RESPONSE]!) ?? conversationId(values[CONVERSATION]!);
   }
 
   /** The larger of the integers the body's `max_tokens` and `max_completion_tokens` say (each its last value), or the 400's message. */

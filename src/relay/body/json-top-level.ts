@@ -69,7 +69,7 @@ export class KeptValue {
   /** Values of the key walked to their end (a key that occurs twice: 2). */
   count = 0;
   kind: ValueKind = 'literal';
-  /** Its bytes: a string's between its quotes, undecoded; a literal's text; nothing of a nested value. */
+  /** Its bytes: a string's between its quotes, undecoded; a literal's or a nested value's text. */
   bytes: Uint8Array = EMPTY;
   /** Its length in bytes (a string's between its quotes); more than `bytes` holds when it was longer than the key keeps. */
   length = 0;
@@ -162,7 +162,7 @@ export class TopLevelWalk {
       return;
     }
     /** Where the tracked value being walked begins in `b`, or -1. */
-    let keptFrom = this.key >= 0 && (state === STRING || state === LITERAL) ? i : -1;
+    let keptFrom = this.key >= 0 && (state === STRING || state === LITERAL || state === NESTED) ? i : -1;
     while (i < end && state < CLOSED) {
       let c = b[i]!;
       switch (state) {
@@ -258,8 +258,8 @@ export class TopLevelWalk {
           if (this.key >= 0) {
             this.kind = state === STRING ? 0 : state === NESTED ? 1 : 2;
             this.openLength = 0;
-            // A string's bytes begin after its quote, a literal's with this byte.
-            keptFrom = state === STRING ? i + 1 : state === LITERAL ? i : -1;
+            // A string's bytes begin after its quote, a literal's and a nested value's with this byte.
+            keptFrom = state === STRING ? i + 1 : i;
           }
           break;
         case STRING: {
@@ -276,7 +276,10 @@ export class TopLevelWalk {
         }
         case NESTED:
           i = this.nested(b, i, end);
-          if (this.depth === 0) state = this.valueEnded(b, -1, i);
+          if (this.depth === 0) {
+            state = this.valueEnded(b, keptFrom, i);
+            keptFrom = -1;
+          }
           continue;
         case LITERAL:
           if (c === COMMA || c === CLOSE_OBJECT || c === CLOSE_ARRAY || isSpace(c)) {
