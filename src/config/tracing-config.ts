@@ -31,6 +31,7 @@ export interface TracingConfig {
   maxQueueSize?: number | undefined;
   maxExportBatchSize?: number | undefined;
   exportTimeoutMs?: number | undefined;
+  genAiProvider?: string | undefined;
 }
 
 /** How a request is chosen for a trace (the OpenTelemetry samplers Sluice knows). */
@@ -55,6 +56,8 @@ export interface TracingSettings {
   resource: Record<string, string>;
   /** The batch span processor's sizes: how long finished spans may wait for a batch to fill, ms; the most spans queued; the most in one export. */
   batch: { delayMs: number; maxQueueSpans: number; maxBatchSpans: number };
+  /** `gen_ai.provider.name` of OpenAI-style requests' spans. */
+  genAiProvider: string;
 }
 
 /** The longest delay or timeout taken (an hour), and the largest queue (a bound on memory: about 1 KiB a span). */
@@ -62,7 +65,7 @@ const MAX_DELAY_MS = 3_600_000;
 const MAX_QUEUE_SPANS = 1_000_000;
 
 const RULE_TRACING = {
-  tracing: 'must be an object with endpoint, protocol, headers, sampleRatio, serviceName, scheduleDelayMs, maxQueueSize, maxExportBatchSize, exportTimeoutMs (every key optional; without an endpoint here or in OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT tracing stays off)',
+  tracing: 'must be an object with endpoint, protocol, headers, sampleRatio, serviceName, scheduleDelayMs, maxQueueSize, maxExportBatchSize, exportTimeoutMs, genAiProvider (every key optional; without an endpoint here or in OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT tracing stays off)',
   endpoint: 'must be an http:// or https:// URL of an OTLP/HTTP receiver (a URL without a path gets /v1/traces)',
   protocol: "must be 'http/protobuf' or 'http/json' (OTLP over gRPC is not supported)",
   headers: 'must be an object of header names to string values, sent with every export',
@@ -72,6 +75,7 @@ const RULE_TRACING = {
   maxQueueSize: `must be an integer from 1 to ${MAX_QUEUE_SPANS} (spans)`,
   maxExportBatchSize: `must be an integer from 1 to ${MAX_QUEUE_SPANS} (spans), at most the queue's size`,
   exportTimeoutMs: `must be an integer from 1 to ${MAX_DELAY_MS} (milliseconds)`,
+  genAiProvider: "must be 1 to 64 lowercase letters, digits, '.' or '_' (a gen_ai.provider.name value, e.g. openai, azure.ai.openai)",
 } as const;
 
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -94,6 +98,7 @@ export const tracingSchema = strict(
     maxQueueSize: integer(1, MAX_QUEUE_SPANS, RULE_TRACING.maxQueueSize),
     maxExportBatchSize: integer(1, MAX_QUEUE_SPANS, RULE_TRACING.maxExportBatchSize),
     exportTimeoutMs: integer(1, MAX_DELAY_MS, RULE_TRACING.exportTimeoutMs),
+    genAiProvider: z.string({ error: RULE_TRACING.genAiProvider }).regex(/^[a-z0-9._]{1,64}$/, { error: RULE_TRACING.genAiProvider }).describe(RULE_TRACING.genAiProvider).optional(),
   },
   RULE_TRACING.tracing,
 )
@@ -103,6 +108,12 @@ export const tracingSchema = strict(
 /** The defaults the SDKs use where nothing is set. */
 const DEFAULT_SERVICE_NAME = 'sluice';
 const DEFAULT_TIMEOUT_MS = 10_000;
+/**
+ * `gen_ai.provider.name` by default: the GenAI conventions name the provider as the
+ * instrumentation knows it, by the API it speaks (a discriminator of which provider-specific
+ * attributes to expect), and Sluice recognizes the OpenAI API's paths only.
+ */
+const DEFAULT_GEN_AI_PROVIDER = 'openai';
 /** The batch span processor's export timeout (the SDK's default). */
 const DEFAULT_EXPORT_TIMEOUT_MS = 30_000;
 
@@ -145,7 +156,7 @@ export function resolveTracing(config: TracingConfig | undefined, vars: NodeJS.P
   // service.name and service.version are Sluice's own (the name as above, the version its build's).
   delete resource['service.name'];
   delete resource['service.version'];
-  return { url, protocol, headers, sampler, serviceName, timeoutMs, resource, batch };
+  return { url, protocol, headers, sampler, serviceName, timeoutMs, resource, batch, genAiProvider: config?.genAiProvider ?? DEFAULT_GEN_AI_PROVIDER };
 }
 
 /** The batch span processor's sizes: the config's keys, else `OTEL_BSP_*`, else Sluice's defaults; a batch is at most the queue. */

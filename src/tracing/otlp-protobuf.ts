@@ -16,7 +16,7 @@
 // written the length is put there in as few bytes as it needs and the message moved up to it.
 import { SpanKind } from '@opentelemetry/api';
 import type { RequestTrace } from './request-trace.js';
-import { type SpanWriter, writeSpans } from './span-records.js';
+import { type SpanPlace, type SpanWriter, writeSpans } from './span-records.js';
 
 const WIRE_VARINT = 0;
 const WIRE_I64 = 1;
@@ -90,7 +90,7 @@ export class OtlpProtobuf implements SpanWriter {
   private flags = FLAGS_LOCAL_PARENT;
 
   constructor(
-    private readonly basePath: string,
+    private readonly place: SpanPlace,
     resource: Readonly<Record<string, string>>,
     scope: { name: string; version: string },
   ) {
@@ -127,7 +127,7 @@ export class OtlpProtobuf implements SpanWriter {
     this.start(SCOPE_SPANS_SCOPE);
     this.raw(this.scope);
     this.finish();
-    for (const t of traces) writeSpans(t, this.basePath, this);
+    for (const t of traces) writeSpans(t, this.place, this);
     this.finish();
     this.finish();
     return this.buf.subarray(0, this.pos);

@@ -46,7 +46,7 @@ async function exporterFor(settings: TracingSettings, basePath: string, version:
   if (settings.protocol === 'http/json') {
     const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
     const exporter = new OTLPTraceExporter(options);
-    const origin = { resource: resourceFromAttributes(attributes), scope, basePath };
+    const origin = { resource: resourceFromAttributes(attributes), scope, basePath, provider: settings.genAiProvider };
     return { export: (traces, done) => exporter.export(spansOf(traces, origin), done), shutdown: () => exporter.shutdown() };
   }
   const [{ OTLPExporterBase }, http, { ProtobufTraceSerializer }] = await Promise.all([
@@ -54,7 +54,7 @@ async function exporterFor(settings: TracingSettings, basePath: string, version:
     import('@opentelemetry/otlp-exporter-base/node-http'),
     import('@opentelemetry/otlp-transformer'),
   ]);
-  const encoder = new OtlpProtobuf(basePath, attributes, scope);
+  const encoder = new OtlpProtobuf({ basePath, provider: settings.genAiProvider }, attributes, scope);
   const serializer = { serializeRequest: (traces: RequestTrace[]) => encoder.encode(traces), deserializeResponse: (data: Uint8Array) => ProtobufTraceSerializer.deserializeResponse(data) };
   const count = { name: 'span' as const, countItems: (traces: RequestTrace[]) => traces.reduce((n, t) => n + t.spans, 0) };
   const delegate = http.createOtlpHttpExportDelegate(http.convertLegacyHttpOptions(options, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }), serializer, 'otlp_http_span_exporter', count, undefined);

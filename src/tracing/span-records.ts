@@ -29,6 +29,14 @@ export interface SpanWriter {
   end(error: string | undefined): void;
 }
 
+/** What every span tree of a thread is written with. */
+export interface SpanPlace {
+  /** The relay's path prefix (`basePath`), for `url.path` and the route. */
+  readonly basePath: string;
+  /** `gen_ai.provider.name` of OpenAI-style requests (`tracing.genAiProvider`). */
+  readonly provider: string;
+}
+
 /** How a queued request left the queue, by its outcome. */
 function queueExit(e: EndedSummary, granted: boolean): string {
   if (granted) return 'granted';
@@ -54,9 +62,10 @@ export function spanCount(t: RequestTrace): number {
   return 1 + (hasAdmission(e) ? 1 : 0) + (e.queuedAt > 0 ? (t.coldStart ? 2 : 1) : 0) + t.attempts.length;
 }
 
-/** Writes the span tree of a finished trace (its recorder's `ended` set); `basePath`: the relay's prefix. */
-export function writeSpans(t: RequestTrace, basePath: string, w: SpanWriter): void {
+/** Writes the span tree of a finished trace (its recorder's `ended` set). */
+export function writeSpans(t: RequestTrace, place: SpanPlace, w: SpanWriter): void {
   const e = t.ended!;
+  const basePath = place.basePath;
   const traceId = t.traceId;
   const server = t.spanId;
   const slug = e.routedBy ?? e.slug;
@@ -75,6 +84,7 @@ export function writeSpans(t: RequestTrace, basePath: string, w: SpanWriter): vo
   if (e.outcome !== 'ok') w.attr('error.type', e.outcome);
   if (t.operation !== undefined) {
     w.attr(GEN_AI.operation, t.operation);
+    w.attr(GEN_AI.provider, place.provider);
     if (e.requestModel !== undefined) w.attr(GEN_AI.requestModel, e.requestModel);
     if (e.maxTokens !== undefined && e.maxTokens > 0) w.attr(GEN_AI.maxTokens, e.maxTokens);
     if (t.responseModel !== undefined) w.attr(GEN_AI.responseModel, t.responseModel);
@@ -140,6 +150,7 @@ export function writeSpans(t: RequestTrace, basePath: string, w: SpanWriter): vo
     if (failure !== undefined) w.attr('error.type', failure);
     if (t.operation !== undefined) {
       w.attr(GEN_AI.operation, t.operation);
+      w.attr(GEN_AI.provider, place.provider);
       if (e.requestModel !== undefined) w.attr(GEN_AI.requestModel, e.requestModel);
     }
     if (attempt.headAt > 0) w.event('status line', attempt.headAt, 'http.response.status_code', attempt.status);
@@ -150,11 +161,9 @@ export function writeSpans(t: RequestTrace, basePath: string, w: SpanWriter): vo
 // ── The SDK's spans (the OTLP/JSON exporter's input) ─────────────────────────────────────────────
 
 /** What every span of a thread shares. */
-export interface SpanOrigin {
+export interface SpanOrigin extends SpanPlace {
   readonly resource: Resource;
   readonly scope: InstrumentationScope;
-  /** The relay's path prefix (`basePath`), for `url.path` and the route. */
-  readonly basePath: string;
 }
 
 const NO_LINKS: never[] = [];
@@ -237,6 +246,6 @@ class ReadableSpans implements SpanWriter {
 /** The span trees of finished traces as the SDK's `ReadableSpan`s. */
 export function spansOf(traces: readonly RequestTrace[], origin: SpanOrigin): ReadableSpan[] {
   const out = new ReadableSpans(origin);
-  for (const t of traces) writeSpans(t, origin.basePath, out);
+  for (const t of traces) writeSpans(t, origin, out);
   return out.spans;
 }

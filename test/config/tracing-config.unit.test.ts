@@ -37,7 +37,9 @@ test('an endpoint in the config turns tracing on, with the SDK defaults', () => 
     timeoutMs: 10_000,
     resource: {},
     batch: { delayMs: 1000, maxQueueSpans: 2048, maxBatchSpans: 512 },
+    genAiProvider: 'openai',
   });
+  assert.equal(load({ endpoint: 'http://c:4318', genAiProvider: 'azure.ai.openai' })!.genAiProvider, 'azure.ai.openai');
   // A URL without a path is the collector's base: /v1/traces is where traces go.
   assert.equal(load({ endpoint: 'http://collector:4318' })!.url, 'http://collector:4318/v1/traces');
   assert.deepEqual(load({ endpoint: 'https://c/v1/traces', sampleRatio: 0.25 })!.sampler, { parentBased: true, ratio: 0.25 });
@@ -90,9 +92,10 @@ test('OTEL_TRACES_SAMPLER and its argument, as the SDKs name them', () => {
 
 test('every wrong value is a problem naming the key or the variable', () => {
   const keyed = (list: ConfigProblem[]) => list.map((p) => p.key).sort();
-  assert.deepEqual(keyed(problems({ endpoint: 'ftp://c', protocol: 'grpc', sampleRatio: 2, serviceName: '', headers: { 'bad name': 'x' }, extra: 1 })), [
+  assert.deepEqual(keyed(problems({ endpoint: 'ftp://c', protocol: 'grpc', sampleRatio: 2, serviceName: '', headers: { 'bad name': 'x' }, extra: 1, genAiProvider: 'Open AI' })), [
     'tracing.endpoint',
     'tracing.extra',
+    'tracing.genAiProvider',
     'tracing.headers["bad name"]',
     'tracing.protocol',
     'tracing.sampleRatio',
