@@ -37,6 +37,62 @@ export interface SpanPlace {
   readonly provider: string;
 }
 
+/** The strings a service's (or router's) spans repeat, made once per slug: no concatenation per span. */
+interface SlugStrings {
+  /** `{basePath}/{slug}/request/{path}` (`http.route`). */
+  readonly route: string;
+  /** `{basePath}/{slug}/request`: `url.path` is it and the request's path. */
+  readonly prefix: string;
+  /** The SERVER span's name by method (`{method} {route}`). */
+  readonly names: Map<string, string>;
+}
+
+/** A replica's `host:port` as `server.address` and `server.port` (port -1: none). */
+interface HostParts {
+  readonly address: string;
+  readonly port: number;
+}
+
+/** Past this many entries a cache below starts over (slugs and replicas are few; a bound all the same). */
+const CACHE_MAX = 1024;
+const slugStrings = new Map<string, SlugStrings>();
+const hostParts = new Map<string, HostParts>();
+let slugBase = '';
+
+function stringsOf(basePath: string, slug: string): SlugStrings {
+  if (basePath !== slugBase || slugStrings.size >= CACHE_MAX) {
+    slugStrings.clear();
+    slugBase = basePath;
+  }
+  let s = slugStrings.get(slug);
+  if (s === undefined) {
+    s = { route: `${basePath}/${slug}/request/{path}`, prefix: `${basePath}/${slug}/request`, names: new Map() };
+    slugStrings.set(slug, s);
+  }
+  return s;
+}
+
+function serverName(s: SlugStrings, method: string): string {
+  let name = s.names.get(method);
+  if (name === undefined) {
+    name = `${method} ${s.route}`;
+    if (s.names.size < 64) s.names.set(method, name);
+  }
+  return name;
+}
+
+function partsOf(host: string): HostParts {
+  let parts = hostParts.get(host);
+  if (parts === undefined) {
+    const colon = host.lastIndexOf(':');
+    const address = colon < 0 ? host : host.charCodeAt(0) === 0x5b ? host.slice(1, colon - 1) : host.slice(0, colon);
+    parts = { address, port: colon < 0 ? -1 : Number(host.slice(colon + 1)) };
+    if (hostParts.size >= CACHE_MAX) hostParts.clear();
+    hostParts.set(host, parts);
+  }
+  return parts;
+}
+
 /** How a queued request left the queue, by its outcome. */
 function queueExit(e: EndedSummary, granted: boolean): string {
   if (granted) return 'granted';
@@ -68,12 +124,11 @@ export function writeSpans(t: RequestTrace, place: SpanPlace, w: SpanWriter): vo
   const basePath = place.basePath;
   const traceId = t.traceId;
   const server = t.spanId;
-  const slug = e.routedBy ?? e.slug;
-  const route = `${basePath}/${slug}/request/{path}`;
-  w.begin(traceId, server, t.parentSpanId, t.parentSpanId !== undefined, `${e.method} ${route}`, SpanKind.SERVER, t.startedAt, t.endedAt);
+  const strings = stringsOf(basePath, e.routedBy ?? e.slug);
+  w.begin(traceId, server, t.parentSpanId, t.parentSpanId !== undefined, serverName(strings, e.method), SpanKind.SERVER, t.startedAt, t.endedAt);
   w.attr('http.request.method', e.method);
-  w.attr('url.path', `${basePath}/${slug}/request${e.path}`);
-  w.attr('http.route', route);
+  w.attr('url.path', strings.prefix + e.path);
+  w.attr('http.route', strings.route);
   w.attr('sluice.token.name', e.tokenName);
   // A router's request refused before it was routed has no service yet; a refusal, no request id.
   if (e.slug !== '') w.attr('sluice.service', e.slug);
@@ -139,11 +194,10 @@ export function writeSpans(t: RequestTrace, place: SpanPlace, w: SpanWriter): vo
     w.begin(traceId, attempt.spanId, server, false, name, SpanKind.CLIENT, attempt.startedAt, attempt.endedAt);
     w.attr('http.request.method', e.method);
     w.attr('sluice.retried', i > 0);
-    const host = attempt.host;
-    if (host !== '') {
-      const colon = host.lastIndexOf(':');
-      w.attr('server.address', colon < 0 ? host : host.charCodeAt(0) === 0x5b ? host.slice(1, colon - 1) : host.slice(0, colon));
-      if (colon >= 0) w.attr('server.port', Number(host.slice(colon + 1)));
+    if (attempt.host !== '') {
+      const parts = partsOf(attempt.host);
+      w.attr('server.address', parts.address);
+      if (parts.port >= 0) w.attr('server.port', parts.port);
     }
     if (attempt.status > 0) w.attr('http.response.status_code', attempt.status);
     const failure = attempt.failed ?? (i === attempts.length - 1 && attempt.status === 0 && e.outcome !== 'ok' ? e.outcome : undefined);
