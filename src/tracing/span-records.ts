@@ -108,8 +108,14 @@ function queueExit(e: EndedSummary, granted: boolean): string {
   }
 }
 
+/** A refusal by a token's limits. */
+function limitsRefused(e: EndedSummary): boolean {
+  return e.errorCode === 'rate_limited' || e.errorCode === 'limits_unavailable';
+}
+
+/** An admission span: a limited token's, or a router's request (one refused before the relay: only by its limits). */
 function hasAdmission(e: EndedSummary): boolean {
-  return e.limited || e.errorCode === 'rate_limited' || e.errorCode === 'limits_unavailable' || e.routedBy !== undefined;
+  return e.limited || limitsRefused(e) || (e.routedBy !== undefined && e.requestId !== '');
 }
 
 /** How many spans `writeSpans` makes of a finished trace (the export queue's bound counts spans). */
@@ -124,12 +130,20 @@ export function writeSpans(t: RequestTrace, place: SpanPlace, w: SpanWriter): vo
   const basePath = place.basePath;
   const traceId = t.traceId;
   const server = t.spanId;
-  const strings = stringsOf(basePath, e.routedBy ?? e.slug);
-  w.begin(traceId, server, t.parentSpanId, t.parentSpanId !== undefined, serverName(strings, e.method), SpanKind.SERVER, t.startedAt, t.endedAt);
-  w.attr('http.request.method', e.method);
-  w.attr('url.path', strings.prefix + e.path);
-  w.attr('http.route', strings.route);
-  w.attr('sluice.token.name', e.tokenName);
+  if (e.routed) {
+    const strings = stringsOf(basePath, e.routedBy ?? e.slug);
+    w.begin(traceId, server, t.parentSpanId, t.parentSpanId !== undefined, serverName(strings, e.method), SpanKind.SERVER, t.startedAt, t.endedAt);
+    w.attr('http.request.method', e.method);
+    w.attr('url.path', strings.prefix + e.path);
+    w.attr('http.route', strings.route);
+  } else {
+    // Refused before it named a service: no route, and the span is named by its method (HTTP conventions).
+    w.begin(traceId, server, t.parentSpanId, t.parentSpanId !== undefined, e.method, SpanKind.SERVER, t.startedAt, t.endedAt);
+    w.attr('http.request.method', e.method);
+    w.attr('url.path', e.path);
+  }
+  // A caller refused before it was authenticated has no token name.
+  if (e.tokenName !== '') w.attr('sluice.token.name', e.tokenName);
   // A router's request refused before it was routed has no service yet; a refusal, no request id.
   if (e.slug !== '') w.attr('sluice.service', e.slug);
   if (e.requestId !== '') w.attr('sluice.request.id', e.requestId);
@@ -158,7 +172,7 @@ export function writeSpans(t: RequestTrace, place: SpanPlace, w: SpanWriter): vo
 
   // Admission: a limited token's decision, or a router's (or a tokensPerMinute token's) body read first.
   if (hasAdmission(e)) {
-    const refused = e.errorCode === 'rate_limited' || e.errorCode === 'limits_unavailable';
+    const refused = limitsRefused(e);
     w.begin(traceId, newSpanId(), server, false, 'admission', SpanKind.INTERNAL, t.startedAt, t.admittedAt > 0 ? t.admittedAt : t.endedAt);
     w.attr('sluice.limited', e.limited || refused);
     if (refused) {
