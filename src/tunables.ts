@@ -146,17 +146,26 @@ export const READY_NEAR_MS = 1_000;
  */
 export const ROUTER_MODEL_BYTES = 1024 * 1024;
 
-// ── Traces (tracing/span-export.ts) ──────────────────────────────────────────────────────────────
+// ── Traces (config/tracing-config.ts: the defaults of the batch span processor's sizes) ──────────
 
-// used by tracing/span-export.ts and its test
+// used by config/tracing-config.ts and tracing/span-export.ts's test
 /**
- * The spans a data plane thread keeps waiting for export, at most: the OpenTelemetry SDK's
- * batch span processor's default queue. Past it, a finished request's spans are dropped and
- * counted (`sluice_trace_spans_dropped_total{reason="queue_full"}`): a collector that is down or
- * slow costs at most this many spans of memory per thread, never requests.
+ * The spans a data plane thread keeps waiting for export, at most, unless `tracing.maxQueueSize`
+ * or `OTEL_BSP_MAX_QUEUE_SIZE` say otherwise: the OpenTelemetry SDK's batch span processor's
+ * default queue. Past it, a finished request's spans are dropped and counted
+ * (`sluice_trace_spans_dropped_total{reason="queue_full"}`): a collector that is down or slow
+ * costs at most this many spans of memory per thread, never requests.
  */
 export const TRACE_QUEUE_SPANS = 2048;
 
-// used by tracing/span-export.ts and its test
-/** The spans sent in one export, at most (the SDK's default batch); one export is in flight at a time. */
+// used by config/tracing-config.ts and tracing/span-export.ts's test
+/** The spans sent in one export, at most (the SDK's default batch; `tracing.maxExportBatchSize`, `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`); one export is in flight at a time. */
 export const TRACE_BATCH_SPANS = 512;
+
+// used by config/tracing-config.ts
+/**
+ * How long finished spans may wait for a batch to fill before they are sent anyway
+ * (`tracing.scheduleDelayMs`, `OTEL_BSP_SCHEDULE_DELAY`): shorter than the SDK's 5 s, so a trace
+ * is seen about a second after its request ends.
+ */
+export const TRACE_EXPORT_DELAY_MS = 1000;

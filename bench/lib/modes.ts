@@ -9,10 +9,10 @@ const PEERS = ['direct', 'sluice-info', 'sluice-info-plain', 'sluice-warn', 'slu
  * ones (`sluice-limits`: limits counted in-process; `sluice-limits-redis`: in a redis-server the run
  * starts), the router (`sluice-router`: through a router that reads each body's model) and the
  * other build's of these three (`sluice-other-…`), and the traced ones (`sluice-trace-1pct`,
- * `sluice-trace-all`: tracing on at sampleRatio 0.01 and 1, to a sink the run starts) run only
+ * `sluice-trace-all`: tracing on at sampleRatio 0.01 and 1, to a sink the run starts; `sluice-other-trace-all`, the other build's at 1) run only
  * when listed in BENCH_PEERS.
  */
-const ALL_PEERS = [...PEERS, 'sluice-other', 'sluice-limits', 'sluice-limits-redis', 'sluice-router', 'sluice-other-limits', 'sluice-other-limits-redis', 'sluice-other-router', 'sluice-trace-1pct', 'sluice-trace-all'] as const;
+const ALL_PEERS = [...PEERS, 'sluice-other', 'sluice-limits', 'sluice-limits-redis', 'sluice-router', 'sluice-other-limits', 'sluice-other-limits-redis', 'sluice-other-router', 'sluice-trace-1pct', 'sluice-trace-all', 'sluice-other-trace-all'] as const;
 export type PeerId = (typeof ALL_PEERS)[number];
 
 const SCENARIOS = ['throughput', 'ttfb', 'tokens', 'tokensFew', 'newStreams', 'slowReader', 'idleStreams', 'coldStart', 'uploads', 'heldUploads'] as const;

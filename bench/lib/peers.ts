@@ -34,6 +34,7 @@ export const LABEL: Record<PeerId, string> = {
   'sluice-other-router': 'Sluice info, through a router, other build',
   'sluice-trace-1pct': 'Sluice info, tracing 1 %',
   'sluice-trace-all': 'Sluice info, tracing 100 %',
+  'sluice-other-trace-all': 'Sluice info, tracing 100 %, other build',
 };
 
 export interface Peer {
@@ -145,7 +146,8 @@ export async function startPeer(id: PeerId, replica: Child, binaries: SystemBina
       return peer(relay, sluiceTarget(relay.port, true, router ? BENCH_ROUTER_SLUG : BENCH_SLUG));
     }
     case 'sluice-trace-1pct':
-    case 'sluice-trace-all': {
+    case 'sluice-trace-all':
+    case 'sluice-other-trace-all': {
       // Sluice info with tracing on (gateway.ts BENCH_TRACING), exporting to this run's sink.
       sink ??= startChild('otlp-sink', script('otlp-sink'));
       const collector = await sink;
@@ -155,7 +157,8 @@ export async function startPeer(id: PeerId, replica: Child, binaries: SystemBina
         BENCH_WORKERS: '1',
         BENCH_OPTIONS: 'on',
         BENCH_TRACING: `http://127.0.0.1:${collector.port}/v1/traces`,
-        BENCH_TRACE_RATIO: id === 'sluice-trace-all' ? '1' : '0.01',
+        BENCH_TRACE_RATIO: id === 'sluice-trace-1pct' ? '0.01' : '1',
+        ...(id === 'sluice-other-trace-all' ? { BENCH_SLUICE_SRC: otherSrc(id) } : {}),
       });
       return peer(relay, sluiceTarget(relay.port));
     }

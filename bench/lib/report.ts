@@ -273,6 +273,7 @@ function describe(id: PeerId): string {
     case 'sluice-other-limits':
     case 'sluice-other-limits-redis':
     case 'sluice-other-router':
+    case 'sluice-other-trace-all':
       return 'the same config as the peer without `other`, run by the build of `BENCH_OTHER_GATEWAY` (`BENCH_SLUICE_SRC`): before and after a change';
   }
 }

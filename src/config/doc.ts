@@ -116,7 +116,12 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'tracing.protocol': 'OTLP encoding: `http/protobuf` (default) or `http/json`; else `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`',
   'tracing.headers': 'headers sent with every export (a collector’s API key); merged over `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`',
   'tracing.sampleRatio': 'share of requests traced when the caller sent no `traceparent` (a caller’s sampled flag decides for its own: parent-based); default 1, or as `OTEL_TRACES_SAMPLER(_ARG)` say',
-  'tracing.serviceName': '`service.name` of the spans; else `OTEL_SERVICE_NAME`, else `sluice`',
+  'tracing.serviceName': '`service.name` of the spans; else `OTEL_SERVICE_NAME`, else a `service.name` in `OTEL_RESOURCE_ATTRIBUTES` (whose other attributes join the spans’ resource), else `sluice`',
+  'tracing.genAiProvider': '`gen_ai.provider.name` of the spans of OpenAI-style requests: the provider whose API the replicas speak, as OpenTelemetry’s GenAI conventions name it (`azure.ai.openai`, `groq`, …; a self-hosted vLLM or SGLang serves the OpenAI API); default `openai`',
+  'tracing.scheduleDelayMs': 'how long finished spans may wait for a batch to fill before they are sent anyway, ms; else `OTEL_BSP_SCHEDULE_DELAY`, else 1000 (the SDK’s is 5000)',
+  'tracing.maxQueueSize': 'spans a data plane thread keeps waiting for export, at most (more are dropped and counted: memory stays bounded); else `OTEL_BSP_MAX_QUEUE_SIZE`, else 2048',
+  'tracing.maxExportBatchSize': 'spans sent in one export, at most (at most `maxQueueSize`); else `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, else 512',
+  'tracing.exportTimeoutMs': 'how long one export may take before its spans are counted lost, ms; else `OTEL_BSP_EXPORT_TIMEOUT`, else 30000; the exporter’s `OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT` (default 10000) bounds it too, the shorter winning',
 };
 
 /** Where the table lives: the markers in that file enclose it. */

@@ -126,24 +126,24 @@ export class RequestFilter {
     const query = req.getQuery();
     const framing = checkRequestHead(headers, method, url, query);
     if (typeof framing !== 'number') {
-      this.refuse(res, framing, true, service, head);
+      this.refuse(res, framing, true, service, head, method, url, headers);
       return;
     }
     const hasBody = framing !== 0;
     if (!routed) {
-      this.refuse(res, new RelayError('not_found'), hasBody, undefined, head);
+      this.refuse(res, new RelayError('not_found'), hasBody, undefined, head, method, url, headers);
       return;
     }
     if (service === undefined) {
-      this.refuse(res, new RelayError('service_not_found'), hasBody, undefined, head);
+      this.refuse(res, new RelayError('service_not_found'), hasBody, undefined, head, method, url, headers);
       return;
     }
     if (!service.methods.has(method)) {
-      this.refuse(res, new RelayError('method_not_allowed', { headers: { allow: service.allow } }), hasBody, service, head);
+      this.refuse(res, new RelayError('method_not_allowed', { headers: { allow: service.allow } }), hasBody, service, head, method, url, headers);
       return;
     }
     if (this.owner.draining) {
-      this.refuse(res, drainingError(), true, service, head);
+      this.refuse(res, drainingError(), true, service, head, method, url, headers);
       return;
     }
     let address: ArrayBuffer | undefined;
@@ -151,35 +151,35 @@ export class RequestFilter {
       address = res.getRemoteAddress();
       const wait = this.limiter.blockedFor(address, Date.now());
       if (wait > 0) {
-        this.refuse(res, new RelayError('too_many_requests', { headers: { 'retry-after': String(wait) } }), hasBody, service, head);
+        this.refuse(res, new RelayError('too_many_requests', { headers: { 'retry-after': String(wait) } }), hasBody, service, head, method, url, headers);
         return;
       }
     }
     const auth = headers.authorizationCount > 1 ? 'malformed' : authenticate(headers.authorization, service.tokens);
     if (typeof auth === 'string') {
       if (auth === 'malformed') {
-        this.refuse(res, new RelayError('bad_request', { message: 'The Authorization header must be "Bearer <token>".' }), hasBody, service, head);
+        this.refuse(res, new RelayError('bad_request', { message: 'The Authorization header must be "Bearer <token>".' }), hasBody, service, head, method, url, headers);
         return;
       }
       this.limiter.recordFailure(address ?? res.getRemoteAddress(), Date.now());
       const challenge = auth === 'missing' ? WWW_AUTHENTICATE : WWW_AUTHENTICATE_INVALID;
       const message = auth === 'invalid' ? this.otherKind(headers.authorization!, service) : undefined;
-      this.refuse(res, new RelayError('unauthorized', { message, headers: { 'www-authenticate': challenge } }), hasBody, service, head);
+      this.refuse(res, new RelayError('unauthorized', { message, headers: { 'www-authenticate': challenge } }), hasBody, service, head, method, url, headers);
       return;
     }
     const path = url.slice(slash + REQUEST_SEGMENT.length - 1);
     if (method === 'GET' && service instanceof ModelRouter) {
       // Answered here, never forwarded: a model id may hold an encoded slash (`org%2Fmodel`, as the SDKs send it).
       const one = path === MODEL_LIST_PATH ? undefined : service.retrieved(path, auth);
-      if (one instanceof RelayError) this.refuse(res, one, hasBody, service, head);
+      if (one instanceof RelayError) this.refuse(res, one, hasBody, service, head, method, url, headers, auth.name);
       else if (path === MODEL_LIST_PATH || one !== undefined) answerModels(res, service, auth, one, this.ids.next(), hasBody);
-      else this.refuse(res, new RelayError('method_not_allowed', { message: `A router answers GET only at ${MODEL_LIST_PATH} and ${MODEL_LIST_PATH}/{model}.`, headers: { allow: 'POST' } }), hasBody, service, head);
+      else this.refuse(res, new RelayError('method_not_allowed', { message: `A router answers GET only at ${MODEL_LIST_PATH} and ${MODEL_LIST_PATH}/{model}.`, headers: { allow: 'POST' } }), hasBody, service, head, method, url, headers, auth.name);
       return;
     }
     // The query was checked with the whole head (caller-head-checks.ts).
     const problem = pathProblem(path);
     if (problem !== undefined) {
-      this.refuse(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${problem}.` }), hasBody, service, head);
+      this.refuse(res, new RelayError('invalid_path', { message: `The request path is not allowed: ${problem}.` }), hasBody, service, head, method, url, headers, auth.name);
       return;
     }
     if (framing > service.config.maxRequestBytes) {
@@ -192,6 +192,7 @@ export class RequestFilter {
       // caller still writing reads it; reading the body through has no end but the caller's
       // (CallerBody.endUpload).
       res.pause();
+      if (this.tracer !== undefined) this.traceRefusal(this.tracer, error, service, method, url, headers, auth.name);
       this.refusals.answer(res, error, 'closeLater', service.config.slug, head);
       return;
     }
@@ -200,7 +201,7 @@ export class RequestFilter {
     const keepAliveMs = requestKeepAlive(headers);
     if (typeof priority === 'string' || typeof maxWaitMs === 'string' || typeof keepAliveMs === 'string') {
       const problem = typeof priority === 'string' ? priority : typeof maxWaitMs === 'string' ? maxWaitMs : (keepAliveMs as string);
-      this.refuse(res, new RelayError('bad_request', { message: `${problem}.` }), hasBody, service, head);
+      this.refuse(res, new RelayError('bad_request', { message: `${problem}.` }), hasBody, service, head, method, url, headers, auth.name);
       return;
     }
     // An empty value names no session: the request is routed as one without the header.
@@ -213,8 +214,7 @@ export class RequestFilter {
     const verdict = limit === undefined ? undefined : byBody ? service.limitTable.precheck(limit) : service.limitTable.admit(limit);
     if (verdict !== undefined && verdict !== 'wait') {
       const error = refusedByLimits(verdict, service.limitTable, limit!, auth.name);
-      if (this.tracer !== undefined) tracedRefusal(this.tracer, service, method, path, auth.name, headers, error);
-      this.refuse(res, error, hasBody, service, head);
+      this.refuse(res, error, hasBody, service, head, method, url, headers, auth.name);
       return;
     }
     const target = query === undefined ? path : `${path}?${query}`;
@@ -261,8 +261,27 @@ export class RequestFilter {
     return undefined;
   }
 
-  private refuse(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | ModelRouter | undefined, head: boolean): void {
+  /** A refusal before the relay: answered (refusal.ts), and traced when tracing is on and it is sampled (`token`: its name once authenticated). */
+  private refuse(res: HttpResponse, error: RelayError, closeConnection: boolean, service: ServiceEntry | ModelRouter | undefined, head: boolean, method: string, url: string, headers: CallerHeaders, token = ''): void {
+    if (this.tracer !== undefined) this.traceRefusal(this.tracer, error, service, method, url, headers, token);
     this.refusals.refuse(res, error, closeConnection, service?.config.slug, head);
+  }
+
+  /**
+   * A request refused before it became a relayed one, traced when it is sampled: its SERVER span
+   * (with `error.type`), and the admission that refused it when its token's limits did. A request
+   * that names no service or router has no route: its span is named by its method alone.
+   */
+  private traceRefusal(tracer: Tracer, error: RelayError, service: ServiceEntry | ModelRouter | undefined, method: string, url: string, headers: CallerHeaders, token: string): void {
+    const prefix = this.prefix;
+    const slash = url.startsWith(prefix) ? url.indexOf('/', prefix.length) : -1;
+    const routed = service !== undefined && slash >= 0 && url.startsWith(REQUEST_SEGMENT, slash);
+    const router = service instanceof ModelRouter ? service.config.slug : undefined;
+    const slug = service === undefined || router !== undefined ? '' : service.config.slug;
+    // Without a route, `url.path` is the whole path as received, not the part after a service's prefix.
+    const path = routed ? url.slice(slash + REQUEST_SEGMENT.length - 1) : url;
+    const request = { method, path, slug, routedBy: router, routed, requestId: '', token: { name: token }, priority: 0, error };
+    tracer.refused(request, error.status, headers.traceparent, headers.tracestate, performance.now());
   }
 }
 
@@ -286,11 +305,4 @@ function traced(tracer: Tracer, request: RelayRequest, headers: CallerHeaders, p
   if (trace === undefined) return;
   request.trace = trace;
   if (trace.operation !== undefined && request.fields === undefined) request.body.watch((trace.fields = new BodyFields()));
-}
-
-/** A request its token's limits refused, traced when it is sampled: its server span and its admission. */
-function tracedRefusal(tracer: Tracer, service: ServiceEntry | ModelRouter, method: string, path: string, token: string, headers: CallerHeaders, error: RelayError): void {
-  const router = service instanceof ModelRouter ? service.config.slug : undefined;
-  const request = { method, path, slug: router === undefined ? service.config.slug : '', routedBy: router, requestId: '', token: { name: token }, priority: 0, error };
-  tracer.refused(request, error.status, headers.traceparent, headers.tracestate, performance.now());
 }

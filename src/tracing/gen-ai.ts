@@ -9,6 +9,7 @@
 
 export const GEN_AI = {
   operation: 'gen_ai.operation.name',
+  provider: 'gen_ai.provider.name',
   requestModel: 'gen_ai.request.model',
   maxTokens: 'gen_ai.request.max_tokens',
   responseModel: 'gen_ai.response.model',

@@ -53,6 +53,8 @@ export interface EndedRequest {
   readonly stream: { readonly events: number; readonly firstEventAt: number; readonly lastEventAt: number } | undefined;
   readonly downstream: { readonly firstByteAt: number; readonly answered: boolean };
   readonly fields: RequestedFields | undefined;
+  /** False for a request refused before it named a service or router: it has no route (default true). */
+  readonly routed?: boolean;
 }
 
 /** The record of how it ended (relay/finished-request.ts's FinishedRequest is one). */
@@ -77,6 +79,8 @@ export interface EndedSummary {
   path: string;
   slug: string;
   routedBy: string | undefined;
+  /** It named a service or router (`http.route`); else `path` is the whole path as received. */
+  routed: boolean;
   requestId: string;
   tokenName: string;
   priority: number;
@@ -199,6 +203,7 @@ export class RequestTrace {
       path: r.path,
       slug: r.slug,
       routedBy: r.routedBy,
+      routed: r.routed ?? true,
       requestId: r.requestId,
       tokenName: r.token.name,
       priority: r.priority,

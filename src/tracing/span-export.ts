@@ -6,7 +6,7 @@
 // serializer; for `http/json` the SDK's own OTLP/JSON exporter takes the SDK's spans
 // (span-records.ts `spansOf`). What the SDK's batch span processor does, with the losses counted
 // where an operator sees them:
-// - the queue holds at most TRACE_QUEUE_SPANS spans: a finished request whose spans do not fit is
+// - the queue holds at most `batch.maxQueueSpans` spans (config/tracing-config.ts): a finished request whose spans do not fit is
 //   dropped (`queue_full`); a collector that is slow or hangs costs that memory, never more;
 // - an export that fails (refused, 500, unreachable, past its timeout) loses its batch
 //   (`export_failed`); the exporter retries what OTLP says is retryable within its timeout;
@@ -18,14 +18,11 @@ import type { ExportResult } from '@opentelemetry/core';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { Logger } from '../log/logger.js';
 import { settlesWithin } from '../time/bounded-wait.js';
-import { TRACE_BATCH_SPANS, TRACE_QUEUE_SPANS } from '../tunables.js';
 import { OtlpProtobuf } from './otlp-protobuf.js';
 import type { RequestTrace } from './request-trace.js';
 import { spanCount, spansOf } from './span-records.js';
 import type { TracingSettings } from '../config/tracing-config.js';
 
-/** How long finished spans may wait for a batch to fill before they are sent anyway. */
-const TRACE_EXPORT_DELAY_MS = 1000;
 /** At shutdown, how long the last spans may take to be sent before they are given up. */
 const TRACE_FLUSH_MS = 2000;
 
@@ -44,12 +41,12 @@ interface BatchExporter {
 /** The SDK's exporter of this thread, for the protocol of `settings`. */
 async function exporterFor(settings: TracingSettings, basePath: string, version: string): Promise<BatchExporter> {
   const options = { url: settings.url, headers: settings.headers, timeoutMillis: settings.timeoutMs, concurrencyLimit: 1 };
-  const attributes = { 'service.name': settings.serviceName, 'service.version': version };
+  const attributes = { ...settings.resource, 'service.name': settings.serviceName, 'service.version': version };
   const scope = { name: 'sluice', version };
   if (settings.protocol === 'http/json') {
     const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
     const exporter = new OTLPTraceExporter(options);
-    const origin = { resource: resourceFromAttributes(attributes), scope, basePath };
+    const origin = { resource: resourceFromAttributes(attributes), scope, basePath, provider: settings.genAiProvider };
     return { export: (traces, done) => exporter.export(spansOf(traces, origin), done), shutdown: () => exporter.shutdown() };
   }
   const [{ OTLPExporterBase }, http, { ProtobufTraceSerializer }] = await Promise.all([
@@ -57,7 +54,7 @@ async function exporterFor(settings: TracingSettings, basePath: string, version:
     import('@opentelemetry/otlp-exporter-base/node-http'),
     import('@opentelemetry/otlp-transformer'),
   ]);
-  const encoder = new OtlpProtobuf(basePath, attributes, scope);
+  const encoder = new OtlpProtobuf({ basePath, provider: settings.genAiProvider }, attributes, scope);
   const serializer = { serializeRequest: (traces: RequestTrace[]) => encoder.encode(traces), deserializeResponse: (data: Uint8Array) => ProtobufTraceSerializer.deserializeResponse(data) };
   const count = { name: 'span' as const, countItems: (traces: RequestTrace[]) => traces.reduce((n, t) => n + t.spans, 0) };
   const delegate = http.createOtlpHttpExportDelegate(http.convertLegacyHttpOptions(options, 'TRACES', 'v1/traces', { 'Content-Type': 'application/x-protobuf' }), serializer, 'otlp_http_span_exporter', count, undefined);
@@ -101,7 +98,7 @@ export class SpanExport {
   add(trace: RequestTrace): void {
     const spans = spanCount(trace);
     trace.spans = spans;
-    if (this.closed || this.queuedSpans + spans > TRACE_QUEUE_SPANS) {
+    if (this.closed || this.queuedSpans + spans > this.settings.batch.maxQueueSpans) {
       this.counts.spansDropped(spans, 'queue_full');
       this.lose(spans, 'the export queue is full');
       return;
@@ -111,10 +108,10 @@ export class SpanExport {
     this.schedule();
   }
 
-  /** Sends a batch when one is full, else after TRACE_EXPORT_DELAY_MS; nothing while one is in flight. */
+  /** Sends a batch when one is full, else after the schedule's delay; nothing while one is in flight. */
   private schedule(): void {
     if (this.exporting || this.exporter === undefined || this.queue.length === 0) return;
-    if (this.queuedSpans >= TRACE_BATCH_SPANS || this.closed) {
+    if (this.queuedSpans >= this.settings.batch.maxBatchSpans || this.closed) {
       if (this.timer !== undefined) clearTimeout(this.timer);
       this.timer = undefined;
       // Not inside the request's end: the next turn.
@@ -122,7 +119,7 @@ export class SpanExport {
       return;
     }
     if (this.timer === undefined) {
-      this.timer = setTimeout(() => this.send(), TRACE_EXPORT_DELAY_MS);
+      this.timer = setTimeout(() => this.send(), this.settings.batch.delayMs);
       this.timer.unref();
     }
   }
@@ -133,7 +130,7 @@ export class SpanExport {
     if (this.exporting || exporter === undefined || this.queue.length === 0) return;
     let spans = 0;
     let taken = 0;
-    while (taken < this.queue.length && (taken === 0 || spans + this.queue[taken]!.spans <= TRACE_BATCH_SPANS)) spans += this.queue[taken++]!.spans;
+    while (taken < this.queue.length && (taken === 0 || spans + this.queue[taken]!.spans <= this.settings.batch.maxBatchSpans)) spans += this.queue[taken++]!.spans;
     const batch = this.queue.splice(0, taken);
     this.queuedSpans -= spans;
     this.exporting = true;

@@ -29,6 +29,70 @@ export interface SpanWriter {
   end(error: string | undefined): void;
 }
 
+/** What every span tree of a thread is written with. */
+export interface SpanPlace {
+  /** The relay's path prefix (`basePath`), for `url.path` and the route. */
+  readonly basePath: string;
+  /** `gen_ai.provider.name` of OpenAI-style requests (`tracing.genAiProvider`). */
+  readonly provider: string;
+}
+
+/** The strings a service's (or router's) spans repeat, made once per slug: no concatenation per span. */
+interface SlugStrings {
+  /** `{basePath}/{slug}/request/{path}` (`http.route`). */
+  readonly route: string;
+  /** `{basePath}/{slug}/request`: `url.path` is it and the request's path. */
+  readonly prefix: string;
+  /** The SERVER span's name by method (`{method} {route}`). */
+  readonly names: Map<string, string>;
+}
+
+/** A replica's `host:port` as `server.address` and `server.port` (port -1: none). */
+interface HostParts {
+  readonly address: string;
+  readonly port: number;
+}
+
+/** Past this many entries a cache below starts over (slugs and replicas are few; a bound all the same). */
+const CACHE_MAX = 1024;
+const slugStrings = new Map<string, SlugStrings>();
+const hostParts = new Map<string, HostParts>();
+let slugBase = '';
+
+function stringsOf(basePath: string, slug: string): SlugStrings {
+  if (basePath !== slugBase || slugStrings.size >= CACHE_MAX) {
+    slugStrings.clear();
+    slugBase = basePath;
+  }
+  let s = slugStrings.get(slug);
+  if (s === undefined) {
+    s = { route: `${basePath}/${slug}/request/{path}`, prefix: `${basePath}/${slug}/request`, names: new Map() };
+    slugStrings.set(slug, s);
+  }
+  return s;
+}
+
+function serverName(s: SlugStrings, method: string): string {
+  let name = s.names.get(method);
+  if (name === undefined) {
+    name = `${method} ${s.route}`;
+    if (s.names.size < 64) s.names.set(method, name);
+  }
+  return name;
+}
+
+function partsOf(host: string): HostParts {
+  let parts = hostParts.get(host);
+  if (parts === undefined) {
+    const colon = host.lastIndexOf(':');
+    const address = colon < 0 ? host : host.charCodeAt(0) === 0x5b ? host.slice(1, colon - 1) : host.slice(0, colon);
+    parts = { address, port: colon < 0 ? -1 : Number(host.slice(colon + 1)) };
+    if (hostParts.size >= CACHE_MAX) hostParts.clear();
+    hostParts.set(host, parts);
+  }
+  return parts;
+}
+
 /** How a queued request left the queue, by its outcome. */
 function queueExit(e: EndedSummary, granted: boolean): string {
   if (granted) return 'granted';
@@ -44,8 +108,14 @@ function queueExit(e: EndedSummary, granted: boolean): string {
   }
 }
 
+/** A refusal by a token's limits. */
+function limitsRefused(e: EndedSummary): boolean {
+  return e.errorCode === 'rate_limited' || e.errorCode === 'limits_unavailable';
+}
+
+/** An admission span: a limited token's, or a router's request (one refused before the relay: only by its limits). */
 function hasAdmission(e: EndedSummary): boolean {
-  return e.limited || e.errorCode === 'rate_limited' || e.errorCode === 'limits_unavailable' || e.routedBy !== undefined;
+  return e.limited || limitsRefused(e) || (e.routedBy !== undefined && e.requestId !== '');
 }
 
 /** How many spans `writeSpans` makes of a finished trace (the export queue's bound counts spans). */
@@ -54,18 +124,26 @@ export function spanCount(t: RequestTrace): number {
   return 1 + (hasAdmission(e) ? 1 : 0) + (e.queuedAt > 0 ? (t.coldStart ? 2 : 1) : 0) + t.attempts.length;
 }
 
-/** Writes the span tree of a finished trace (its recorder's `ended` set); `basePath`: the relay's prefix. */
-export function writeSpans(t: RequestTrace, basePath: string, w: SpanWriter): void {
+/** Writes the span tree of a finished trace (its recorder's `ended` set). */
+export function writeSpans(t: RequestTrace, place: SpanPlace, w: SpanWriter): void {
   const e = t.ended!;
+  const basePath = place.basePath;
   const traceId = t.traceId;
   const server = t.spanId;
-  const slug = e.routedBy ?? e.slug;
-  const route = `${basePath}/${slug}/request/{path}`;
-  w.begin(traceId, server, t.parentSpanId, t.parentSpanId !== undefined, `${e.method} ${route}`, SpanKind.SERVER, t.startedAt, t.endedAt);
-  w.attr('http.request.method', e.method);
-  w.attr('url.path', `${basePath}/${slug}/request${e.path}`);
-  w.attr('http.route', route);
-  w.attr('sluice.token.name', e.tokenName);
+  if (e.routed) {
+    const strings = stringsOf(basePath, e.routedBy ?? e.slug);
+    w.begin(traceId, server, t.parentSpanId, t.parentSpanId !== undefined, serverName(strings, e.method), SpanKind.SERVER, t.startedAt, t.endedAt);
+    w.attr('http.request.method', e.method);
+    w.attr('url.path', strings.prefix + e.path);
+    w.attr('http.route', strings.route);
+  } else {
+    // Refused before it named a service: no route, and the span is named by its method (HTTP conventions).
+    w.begin(traceId, server, t.parentSpanId, t.parentSpanId !== undefined, e.method, SpanKind.SERVER, t.startedAt, t.endedAt);
+    w.attr('http.request.method', e.method);
+    w.attr('url.path', e.path);
+  }
+  // A caller refused before it was authenticated has no token name.
+  if (e.tokenName !== '') w.attr('sluice.token.name', e.tokenName);
   // A router's request refused before it was routed has no service yet; a refusal, no request id.
   if (e.slug !== '') w.attr('sluice.service', e.slug);
   if (e.requestId !== '') w.attr('sluice.request.id', e.requestId);
@@ -75,6 +153,7 @@ export function writeSpans(t: RequestTrace, basePath: string, w: SpanWriter): vo
   if (e.outcome !== 'ok') w.attr('error.type', e.outcome);
   if (t.operation !== undefined) {
     w.attr(GEN_AI.operation, t.operation);
+    w.attr(GEN_AI.provider, place.provider);
     if (e.requestModel !== undefined) w.attr(GEN_AI.requestModel, e.requestModel);
     if (e.maxTokens !== undefined && e.maxTokens > 0) w.attr(GEN_AI.maxTokens, e.maxTokens);
     if (t.responseModel !== undefined) w.attr(GEN_AI.responseModel, t.responseModel);
@@ -93,7 +172,7 @@ export function writeSpans(t: RequestTrace, basePath: string, w: SpanWriter): vo
 
   // Admission: a limited token's decision, or a router's (or a tokensPerMinute token's) body read first.
   if (hasAdmission(e)) {
-    const refused = e.errorCode === 'rate_limited' || e.errorCode === 'limits_unavailable';
+    const refused = limitsRefused(e);
     w.begin(traceId, newSpanId(), server, false, 'admission', SpanKind.INTERNAL, t.startedAt, t.admittedAt > 0 ? t.admittedAt : t.endedAt);
     w.attr('sluice.limited', e.limited || refused);
     if (refused) {
@@ -129,17 +208,17 @@ export function writeSpans(t: RequestTrace, basePath: string, w: SpanWriter): vo
     w.begin(traceId, attempt.spanId, server, false, name, SpanKind.CLIENT, attempt.startedAt, attempt.endedAt);
     w.attr('http.request.method', e.method);
     w.attr('sluice.retried', i > 0);
-    const host = attempt.host;
-    if (host !== '') {
-      const colon = host.lastIndexOf(':');
-      w.attr('server.address', colon < 0 ? host : host.charCodeAt(0) === 0x5b ? host.slice(1, colon - 1) : host.slice(0, colon));
-      if (colon >= 0) w.attr('server.port', Number(host.slice(colon + 1)));
+    if (attempt.host !== '') {
+      const parts = partsOf(attempt.host);
+      w.attr('server.address', parts.address);
+      if (parts.port >= 0) w.attr('server.port', parts.port);
     }
     if (attempt.status > 0) w.attr('http.response.status_code', attempt.status);
     const failure = attempt.failed ?? (i === attempts.length - 1 && attempt.status === 0 && e.outcome !== 'ok' ? e.outcome : undefined);
     if (failure !== undefined) w.attr('error.type', failure);
     if (t.operation !== undefined) {
       w.attr(GEN_AI.operation, t.operation);
+      w.attr(GEN_AI.provider, place.provider);
       if (e.requestModel !== undefined) w.attr(GEN_AI.requestModel, e.requestModel);
     }
     if (attempt.headAt > 0) w.event('status line', attempt.headAt, 'http.response.status_code', attempt.status);
@@ -150,11 +229,9 @@ export function writeSpans(t: RequestTrace, basePath: string, w: SpanWriter): vo
 // ── The SDK's spans (the OTLP/JSON exporter's input) ─────────────────────────────────────────────
 
 /** What every span of a thread shares. */
-export interface SpanOrigin {
+export interface SpanOrigin extends SpanPlace {
   readonly resource: Resource;
   readonly scope: InstrumentationScope;
-  /** The relay's path prefix (`basePath`), for `url.path` and the route. */
-  readonly basePath: string;
 }
 
 const NO_LINKS: never[] = [];
@@ -237,6 +314,6 @@ class ReadableSpans implements SpanWriter {
 /** The span trees of finished traces as the SDK's `ReadableSpan`s. */
 export function spansOf(traces: readonly RequestTrace[], origin: SpanOrigin): ReadableSpan[] {
   const out = new ReadableSpans(origin);
-  for (const t of traces) writeSpans(t, origin.basePath, out);
+  for (const t of traces) writeSpans(t, origin, out);
   return out.spans;
 }

@@ -53,11 +53,13 @@ export class Tracer implements TraceSink {
   }
 
   /**
-   * A request refused by its token's limits in the request filter (it never became a relayed
-   * request): a SERVER span and its admission, when it is sampled.
+   * A request refused in the request filter (it never became a relayed request: its token's
+   * limits, authentication, a bad request, an unknown service, …): a SERVER span, and its
+   * admission when its limits refused it, when it is sampled.
    */
   refused(r: Omit<EndedRequest, 'fields' | 'stream' | 'downstream' | 'queuedAt' | 'queuedMs' | 'limit'>, status: number, traceparent: string | undefined, tracestate: string | undefined, startedAt: number): void {
-    const trace = this.begin(traceparent, tracestate, startedAt, r.path);
+    // One that named no service is not OpenAI-style, whatever its path ends with.
+    const trace = this.begin(traceparent, tracestate, startedAt, r.routed === false ? '' : r.path);
     if (trace === undefined) return;
     const ended: EndedRequest = { ...r, queuedAt: 0, queuedMs: 0, limit: undefined, stream: undefined, downstream: { firstByteAt: 0, answered: false }, fields: undefined };
     const record: EndedRecord = { status, outcome: r.error?.code ?? 'ok', ms: performance.now() - startedAt, promptTokens: 0, completionTokens: 0, usageReported: false };

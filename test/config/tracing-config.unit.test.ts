@@ -35,7 +35,11 @@ test('an endpoint in the config turns tracing on, with the SDK defaults', () => 
     sampler: { parentBased: true, ratio: 1 },
     serviceName: 'sluice',
     timeoutMs: 10_000,
+    resource: {},
+    batch: { delayMs: 1000, maxQueueSpans: 2048, maxBatchSpans: 512 },
+    genAiProvider: 'openai',
   });
+  assert.equal(load({ endpoint: 'http://c:4318', genAiProvider: 'azure.ai.openai' })!.genAiProvider, 'azure.ai.openai');
   // A URL without a path is the collector's base: /v1/traces is where traces go.
   assert.equal(load({ endpoint: 'http://collector:4318' })!.url, 'http://collector:4318/v1/traces');
   assert.deepEqual(load({ endpoint: 'https://c/v1/traces', sampleRatio: 0.25 })!.sampler, { parentBased: true, ratio: 0.25 });
@@ -88,9 +92,10 @@ test('OTEL_TRACES_SAMPLER and its argument, as the SDKs name them', () => {
 
 test('every wrong value is a problem naming the key or the variable', () => {
   const keyed = (list: ConfigProblem[]) => list.map((p) => p.key).sort();
-  assert.deepEqual(keyed(problems({ endpoint: 'ftp://c', protocol: 'grpc', sampleRatio: 2, serviceName: '', headers: { 'bad name': 'x' }, extra: 1 })), [
+  assert.deepEqual(keyed(problems({ endpoint: 'ftp://c', protocol: 'grpc', sampleRatio: 2, serviceName: '', headers: { 'bad name': 'x' }, extra: 1, genAiProvider: 'Open AI' })), [
     'tracing.endpoint',
     'tracing.extra',
+    'tracing.genAiProvider',
     'tracing.headers["bad name"]',
     'tracing.protocol',
     'tracing.sampleRatio',
@@ -110,4 +115,50 @@ test('every wrong value is a problem naming the key or the variable', () => {
   assert.deepEqual(keyed(problems(undefined, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c', OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1.5' })), ['OTEL_TRACES_SAMPLER_ARG']);
   // The problems of the file and of the environment come together.
   assert.deepEqual(keyed(problems({ sampleRatio: -1 }, { OTEL_SERVICE_NAME: 'ok', OTEL_TRACES_SAMPLER: 'nope' })), ['OTEL_TRACES_SAMPLER', 'tracing.sampleRatio']);
+});
+
+test("the batch span processor's OTEL_BSP_* variables, the config's keys winning", () => {
+  const on = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
+  const env = { ...on, OTEL_BSP_SCHEDULE_DELAY: '250', OTEL_BSP_MAX_QUEUE_SIZE: '100', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '10', OTEL_BSP_EXPORT_TIMEOUT: '4000' };
+  const s = load(undefined, env)!;
+  assert.deepEqual(s.batch, { delayMs: 250, maxQueueSpans: 100, maxBatchSpans: 10 });
+  assert.equal(s.timeoutMs, 4000, "the batch processor's timeout, shorter than the exporter's 10 s");
+  assert.equal(load(undefined, { ...env, OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: '1500' })!.timeoutMs, 1500, "the exporter's, shorter");
+  const c = load({ scheduleDelayMs: 0, maxQueueSize: 50, maxExportBatchSize: 50, exportTimeoutMs: 20_000 }, env)!;
+  assert.deepEqual(c.batch, { delayMs: 0, maxQueueSpans: 50, maxBatchSpans: 50 });
+  assert.equal(c.timeoutMs, 10_000, "the exporter's default, shorter than the config's 20 s");
+  // A queue smaller than the default batch: the batch is the queue, as the SDK makes it.
+  assert.deepEqual(load(undefined, { ...on, OTEL_BSP_MAX_QUEUE_SIZE: '100' })!.batch, { delayMs: 1000, maxQueueSpans: 100, maxBatchSpans: 100 });
+});
+
+test('OTEL_RESOURCE_ATTRIBUTES: resource attributes, service.name and service.version Sluice\'s own', () => {
+  const on = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
+  const s = load(undefined, { ...on, OTEL_RESOURCE_ATTRIBUTES: ' deployment.environment.name = prod%20eu ,k8s.namespace.name=ai,,service.name=from-attrs,service.version=9' })!;
+  assert.deepEqual(s.resource, { 'deployment.environment.name': 'prod eu', 'k8s.namespace.name': 'ai' });
+  assert.equal(s.serviceName, 'from-attrs', 'its service.name when nothing else names one');
+  assert.equal(load(undefined, { ...on, OTEL_RESOURCE_ATTRIBUTES: 'service.name=a', OTEL_SERVICE_NAME: 'b' })!.serviceName, 'b', 'OTEL_SERVICE_NAME wins');
+  assert.equal(load({ serviceName: 'c' }, { ...on, OTEL_RESOURCE_ATTRIBUTES: 'service.name=a', OTEL_SERVICE_NAME: 'b' })!.serviceName, 'c', 'the config wins');
+});
+
+test('wrong batch sizes and resource attributes are problems naming the key or the variable', () => {
+  const keyed = (list: ConfigProblem[]) => list.map((p) => p.key).sort();
+  const on = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
+  assert.deepEqual(keyed(problems({ scheduleDelayMs: -1, maxQueueSize: 0, maxExportBatchSize: 1.5, exportTimeoutMs: '5' }, on)), [
+    'tracing.exportTimeoutMs',
+    'tracing.maxExportBatchSize',
+    'tracing.maxQueueSize',
+    'tracing.scheduleDelayMs',
+  ]);
+  assert.deepEqual(keyed(problems(undefined, { ...on, OTEL_BSP_SCHEDULE_DELAY: 'soon', OTEL_BSP_MAX_QUEUE_SIZE: '0', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '1e3', OTEL_BSP_EXPORT_TIMEOUT: '2.5' })), [
+    'OTEL_BSP_EXPORT_TIMEOUT',
+    'OTEL_BSP_MAX_EXPORT_BATCH_SIZE',
+    'OTEL_BSP_MAX_QUEUE_SIZE',
+    'OTEL_BSP_SCHEDULE_DELAY',
+  ]);
+  // A batch larger than the queue: named where it was set.
+  assert.deepEqual(keyed(problems(undefined, { ...on, OTEL_BSP_MAX_QUEUE_SIZE: '100', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '101' })), ['OTEL_BSP_MAX_EXPORT_BATCH_SIZE']);
+  assert.deepEqual(keyed(problems({ maxQueueSize: 10, maxExportBatchSize: 11 }, on)), ['tracing.maxExportBatchSize']);
+  for (const bad of ['novalue', '=x', 'k=%zz', `k=${'v'.repeat(256)}`, 'k=caf\u00e9']) {
+    assert.deepEqual(keyed(problems(undefined, { ...on, OTEL_RESOURCE_ATTRIBUTES: `a=1,${bad}` })), ['OTEL_RESOURCE_ATTRIBUTES'], bad);
+  }
 });

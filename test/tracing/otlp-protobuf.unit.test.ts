@@ -124,8 +124,8 @@ test("Sluice's OTLP protobuf decodes to what the SDK's serializer writes for the
   const all = traces();
   const attributes = { 'service.name': 'gw', 'service.version': '1.2.3' };
   const scope = { name: 'sluice', version: '1.2.3' };
-  const ours = decode(new OtlpProtobuf('/api/v1/services', attributes, scope).encode(all));
-  const theirs = ProtobufTraceSerializer.serializeRequest(spansOf(all, { resource: resourceFromAttributes(attributes), scope, basePath: '/api/v1/services' }))!;
+  const ours = decode(new OtlpProtobuf({ basePath: '/api/v1/services', provider: 'openai' }, attributes, scope).encode(all));
+  const theirs = ProtobufTraceSerializer.serializeRequest(spansOf(all, { resource: resourceFromAttributes(attributes), scope, basePath: '/api/v1/services', provider: 'openai' }))!;
   const reference = decode(theirs);
   const ourTimes: bigint[] = [];
   const theirTimes: bigint[] = [];
@@ -139,7 +139,7 @@ test("Sluice's OTLP protobuf decodes to what the SDK's serializer writes for the
 });
 
 test('one encoder serves batch after batch (its buffer grows and is reused)', () => {
-  const encoder = new OtlpProtobuf('', { 'service.name': 'gw' }, { name: 'sluice', version: '1' });
+  const encoder = new OtlpProtobuf({ basePath: '', provider: 'openai' }, { 'service.name': 'gw' }, { name: 'sluice', version: '1' });
   const many = Array.from({ length: 200 }, () => traces()).flat();
   const big = decode(encoder.encode(many));
   assert.equal(big.resourceSpans[0]!.scopeSpans[0]!.spans.length, 200 * 10);

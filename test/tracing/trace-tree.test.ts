@@ -65,6 +65,7 @@ test('a plain request: one SERVER span with its HTTP attributes and one CLIENT s
   assert.equal(server.attributes['sluice.token.name'], 'test');
   assert.equal(server.attributes['error.type'], undefined);
   assert.equal(server.attributes['gen_ai.operation.name'], undefined, 'not an OpenAI-style path: no GenAI attributes');
+  assert.equal(server.attributes['gen_ai.provider.name'], undefined);
   assert.equal(server.resource['service.name'], 'gw-under-test');
   assert.equal(server.scope, 'sluice');
   assert.equal(spans.length, 2);
@@ -93,6 +94,7 @@ test('a streamed chat with usage: GenAI attributes, and the first and last token
   assert.match(await res.body.text(), /\[DONE\]/);
   const { server, spans } = await treeOf(String(res.headers['x-request-id']));
   assert.equal(server.attributes['gen_ai.operation.name'], 'chat');
+  assert.equal(server.attributes['gen_ai.provider.name'], 'openai', 'the API the replica speaks (tracing.genAiProvider)');
   assert.equal(server.attributes['gen_ai.request.model'], 'asked-model');
   assert.equal(server.attributes['gen_ai.request.max_tokens'], 64);
   assert.equal(server.attributes['gen_ai.response.model'], 'served-model');
@@ -106,6 +108,7 @@ test('a streamed chat with usage: GenAI attributes, and the first and last token
   const [client] = childrenOf(spans, server);
   assert.equal(client!.name, 'chat asked-model');
   assert.equal(client!.attributes['gen_ai.request.model'], 'asked-model');
+  assert.equal(client!.attributes['gen_ai.provider.name'], 'openai');
 });
 
 test("a caller's sampled traceparent is continued: same trace, Sluice's SERVER span under the caller's span", async () => {
