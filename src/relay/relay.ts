@@ -76,6 +76,10 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
   fields: BodyFields | undefined = undefined;
   /** Sent to a router: its slug (the access line's `router`). */
   routedBy: string | undefined = undefined;
+  /** Its service routes by prompt prefix (`routing.prefix`): it starts once its body's first part gave its blocks. */
+  waitsForPrompt = false;
+  /** Its prompt's chained block hashes (body/prompt-blocks.ts), read with its fields; undefined: none. */
+  prefix: Int32Array | undefined = undefined;
 
   /** uWS callback (with request-state.ts's `abortHandler`): bound once per request. */
   readonly dataHandler = (data: ArrayBuffer, isLast: boolean): void => this.body.onData(data, isLast);
@@ -117,7 +121,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
    * once routed, and a request admitted later than that once admitted (whichever comes last).
    */
   start(): void {
-    if (this.router !== undefined || this.admitting !== 'no') return;
+    if (this.router !== undefined || this.admitting !== 'no' || this.waitsForPrompt) return;
     if (this.trace !== undefined) this.trace.admitted(performance.now());
     const keepAliveMs = this.service.config.queue.keepAliveMs;
     if (keepAliveMs > 0 && this.method !== 'HEAD') {
@@ -185,6 +189,10 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
   private readFields(fields: BodyFields): boolean {
     if (this.router !== undefined && !this.routeByModel(this.router, fields)) return false;
     if (this.admitting === 'body' && !admitByBody(this, this.service.limitTable)) return false;
+    if (this.waitsForPrompt) {
+      this.waitsForPrompt = false;
+      this.prefix = fields.promptBlocks();
+    }
     this.start();
     return this.phase !== 'done';
   }
@@ -199,6 +207,8 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
     }
     this.service = to;
     ({ maxWaitMs: this.maxWaitMs, affinity: this.affinity } = routedTerms(to, this.headers));
+    // Its prompt was hashed in the router's blocks: they count when they are this service's.
+    this.waitsForPrompt = fields.hashesPromptFor(to.prefix);
     if (!this.body.limitTo(to.config.maxRequestBytes)) {
       this.onBodyTooLarge();
       return false;

@@ -36,6 +36,8 @@ export interface ReplicaWaiter {
   readonly maxWaitMs: number;
   /** The hash of its session's affinity value (affinity-ring.ts), or -1. */
   readonly affinity: number;
+  /** With prefix-aware routing: its prompt's chained block hashes (relay/body/prompt-blocks.ts), or undefined. */
+  readonly prefix?: Int32Array | undefined;
   /** A replica, already counted in `inflight`: the waiter must `release` it exactly once. */
   onReplica(replica: Replica): void;
   /**

@@ -4,6 +4,7 @@
 // readings, failure counts). Neither inherits the other's writers, so a worker calling a control
 // plane writer is a type error, and both read the very same fields with no indirection per request.
 import { ExpectedStart } from './expected-start.js';
+import { newPrefixIndex, PrefixIndex, type PrefixIndexInit } from './prefix-index.js';
 import { ACCEPTING, FALLBACK, HEADER, IDLE_WATCHED, INFLIGHT, QUEUED, READY, STRIDE, WAITING } from './slot-layout.js';
 
 /** What a thread needs to rebuild the table over the same memory. */
@@ -18,17 +19,19 @@ export interface SlotTableInit {
   concurrency: number;
   /** The service reads its replicas' loads (`replicas.load`): choices use the scores. */
   scored: boolean;
+  /** Prefix-aware routing (`routing.prefix`): the replicas' block indexes (prefix-index.ts). */
+  prefix?: PrefixIndexInit | undefined;
 }
 
 /** New memory for a table of `slots` replicas and `threads` data planes, every cell as a new service starts. */
-export function newSlotMemory(slots: number, threads: number, concurrency: number, scored: boolean): SlotTableInit {
+export function newSlotMemory(slots: number, threads: number, concurrency: number, scored: boolean, prefixSize = 0): SlotTableInit {
   const ints = new SharedArrayBuffer(4 * (HEADER + STRIDE * slots + 2 * threads * slots));
   const idle = new SharedArrayBuffer(8 * slots);
   const i32 = new Int32Array(ints);
   i32[ACCEPTING] = 1;
   i32[FALLBACK] = -1;
   for (let s = 0; s < slots; s++) i32[HEADER + STRIDE * s + WAITING] = -1;
-  return { ints, idle, start: ExpectedStart.create().buffer, slots, threads, concurrency, scored };
+  return { ints, idle, start: ExpectedStart.create().buffer, slots, threads, concurrency, scored, prefix: prefixSize > 0 ? newPrefixIndex(slots, prefixSize) : undefined };
 }
 
 /** The table's memory and what both planes read of it. */
@@ -39,6 +42,8 @@ export abstract class SlotMemory {
   readonly scored: boolean;
   /** When a cold start is expected to end: written by the control plane, read by every thread. */
   readonly start: ExpectedStart;
+  /** With prefix-aware routing: the replicas' block indexes, beside the table. */
+  readonly prefix: PrefixIndex | undefined;
   protected readonly i32: Int32Array;
   protected readonly idleAt: Float64Array;
   /** Where the holds per thread and slot begin. */
@@ -54,6 +59,7 @@ export abstract class SlotMemory {
     this.i32 = new Int32Array(init.ints);
     this.idleAt = new Float64Array(init.idle);
     this.start = new ExpectedStart(init.start);
+    this.prefix = init.prefix === undefined ? undefined : new PrefixIndex(init.prefix);
     this.holdsBase = HEADER + STRIDE * init.slots;
     this.overdueBase = this.holdsBase + init.threads * init.slots;
   }

@@ -90,7 +90,7 @@ export class ServiceControl implements ReplicaHost {
     const kind = deps.kind;
     this.kind = kind.name;
     const { concurrency, load } = service.replicas;
-    this.slots = SlotControl.create(kind.slotCapacity(service), deps.threads, concurrency, load !== undefined);
+    this.slots = SlotControl.create(kind.slotCapacity(service), deps.threads, concurrency, load !== undefined, service.routing.prefix?.indexSize ?? 0);
     this.roster = new ReplicaRoster(this.slug, this.slots, this.views);
     const all = this.roster.all;
     this.routingInputs = new RoutingInputs(service, this.slots, () => all, this.log, this.events);

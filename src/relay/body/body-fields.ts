@@ -159,6 +159,12 @@ export class BodyFields implements ValueListener, RawValueSink, StreamLook, Requ
    * The prompt's block hashes (prompt-blocks.ts), seeded with the model and the cache salt as far
    * as the body was walked; undefined without prefix-aware routing or a whole block of prompt.
    */
+  /** Whether the prompt is hashed in the blocks of `prefix` (a routed request's service: model-router.ts). */
+  hashesPromptFor(prefix: { blockBytes: number; maxBlocks: number } | undefined): boolean {
+    const p = this.prompt;
+    return prefix !== undefined && p !== undefined && p.blockBytes === prefix.blockBytes && p.maxBlocks === prefix.maxBlocks;
+  }
+
   promptBlocks(): Int32Array | undefined {
     const prompt = this.prompt;
     if (prompt === undefined) return undefined;
