@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { type LoadReplica, startLoadReplica } from '../helpers/load-replica.js';
 import { splitPost } from '../helpers/split-post.js';
 import { connectionsOnEveryWorker } from '../helpers/workers.js';
@@ -193,4 +193,23 @@ test('a replica that leaves takes its prefixes with it: they go elsewhere and st
     const again = await ask(tg, chat(n, 'again'));
     assert.equal(again, now, `prompt ${n} stays on its new replica`);
   }
+});
+
+test('/status and the metrics show the prompt-cache hits the gateway expected, per service and replica', async () => {
+  const list = await replicas(2);
+  const tg = await startTestGateway(rawService({ urls: list.map((r) => r.url) }, { routing: { prefix: { blockBytes: 64, maxBlocks: 8 } } }), { workers: 1, admin: { host: '127.0.0.1', port: 0 } });
+  open.push(tg);
+  // The same 8-block prefix three times: 0 of 8 blocks the first time, 8 of 8 twice after.
+  for (let i = 0; i < 3; i++) await ask(tg, chat(0, `user ${i}`));
+  const status = (await (await fetch(`http://127.0.0.1:${tg.gateway.adminPort}/status`)).json()) as { services: { routing: { prefix: Record<string, unknown> & { replicas: Record<string, unknown>[] } } }[] };
+  const prefix = status.services[0]!.routing.prefix;
+  assert.deepEqual({ ...prefix, replicas: undefined }, { blockBytes: 64, maxBlocks: 8, indexSize: 8192, requests: 3, blocks: 24, matched: 16, hitRate: 0.667, replicas: undefined });
+  const home = prefix.replicas.find((r) => r.requests === 3)!;
+  assert.deepEqual(home, { replica: home.replica, requests: 3, blocks: 24, matched: 16, hitRate: 0.667 });
+  assert.equal(prefix.replicas.length, 2);
+  const samples = metricSamples(await (await fetch(`http://127.0.0.1:${tg.gateway.adminPort}/metrics`)).text());
+  assert.equal(samples.get('sluice_prefix_blocks_total{service="svc",kind="sent"}'), 24);
+  assert.equal(samples.get('sluice_prefix_blocks_total{service="svc",kind="matched"}'), 16);
+  const ratio = samples.get(`sluice_replica_prefix_hit_ratio{service="svc",replica="${String(home.replica)}"}`);
+  assert.ok(ratio !== undefined && Math.abs(ratio - 2 / 3) < 1e-9, String(ratio));
 });
