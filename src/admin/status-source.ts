@@ -50,7 +50,7 @@ export interface PrefixHits {
   hitRate: number | null;
 }
 
-export interface PrefixStatus extends PrefixHits {
+interface PrefixStatus extends PrefixHits {
   blockBytes: number;
   maxBlocks: number;
   indexSize: number;
