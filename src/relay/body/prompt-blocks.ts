@@ -80,36 +80,57 @@ export class PromptBlocks {
     if (this.done) return;
     let h = this.h;
     let n = this.n;
+    let inString = this.inString;
     const size = this.blockBytes;
-    for (let i = from; i < to; i++) {
-      const c = b[i]!;
-      if (this.escape === 0 && this.high === 0) {
-        // Most bytes: hashed as they are (spaces outside strings dropped).
-        if (this.inString) {
-          if (c === BACKSLASH) {
-            this.escape = 1;
-            continue;
-          }
-          if (c === QUOTE) this.inString = false;
-        } else if (isSpace(c)) continue;
-        else if (c === QUOTE) this.inString = true;
-        h = Math.imul(h ^ c, FNV_PRIME);
-        if (++n === size) {
-          this.h = h;
-          if (this.blockEnds()) return;
-          n = 0;
-        }
+    let i = from;
+    while (i < to) {
+      if (this.escape !== 0 || this.high !== 0) {
+        // In an escape, or after a `\u` high surrogate: one byte at a time, off the fast path.
+        this.h = h;
+        this.n = n;
+        this.inString = inString;
+        this.special(b[i++]!);
+        if (this.done) return;
+        h = this.h;
+        n = this.n;
+        inString = this.inString;
         continue;
       }
-      this.h = h;
-      this.n = n;
-      this.special(c);
-      if (this.done) return;
-      h = this.h;
-      n = this.n;
+      let c = b[i]!;
+      if (inString) {
+        // Most bytes: a string's text up to its next quote or backslash, hashed as it is.
+        while (c !== QUOTE && c !== BACKSLASH) {
+          h = Math.imul(h ^ c, FNV_PRIME);
+          if (++n === size) {
+            this.h = h;
+            if (this.blockEnds()) return;
+            n = 0;
+          }
+          if (++i === to) break;
+          c = b[i]!;
+        }
+        if (i === to) break;
+        i++;
+        if (c === BACKSLASH) {
+          this.escape = 1;
+          continue;
+        }
+        inString = false;
+      } else {
+        i++;
+        if (isSpace(c)) continue;
+        if (c === QUOTE) inString = true;
+      }
+      h = Math.imul(h ^ c, FNV_PRIME);
+      if (++n === size) {
+        this.h = h;
+        if (this.blockEnds()) return;
+        n = 0;
+      }
     }
     this.h = h;
     this.n = n;
+    this.inString = inString;
   }
 
   /** The field's value ended. */
