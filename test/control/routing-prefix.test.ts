@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { request } from 'undici';
-import { AUTH, metricSamples, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { AUTH, metricSamples, rawService, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
 import { type LoadReplica, startLoadReplica } from '../helpers/load-replica.js';
 import { splitPost } from '../helpers/split-post.js';
 import { connectionsOnEveryWorker } from '../helpers/workers.js';
@@ -212,4 +212,22 @@ test('/status and the metrics show the prompt-cache hits the gateway expected, p
   assert.equal(samples.get('sluice_prefix_blocks_total{service="svc",kind="matched"}'), 16);
   const ratio = samples.get(`sluice_replica_prefix_hit_ratio{service="svc",replica="${String(home.replica)}"}`);
   assert.ok(ratio !== undefined && Math.abs(ratio - 2 / 3) < 1e-9, String(ratio));
+});
+
+test('through a router: requests sharing a prompt prefix go to the replica of their service that was sent it', async () => {
+  const list = await replicas(3);
+  const service = { ...rawService({ urls: list.map((r) => r.url) }, { routing: { prefix: { blockBytes: 64 } } }), models: ['m'] };
+  const tg = await startTestGateway(service, { workers: 1, routers: [{ slug: 'models', tokens: [{ name: 'router-caller', sha256: TEST_TOKEN_SHA256 }] }] });
+  open.push(tg);
+  const home = new Map<number, string>();
+  for (let turn = 0; turn < 3; turn++) {
+    for (let n = 0; n < 7; n++) {
+      const res = await request(tg.url('/v1/chat/completions', 'models'), { method: 'POST', headers: { ...AUTH, 'content-type': 'application/json' }, body: chat(n, `turn ${turn}`) });
+      assert.equal(res.statusCode, 200);
+      const name = await res.body.text();
+      if (turn === 0) home.set(n, name);
+      else assert.equal(name, home.get(n), `prompt ${n}, turn ${turn}`);
+    }
+  }
+  assert.equal(new Set(home.values()).size, 3);
 });
