@@ -34,6 +34,28 @@ export interface RoutingStatus {
   policy: 'fewest-in-flight' | 'queue-aware';
   /** `routing.affinityHeader` (lower case), or null. */
   affinityHeader: string | null;
+  /** Prefix-aware routing (`routing.prefix`): its blocks and the prompt-cache hits it expected, or null: off. */
+  prefix: PrefixStatus | null;
+}
+
+/**
+ * The prompt-cache hits prefix-aware routing expected: of the whole blocks of the prompts it sent,
+ * the leading ones the chosen replica had been sent before (and still remembered).
+ */
+export interface PrefixHits {
+  requests: number;
+  blocks: number;
+  matched: number;
+  /** matched / blocks (null before any block). */
+  hitRate: number | null;
+}
+
+interface PrefixStatus extends PrefixHits {
+  blockBytes: number;
+  maxBlocks: number;
+  indexSize: number;
+  /** Per replica in a slot now, since it got its slot. */
+  replicas: (PrefixHits & { replica: string })[];
 }
 
 /** A ready replica's last load reading (`replicas.load`). */

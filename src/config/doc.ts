@@ -68,7 +68,11 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'services[].queue.keepAliveMs': 'a request for a streamed answer still waiting for the replica after this long gets `200 text/event-stream` and a `: waiting for a replica` comment this often (see "Keeping streamed requests alive"); 0 = off',
   'services[].uploads.bufferBytes': 'a chunked body up to this size is read whole and sent to the replica with `Content-Length` (see "Chunked uploads"); a longer one streams chunked once it passes this; 0 = never hold, stream every chunk at once',
   'services[].routing.affinityHeader': 'requests with the same value of this header go to the same replica (its prompt cache), within `affinityMaxLoad`; forwarded only if in `forwardHeaders`',
-  'services[].routing.affinityMaxLoad': 'a session moves to the next replica on the hash ring while its own carries more than this times the mean load',
+  'services[].routing.affinityMaxLoad': 'a session (or a prefix, with `prefix`) moves to the next replica while its own carries more than this times the mean load',
+  'services[].routing.prefix': 'prefix-aware routing: a request goes to the replica that was sent the most leading blocks of its prompt (its model server\'s prompt cache), within `affinityMaxLoad`, with no header from the caller (see "Prefix-aware routing"); `true` = the defaults below',
+  'services[].routing.prefix.blockBytes': 'bytes of the prompt (normalized JSON of `messages`, `prompt`, `input`, `instructions`, `tools`) per hashed block; only whole blocks count',
+  'services[].routing.prefix.maxBlocks': 'leading blocks of a prompt hashed at most (`blockBytes` × this = the longest prefix told apart)',
+  'services[].routing.prefix.indexSize': 'block hashes each replica\'s index remembers (least recently sent forgotten first); shared memory of 8 bytes each per replica slot',
   'services[].replicas.urls': 'replicas running elsewhere (static)',
   'services[].replicas.command': 'program and arguments Sluice starts for each replica (launched); `{port}` becomes its port',
   'services[].replicas.kubernetes': 'replicas are the pods behind a Kubernetes Service, of a Deployment Sluice scales (see "Kubernetes replicas")',
@@ -141,6 +145,7 @@ interface SchemaDef {
   defaultValue?: unknown;
   shape?: Record<string, SchemaNode>;
   element?: SchemaNode;
+  options?: SchemaNode[];
 }
 
 /** Every key of the config, in schema order; lists of objects as `key[]` followed by their keys. */
@@ -176,6 +181,13 @@ function visit(node: SchemaNode, key: string, rows: ConfigKeyDoc[]): void {
     // A section is a row only when it says something of its own (admin, listen.tls).
     if (key !== '' && description !== undefined) rows.push(row());
     for (const [name, child] of Object.entries(def.shape)) visit(child, key === '' ? name : `${key}.${name}`, rows);
+    return;
+  }
+  // A key that is a flag or an object of its own keys (`routing.prefix`): its row, then those keys.
+  const object = def.type === 'union' ? def.options?.find(isObject) : undefined;
+  if (object !== undefined) {
+    rows.push(row());
+    visit(object, key, rows);
     return;
   }
   if (def.type === 'array' && def.element !== undefined && isObject(def.element)) {

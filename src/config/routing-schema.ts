@@ -1,12 +1,27 @@
-// How a service's requests choose a replica: `routing` (session affinity) and `replicas.load` (the
+// How a service's requests choose a replica: `routing` (session affinity, prefix-aware routing) and `replicas.load` (the
 // model servers' own load, read from their Prometheus endpoints). The load section comes out with
 // the preset's metric names filled in (load-presets.ts), so the rest of Sluice sees lists of names
 // and never a preset.
 import { TOKEN } from '../http/syntax.js';
 import { z } from 'zod';
-import type { LoadConfig } from './types.js';
+import type { LoadConfig, PrefixConfig } from './types.js';
 import { LOAD_PRESET_NAMES, LOAD_PRESETS } from './load-presets.js';
 import { ALWAYS, DEFAULTS, int, isRecord, METRIC_NAME_RE, READ_BY_SLUICE, READY_PATH_RE, RULE, strict } from './rules.js';
+
+// `routing.prefix`: true (the defaults), false (off), or an object of tunables.
+const prefixTunables = strict(
+  {
+    blockBytes: int(16, 65_536, RULE.prefixBlockBytes).prefault(DEFAULTS.prefixBlockBytes),
+    maxBlocks: int(1, 1024, RULE.prefixMaxBlocks).prefault(DEFAULTS.prefixMaxBlocks),
+    indexSize: int(256, 1_048_576, RULE.prefixIndexSize).prefault(DEFAULTS.prefixIndexSize),
+  },
+  RULE.prefix,
+);
+
+const prefix = z
+  .union([z.boolean(), prefixTunables], { error: RULE.prefix })
+  .transform((p): PrefixConfig | undefined => (p === false ? undefined : p === true ? { blockBytes: DEFAULTS.prefixBlockBytes, maxBlocks: DEFAULTS.prefixMaxBlocks, indexSize: DEFAULTS.prefixIndexSize } : p))
+  .describe(RULE.prefix);
 
 export const routing = strict(
   {
@@ -23,12 +38,13 @@ export const routing = strict(
       .max(100, { error: RULE.affinityMaxLoad })
       .describe(RULE.affinityMaxLoad)
       .prefault(DEFAULTS.affinityMaxLoad),
+    prefix: prefix.optional(),
   },
   RULE.routing,
 ).superRefine((r, ctx) => {
   if (!isRecord(r)) return;
   // A bound for an affinity nobody asked for would be silently ignored.
-  if (r.affinityHeader === undefined && r.affinityMaxLoad !== DEFAULTS.affinityMaxLoad) {
+  if (r.affinityHeader === undefined && r.prefix === undefined && r.affinityMaxLoad !== DEFAULTS.affinityMaxLoad) {
     ctx.addIssue({ code: 'custom', path: ['affinityMaxLoad'], input: r.affinityMaxLoad, message: RULE.affinityMaxLoadAlone });
   }
 }, ALWAYS);

@@ -71,6 +71,18 @@ interface RoutingConfig {
   affinityHeader?: string | undefined;
   /** A session leaves its replica while that one's load exceeds this times the mean. */
   affinityMaxLoad: number;
+  /** Prefix-aware routing (`routing.prefix`), or undefined: off. */
+  prefix?: PrefixConfig | undefined;
+}
+
+/** `routing.prefix`: the prompt's leading blocks choose the replica that was sent them. */
+export interface PrefixConfig {
+  /** Bytes of the normalized prompt per hashed block. */
+  blockBytes: number;
+  /** Leading blocks of a prompt hashed at most. */
+  maxBlocks: number;
+  /** Block hashes each replica's index remembers at most. */
+  indexSize: number;
 }
 
 export interface ReplicasConfig {

@@ -3,8 +3,11 @@
 //
 // - Fast path (`acquire`): nobody is queued anywhere and a ready replica has room: one scan of
 //   the shared slot table and one atomic increment (slots.ts; a walk of this thread's hash ring
-//   first for a request with an affinity value), then the waiter gets this thread's connection
-//   pool to that replica. No promise, closure, timer or message.
+//   first for a request with an affinity value; with prefix-aware routing, a look at each
+//   replica's block index for one with prompt blocks), then the waiter gets this thread's
+//   connection pool to that replica. No promise, closure, timer or message. Whichever way a
+//   request with prompt blocks got its replica (also from the queue), its blocks are recorded in
+//   that replica's index by this thread (`handOut`, prefix-index.ts).
 // - Slow path: the request waits in the control plane's process-wide queue. It is counted in the
 //   table's `queued` first (so every other thread queues behind it), then one message carries it
 //   to the control plane, with its priority, its own wait and its affinity hash; the control plane
@@ -32,6 +35,7 @@ import { drainingError, RelayError } from '../http/errors.js';
 import type { Logger } from '../log/logger.js';
 import { type DemandLink, type ErrorSpec, errorFromSpec, type ReplicaInfo, type ViewLink } from '../threads/link.js';
 import { AffinityRing, NO_AFFINITY } from '../replicas/affinity-ring.js';
+import type { PrefixIndex } from '../replicas/prefix-index.js';
 import { sharedClock } from '../replicas/clock.js';
 import { wholeSeconds } from '../replicas/expected-start.js';
 import { BUSY, EJECTED, READY, type SlotTable } from '../replicas/slots.js';
@@ -90,6 +94,8 @@ export class ReplicaView implements ReplicaSet, ViewLink {
   private readonly maxLoad: number;
   /** `replicas.keepAliveMaxMs`: the longest `X-Sluice-Keep-Alive` honoured (0: none). */
   private readonly keepAliveMaxMs: number;
+  /** `routing.prefix`: the service's block indexes, or undefined. */
+  private readonly prefix: PrefixIndex | undefined;
   /** performance.now() of the last wake message. */
   private wokeAt = -Infinity;
 
@@ -112,6 +118,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     this.ring = service.routing.affinityHeader === undefined ? undefined : new AffinityRing();
     this.maxLoad = service.routing.affinityMaxLoad;
     this.keepAliveMaxMs = service.replicas.keepAliveMaxMs;
+    this.prefix = service.routing.prefix === undefined ? undefined : slots.prefix;
   }
 
   // ── ReplicaSet: the relay's side ───────────────────────────────────────────────────────────
@@ -143,7 +150,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
       // queues for a cold start queues the request (its replica is probably dying and will be
       // replaced); another (static) answers 502 at once.
       const slot = slots.take(this.thread, this.known, (exclude as LocalReplica).slot, false);
-      if (slot >= 0) waiter.onReplica(this.bySlot[slot]!);
+      if (slot >= 0) this.handOut(waiter, slot);
       else if (this.queuesForColdStart && waiter.maxWaitMs !== 0) this.enqueue(waiter);
       else waiter.onNoReplica(this.noOtherReplicaError);
       return;
@@ -154,17 +161,21 @@ export class ReplicaView implements ReplicaSet, ViewLink {
       // other replica can answer it.
       const held = slots.ids.find(stateId);
       if (held >= 0 && slots.takeSlot(this.thread, this.known, held, slots.ids.gen) >= 0) {
-        waiter.onReplica(this.bySlot[held]!);
+        this.handOut(waiter, held);
         return;
       }
     }
     if (slots.queued === 0) {
+      // An affinity value the caller sent wins over the prompt's blocks.
+      const prompt = waiter.prefix;
       const slot =
-        this.ring === undefined || waiter.affinity === NO_AFFINITY
-          ? slots.take(this.thread, this.known, -1, !this.queuesForColdStart)
-          : slots.takeNear(this.thread, this.known, this.ring, waiter.affinity, this.maxLoad, !this.queuesForColdStart);
+        this.ring !== undefined && waiter.affinity !== NO_AFFINITY
+          ? slots.takeNear(this.thread, this.known, this.ring, waiter.affinity, this.maxLoad, !this.queuesForColdStart)
+          : this.prefix !== undefined && prompt !== undefined
+            ? slots.takePrefix(this.thread, this.known, prompt, this.maxLoad, !this.queuesForColdStart)
+            : slots.take(this.thread, this.known, -1, !this.queuesForColdStart);
       if (slot >= 0) {
-        waiter.onReplica(this.bySlot[slot]!);
+        this.handOut(waiter, slot);
         return;
       }
     }
@@ -174,6 +185,12 @@ export class ReplicaView implements ReplicaSet, ViewLink {
       return;
     }
     this.enqueue(waiter);
+  }
+
+  /** Gives the waiter the replica in `slot` (room already taken), its prompt blocks recorded there first. */
+  private handOut(waiter: ReplicaWaiter, slot: number): void {
+    if (this.prefix !== undefined && waiter.prefix !== undefined) this.prefix.record(slot, waiter.prefix);
+    waiter.onReplica(this.bySlot[slot]!);
   }
 
   /** The expected time left of the service's cold start in ms, or -1 (not cold, or no start measured yet). */
@@ -296,7 +313,7 @@ export class ReplicaView implements ReplicaSet, ViewLink {
     this.waiting.delete(id);
     this.ids.delete(waiter);
     try {
-      waiter.onReplica(replica);
+      this.handOut(waiter, slot);
     } catch (err) {
       this.log.error({ service: this.slug, replica: replica.id, err }, 'waiter threw from onReplica');
     }

@@ -140,6 +140,7 @@ class ControlPlane implements Gateway, OpsSource {
     this.registry.rateLimited(() => this.limitCells.refusals());
     this.limitStore = store === undefined || loaded.LimitStore === undefined ? undefined : new loaded.LimitStore({ url: store, passwordFile: storePasswordFile, caFile: storeCaFile, certFile: storeCertFile, keyFile: storeKeyFile, prefix, buffer: this.limitBuffer, tokens: () => this.limitCells.synced(), logger: this.logger, certificates: this.certificates });
     this.registry.limitStoreErrors(() => this.limitStore?.errors ?? 0);
+    this.registry.prefixRouting(() => this.services.flatMap((s) => s.prefixHits().map((row) => ({ service: s.slug, ...row }))));
     this.limitSweep = setInterval(() => this.limitCells.sweep(), LIMIT_SWEEP_MS).unref();
     const ops = config.admin === undefined ? this : undefined;
     const tuning = options.testHooks?.kubernetesTuning;

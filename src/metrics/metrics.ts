@@ -133,6 +133,40 @@ export class Metrics implements ReplicaEvents {
     });
   }
 
+  /**
+   * Prefix-aware routing's expected prompt-cache hits, read at each scrape from the services'
+   * indexes (replicas/prefix-index.ts): sluice_prefix_blocks_total{service,kind="sent"|"matched"}
+   * (whole prompt blocks sent, and those the chosen replica had been sent before) and
+   * sluice_replica_prefix_hit_ratio{service,replica} (matched / sent since the replica got its place).
+   */
+  prefixRouting(rows: () => readonly { service: string; replica: string | null; hits: { blocks: number; matched: number } }[]): void {
+    const registers = [this.registry];
+    new Counter({
+      name: 'sluice_prefix_blocks_total',
+      help: 'Prefix-aware routing: whole prompt blocks sent (kind=sent), and those the chosen replica had been sent before (kind=matched: expected prompt-cache hits).',
+      labelNames: ['service', 'kind'],
+      registers,
+      collect() {
+        this.reset();
+        for (const row of rows()) {
+          if (row.replica !== null) continue;
+          this.labels(row.service, 'sent').inc(row.hits.blocks);
+          this.labels(row.service, 'matched').inc(row.hits.matched);
+        }
+      },
+    });
+    new Gauge({
+      name: 'sluice_replica_prefix_hit_ratio',
+      help: "Prefix-aware routing: of the prompt blocks sent to the replica since it got its place, the share it had been sent before (its expected prompt-cache hit rate).",
+      labelNames: ['service', 'replica'],
+      registers,
+      collect() {
+        this.reset();
+        for (const row of rows()) if (row.replica !== null && row.hits.blocks > 0) this.labels(row.service, row.replica).set(row.hits.matched / row.hits.blocks);
+      },
+    });
+  }
+
   requestStarted(): void {
     this.counters.started();
   }

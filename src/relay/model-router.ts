@@ -8,7 +8,7 @@
 // `GET …/request/v1/models` lists the models with what this thread's view of each service's
 // replicas says (the slot table: no message to the control plane).
 import type { HttpResponse } from 'uWebSockets.js';
-import type { RouterConfig } from '../config/types.js';
+import type { PrefixConfig, RouterConfig } from '../config/types.js';
 import { RelayError } from '../http/errors.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
@@ -28,6 +28,8 @@ import type { ServiceRuntime } from './service-runtime.js';
 export interface RoutedService extends ServiceRuntime {
   readonly forward: ReadonlySet<string>;
   readonly affinity: string;
+  /** `routing.prefix`: its prompts are hashed for prefix-aware routing, in these blocks; or undefined. */
+  readonly prefix: PrefixConfig | undefined;
 }
 
 const ROUTER_METHODS: ReadonlySet<string> = new Set(['POST', 'GET']);
@@ -61,6 +63,8 @@ export class ModelRouter implements ServiceRuntime {
   readonly methods = ROUTER_METHODS;
   readonly allow = 'POST, GET';
   readonly affinity = '';
+  /** The blocks its requests' prompts are hashed in: those of its first service with prefix-aware routing (others with other blocks route without it). */
+  readonly prefix: PrefixConfig | undefined;
   private readonly byModel = new Map<string, RoutedService>();
   /** `{basePath}/{slug}/request/v1/models`, which a 404 model_not_found points to. */
   private readonly listPath: string;
@@ -90,6 +94,7 @@ export class ModelRouter implements ServiceRuntime {
       queued += service.config.queue.maxRequests;
     }
     this.forward = forward;
+    this.prefix = models.find(([, s]) => s.prefix !== undefined)?.[1].prefix;
     // Its holds may take what its services' queues may (at least one whole hold): past that, the
     // model is looked for in what is held.
     this.held = new HeldBodies({ uploads: { bufferBytes: ROUTER_MODEL_BYTES }, queue: { maxRequests: queued } }, true);

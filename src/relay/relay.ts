@@ -84,6 +84,10 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
   /** To the Responses or Conversations API: the ids its answer gives are learned (answer-state-ids.ts). */
   learnsState = false;
   private stateIds: AnswerStateIds | undefined = undefined;
+  /** Its service routes by prompt prefix (`routing.prefix`): it starts once its body's first part gave its blocks. */
+  waitsForPrompt = false;
+  /** Its prompt's chained block hashes (body/prompt-blocks.ts), read with its fields; undefined: none. */
+  prefix: Int32Array | undefined = undefined;
 
   /** uWS callback (with request-state.ts's `abortHandler`): bound once per request. */
   readonly dataHandler = (data: ArrayBuffer, isLast: boolean): void => this.body.onData(data, isLast);
@@ -127,7 +131,7 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
    * once routed, and a request admitted later than that once admitted (whichever comes last).
    */
   start(): void {
-    if (this.router !== undefined || this.admitting !== 'no' || this.awaitsState) return;
+    if (this.router !== undefined || this.admitting !== 'no' || this.awaitsState || this.waitsForPrompt) return;
     if (this.trace !== undefined) this.trace.admitted(performance.now());
     const keepAliveMs = this.service.config.queue.keepAliveMs;
     if (keepAliveMs > 0 && this.method !== 'HEAD') {
@@ -199,6 +203,10 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
       this.awaitsState = false;
       this.stateId = fields.stateId();
     }
+    if (this.waitsForPrompt) {
+      this.waitsForPrompt = false;
+      this.prefix = fields.promptBlocks();
+    }
     this.start();
     return this.phase !== 'done';
   }
@@ -213,6 +221,8 @@ export class RelayRequest extends RequestState implements ReplicaWaiter, Upstrea
     }
     this.service = to;
     ({ maxWaitMs: this.maxWaitMs, affinity: this.affinity } = routedTerms(to, this.headers));
+    // Its prompt was hashed in the router's blocks: they count when they are this service's.
+    this.waitsForPrompt = fields.hashesPromptFor(to.prefix);
     if (!this.body.limitTo(to.config.maxRequestBytes)) {
       this.onBodyTooLarge();
       return false;

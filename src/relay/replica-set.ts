@@ -42,6 +42,8 @@ export interface ReplicaWaiter {
    * other choice (docs/api.md#stored-state-across-replicas).
    */
   readonly stateId: string | undefined;
+  /** With prefix-aware routing: its prompt's chained block hashes (relay/body/prompt-blocks.ts), or undefined. */
+  readonly prefix?: Int32Array | undefined;
   /** A replica, already counted in `inflight`: the waiter must `release` it exactly once. */
   onReplica(replica: Replica): void;
   /**

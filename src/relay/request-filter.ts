@@ -10,7 +10,7 @@
 // Every refusal is answered on the next turn of the event loop (refusal.ts), but a 413 from a
 // valid Content-Length, answered at once; then a RelayRequest (relay.ts) takes over.
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import type { LimitsConfig, ServiceConfig, TokenConfig } from '../config/types.js';
+import type { LimitsConfig, PrefixConfig, ServiceConfig, TokenConfig } from '../config/types.js';
 import { drainingError, RelayError } from '../http/errors.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
 import type { TokenUsage } from '../metrics/token-usage.js';
@@ -20,6 +20,7 @@ import type { ReplicaSet } from './replica-set.js';
 import { authenticate, heldElsewhere, type TokenEntry, tokenEntries, WWW_AUTHENTICATE, WWW_AUTHENTICATE_INVALID } from './request/auth.js';
 import { BodyFields } from './body/body-fields.js';
 import { createsResponse, isStatePath, pathStateId } from './body/state-ref.js';
+import { PromptBlocks } from './body/prompt-blocks.js';
 import { checkRequestHead } from './request/caller-head-checks.js';
 import { type CallerHeaders, readCallerHeaders, requestKeepAlive, requestMaxWait, requestPriority } from './request/headers.js';
 import { pathProblem } from './request/path.js';
@@ -41,6 +42,7 @@ export class ServiceEntry implements RoutedService {
   readonly allow: string;
   /** `routing.affinityHeader`, or '' for none. */
   readonly affinity: string;
+  readonly prefix: PrefixConfig | undefined;
   readonly held: HeldBodies;
 
   constructor(
@@ -60,6 +62,7 @@ export class ServiceEntry implements RoutedService {
     this.methods = new Set(config.methods);
     this.allow = config.methods.join(', ');
     this.affinity = config.routing.affinityHeader ?? '';
+    this.prefix = config.routing.prefix;
     this.held = new HeldBodies(config);
   }
 
@@ -232,10 +235,13 @@ export class RequestFilter {
       if (method === 'POST' && createsResponse(path)) request.awaitsState = true;
       else if (!router) request.stateId = pathStateId(path);
     }
-    if (router || byBody || request.awaitsState) {
-      // Its body's fields are read as it arrives, its first part held (body-fields.ts).
-      request.fields = new BodyFields();
+    const prompt = service.prefix;
+    if (router || byBody || request.awaitsState || (prompt !== undefined && hasBody)) {
+      // Its body's fields are read as it arrives, its first part held (body-fields.ts); with
+      // prefix-aware routing its prompt's blocks too, and a service's request starts once they are.
+      request.fields = new BodyFields(prompt === undefined ? undefined : new PromptBlocks(prompt.blockBytes, prompt.maxBlocks));
       request.body.read(request.fields, ROUTER_MODEL_BYTES);
+      if (prompt !== undefined && !router) request.waitsForPrompt = true;
     }
     const tracer = this.tracer;
     if (tracer !== undefined) traced(tracer, request, headers, path);

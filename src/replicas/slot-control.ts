@@ -4,7 +4,8 @@
 // is slots.ts's `SlotTable`, a sibling view over the same memory (slot-memory.ts); the cells:
 // slot-layout.ts.
 //
-// - A slot's life: `claim` (a free slot for a new replica, its generation bumped), `setState` on
+// - A slot's life: `claim` (a free slot for a new replica, its generation bumped, its prefix index
+//   cleared), `setState` on
 //   every transition (READY restarts its idle clock), `retireIfIdle` (the idle stop, racing a
 //   taker: see slots.ts), EMPTY once the replica is forgotten.
 // - A dead thread's holds and overdue counts are given back (`reclaim`).
@@ -17,8 +18,8 @@ import { newSlotMemory, SlotMemory } from './slot-memory.js';
 
 /** The control plane's view of a service's slot table. */
 export class SlotControl extends SlotMemory {
-  static create(slots: number, threads: number, concurrency: number, scored = false): SlotControl {
-    return new SlotControl(newSlotMemory(slots, threads, concurrency, scored));
+  static create(slots: number, threads: number, concurrency: number, scored = false, prefixSize = 0): SlotControl {
+    return new SlotControl(newSlotMemory(slots, threads, concurrency, scored, prefixSize));
   }
 
   // ── a slot's life ───────────────────────────────────────────────────────────────────────────
@@ -49,6 +50,8 @@ export class SlotControl extends SlotMemory {
       Atomics.add(a, base + GEN, 1);
       Atomics.store(a, base + FAILS, 0);
       this.clearReading(s);
+      // The last replica's prompt blocks are not this one's.
+      this.prefix?.clear(s);
       this.idleAt[s] = Date.now();
       Atomics.store(this.keepUntil, s, 0n);
       return s;

@@ -5,6 +5,7 @@
 // plane writer is a type error, and both read the very same fields with no indirection per request.
 import { ExpectedStart } from './expected-start.js';
 import { StateIds } from './state-ids.js';
+import { newPrefixIndex, PrefixIndex, type PrefixIndexInit } from './prefix-index.js';
 import { ACCEPTING, FALLBACK, HEADER, IDLE_WATCHED, INFLIGHT, QUEUED, READY, STRIDE, WAITING } from './slot-layout.js';
 
 /** What a thread needs to rebuild the table over the same memory. */
@@ -21,17 +22,19 @@ export interface SlotTableInit {
   concurrency: number;
   /** The service reads its replicas' loads (`replicas.load`): choices use the scores. */
   scored: boolean;
+  /** Prefix-aware routing (`routing.prefix`): the replicas' block indexes (prefix-index.ts). */
+  prefix?: PrefixIndexInit | undefined;
 }
 
 /** New memory for a table of `slots` replicas and `threads` data planes, every cell as a new service starts. */
-export function newSlotMemory(slots: number, threads: number, concurrency: number, scored: boolean): SlotTableInit {
+export function newSlotMemory(slots: number, threads: number, concurrency: number, scored: boolean, prefixSize = 0): SlotTableInit {
   const ints = new SharedArrayBuffer(4 * (HEADER + STRIDE * slots + 2 * threads * slots));
   const idle = new SharedArrayBuffer(16 * slots);
   const i32 = new Int32Array(ints);
   i32[ACCEPTING] = 1;
   i32[FALLBACK] = -1;
   for (let s = 0; s < slots; s++) i32[HEADER + STRIDE * s + WAITING] = -1;
-  return { ints, idle, start: ExpectedStart.create().buffer, ids: StateIds.create(), slots, threads, concurrency, scored };
+  return { ints, idle, start: ExpectedStart.create().buffer, ids: StateIds.create(), slots, threads, concurrency, scored, prefix: prefixSize > 0 ? newPrefixIndex(slots, prefixSize) : undefined };
 }
 
 /** The table's memory and what both planes read of it. */
@@ -42,6 +45,8 @@ export abstract class SlotMemory {
   readonly scored: boolean;
   /** When a cold start is expected to end: written by the control plane, read by every thread. */
   readonly start: ExpectedStart;
+  /** With prefix-aware routing: the replicas' block indexes, beside the table. */
+  readonly prefix: PrefixIndex | undefined;
   protected readonly i32: Int32Array;
   protected readonly idleAt: Float64Array;
   /** Per slot, `Date.now()` before which a caller's keep-alive keeps the replica from its idle stop (0n: none). */
@@ -60,6 +65,7 @@ export abstract class SlotMemory {
     this.idleAt = new Float64Array(init.idle, 0, init.slots);
     this.keepUntil = new BigInt64Array(init.idle, 8 * init.slots, init.slots);
     this.start = new ExpectedStart(init.start);
+    this.prefix = init.prefix === undefined ? undefined : new PrefixIndex(init.prefix);
     this.holdsBase = HEADER + STRIDE * init.slots;
     this.overdueBase = this.holdsBase + init.threads * init.slots;
   }

@@ -25,6 +25,13 @@
 // taking the first ready replica with room whose load (the score, or in flight) is below
 // ceil(affinityMaxLoad × (total load + 1) / ready replicas): consistent hashing with bounded
 // loads. When none is (every one full, or at `concurrency`), the plain choice above.
+//
+// Prefix-aware routing (`takePrefix`, with the service's index: prefix-index.ts): among the ready
+// replicas with room, not cache-full (unless every one is) and below the same bound, the one that
+// was sent the longest run of the request's leading prompt blocks; equal runs go to the lower key
+// (as `take`). With no run at all, or none within the bound, the plain choice. The room is taken
+// at once, so a burst sharing a prefix sees its own earlier requests in the load and spreads once
+// the replica reaches the bound; the taker then records the blocks (replica-view.ts).
 import type { AffinityRing } from './affinity-ring.js';
 import { StateIds } from './state-ids.js';
 import { newSlotMemory, SlotMemory, type SlotTableInit } from './slot-memory.js';
@@ -41,6 +48,9 @@ export class SlotTable extends SlotMemory {
   private stamp = 0;
   /** The replicas that hold stored state, by its id (state-ids.ts). */
   readonly ids: StateIds;
+  /** What `weigh` found: ready replicas this thread knows, whether one is not cache-full. */
+  private ready = 0;
+  private anyNotFull = false;
 
   static create(slots: number, threads: number, concurrency: number, scored = false): SlotTable {
     return new SlotTable(newSlotMemory(slots, threads, concurrency, scored));
@@ -124,17 +134,10 @@ export class SlotTable extends SlotMemory {
     const owners = ring.owners;
     const points = owners.length;
     attempts: for (let attempt = 0; attempt < 64 && points > 0; attempt++) {
-      let total = 0;
-      let ready = 0;
-      let anyNotFull = false;
-      for (let s = 0, base = HEADER; s < this.slots; s++, base += STRIDE) {
-        if (a[base] !== READY || known[s] !== a[base + GEN]) continue;
-        ready++;
-        total += this.load(base, a[base + INFLIGHT]!);
-        if (a[base + FULL] === 0) anyNotFull = true;
-      }
-      if (ready === 0) break;
-      const bound = Math.ceil((maxLoad * (total + 1)) / ready);
+      const bound = this.weigh(known, maxLoad);
+      if (bound < 0) break;
+      const ready = this.ready;
+      const anyNotFull = this.anyNotFull;
       let stamp = (this.stamp = (this.stamp + 1) | 0);
       if (stamp === 0) {
         this.seen.fill(0);
@@ -158,6 +161,69 @@ export class SlotTable extends SlotMemory {
       break;
     }
     return this.take(thread, known, -1, fallback);
+  }
+
+  /**
+   * `take` for a request with prompt blocks (`hashes`) and the service's prefix index: the replica
+   * with the longest run of them among those with room, not cache-full (unless every ready replica
+   * is) and below the bound (see the file comment); failing that, `take`'s choice.
+   */
+  takePrefix(thread: number, known: Int32Array, hashes: Int32Array, maxLoad: number, fallback: boolean): number {
+    const a = this.i32;
+    const limit = this.concurrency;
+    const index = this.prefix!;
+    const slots = this.slots;
+    for (let attempt = 0; attempt < 64; attempt++) {
+      const bound = this.weigh(known, maxLoad);
+      if (bound < 0) break;
+      let best = -1;
+      let bestRun = 0;
+      let bestKey = Infinity;
+      let bestInflight = 0;
+      for (let i = 0, s = this.cursor; i < slots; i++, s = s + 1 === slots ? 0 : s + 1) {
+        const base = HEADER + STRIDE * s;
+        if (a[base] !== READY || known[s] !== a[base + GEN]) continue;
+        const n = a[base + INFLIGHT]!;
+        if (limit !== 0 && n >= limit) continue;
+        if (this.anyNotFull && a[base + FULL] !== 0) continue;
+        if (this.load(base, n) >= bound) continue;
+        const run = index.run(s, hashes);
+        if (run < bestRun || run === 0) continue;
+        const key = this.scored ? this.key(base, n) : n;
+        if (run > bestRun || key < bestKey) {
+          best = s;
+          bestRun = run;
+          bestKey = key;
+          bestInflight = n;
+        }
+      }
+      if (best < 0) break;
+      if (!this.claimOn(thread, best, bestInflight)) continue; // raced: weigh again
+      this.cursor = best + 1 === slots ? 0 : best + 1;
+      return best;
+    }
+    return this.take(thread, known, -1, fallback);
+  }
+
+  /**
+   * The bound of consistent hashing with bounded loads over the ready replicas this thread knows:
+   * ceil(maxLoad × (total load + 1) / ready replicas); -1 when none is ready. Sets `ready` and
+   * `anyNotFull`.
+   */
+  private weigh(known: Int32Array, maxLoad: number): number {
+    const a = this.i32;
+    let total = 0;
+    let ready = 0;
+    let anyNotFull = false;
+    for (let s = 0, base = HEADER; s < this.slots; s++, base += STRIDE) {
+      if (a[base] !== READY || known[s] !== a[base + GEN]) continue;
+      ready++;
+      total += this.load(base, a[base + INFLIGHT]!);
+      if (a[base + FULL] === 0) anyNotFull = true;
+    }
+    this.ready = ready;
+    this.anyNotFull = anyNotFull;
+    return ready === 0 ? -1 : Math.ceil((maxLoad * (total + 1)) / ready);
   }
 
   /**

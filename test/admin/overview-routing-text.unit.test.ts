@@ -17,6 +17,9 @@ test('the policy, with the affinity header when there is one', () => {
   assert.equal(routingText({ policy: 'fewest-in-flight', affinityHeader: null }), 'fewest in flight');
   assert.equal(routingText({ policy: 'queue-aware', affinityHeader: null }), 'queue-aware (the replicas’ own queues)');
   assert.equal(routingText({ policy: 'queue-aware', affinityHeader: 'x-session-id' }), 'queue-aware (the replicas’ own queues) · sessions by x-session-id');
+  const prefix = { blockBytes: 256, maxBlocks: 64, indexSize: 8192, requests: 9, blocks: 100, matched: 62, hitRate: 0.62 };
+  assert.equal(routingText({ policy: 'fewest-in-flight', affinityHeader: null, prefix: { ...prefix, replicas: [{ replica: 'svc-1', requests: 5, blocks: 50, matched: 35, hitRate: 0.7 }, { replica: 'svc-2', requests: 0, blocks: 0, matched: 0, hitRate: null }] } }), 'fewest in flight · prompt prefixes: 62 % expected cache hits (svc-1 70 %)');
+  assert.equal(routingText({ policy: 'fewest-in-flight', affinityHeader: null, prefix: { ...prefix, blocks: 0, matched: 0, hitRate: null, replicas: [] } }), 'fewest in flight · prompt prefixes: no blocks yet');
   assert.equal(routingText(undefined), '', 'an older gateway without the field');
 });
 

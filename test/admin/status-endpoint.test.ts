@@ -58,7 +58,7 @@ test('/status: one entry per service with its fields, kinds and states, and a ba
     assert.deepEqual(s.ttfbMs, { p50: null, p99: null });
     assert.deepEqual(s.stream, { active: 0, eventsPerSecond: 0, firstEventMs: { p50: null, p99: null }, betweenEventsMs: { p50: null, p99: null } });
     assert.deepEqual(s.lastMinute, { requests: 0, errors: 0 });
-    assert.deepEqual(s.routing, { policy: 'fewest-in-flight', affinityHeader: null });
+    assert.deepEqual(s.routing, { policy: 'fewest-in-flight', affinityHeader: null, prefix: null });
     assert.deepEqual(s.loads, []);
   }
 

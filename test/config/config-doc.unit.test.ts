@@ -39,7 +39,8 @@ test('each default in the table is the value the loader fills in', () => {
   const config = parseConfig({
     admin: { port: 9091 },
     // `replicas.load` is an optional section: set (by its preset alone) so its defaults are filled in.
-    services: [{ slug: 's', tokens: [{ name: 't', sha256: digest }], replicas: { command: ['node', 'x.js'], load: { preset: 'vllm' } }, models: ['m'] }],
+    // `routing.prefix` likewise: `true` fills in its tunables' defaults.
+    services: [{ slug: 's', tokens: [{ name: 't', sha256: digest }], replicas: { command: ['node', 'x.js'], load: { preset: 'vllm' } }, routing: { prefix: true }, models: ['m'] }],
     // `routers` is optional: one is set so its tokens' defaults are filled in.
     routers: [{ slug: 'r', tokens: [{ name: 't', sha256: digest }] }],
   }) as unknown as Record<string, unknown>;

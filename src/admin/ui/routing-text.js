@@ -8,7 +8,18 @@
 export function routingText(routing) {
   if (routing === undefined || routing === null) return '';
   const policy = routing.policy === 'queue-aware' ? 'queue-aware (the replicas’ own queues)' : 'fewest in flight';
-  return routing.affinityHeader ? `${policy} · sessions by ${routing.affinityHeader}` : policy;
+  const parts = [policy];
+  if (routing.affinityHeader) parts.push(`sessions by ${routing.affinityHeader}`);
+  if (routing.prefix) parts.push(prefixText(routing.prefix));
+  return parts.join(' · ');
+}
+
+/** `prompt prefixes: 62 % expected cache hits (svc-1 70 %, svc-2 51 %)`, or `prompt prefixes: no blocks yet`. */
+function prefixText(prefix) {
+  const percent = (rate) => `${Math.round(rate * 100)} %`;
+  if (prefix.hitRate === null) return 'prompt prefixes: no blocks yet';
+  const each = prefix.replicas.filter((r) => r.hitRate !== null).map((r) => `${r.replica} ${percent(r.hitRate)}`);
+  return `prompt prefixes: ${percent(prefix.hitRate)} expected cache hits${each.length > 0 ? ` (${each.join(', ')})` : ''}`;
 }
 
 /**

@@ -7,11 +7,15 @@
 //   turn (a per-thread rotating scan start), so equal replicas share light traffic.
 // - `replicas.load`: the model servers' own queues first (the score), in flight next.
 // - `routing.affinityHeader`: the session's replica on the hash ring, within the load bound.
+// - `routing.prefix`: the replica sent the longest run of the prompt's leading blocks, within the
+//   same bound (the index beside the slot table: replicas/prefix-index.ts); its expected hits are
+//   reported here (`status`, `prefixHits`).
 import type { ServiceConfig } from '../../config/types.js';
 import type { Logger } from '../../log/logger.js';
 import { AffinityRing } from '../../replicas/affinity-ring.js';
 import type { SlotControl } from '../../replicas/slot-control.js';
-import type { ReplicaLoad, RoutingStatus } from '../../admin/status-source.js';
+import type { PrefixHits, ReplicaLoad, RoutingStatus } from '../../admin/status-source.js';
+import type { PrefixCounts } from '../../replicas/prefix-index.js';
 import type { GrantAffinity } from './demand.js';
 import type { ReplicaEvents } from '../../replicas/events.js';
 import { LoadReader } from './load-reader.js';
@@ -22,11 +26,19 @@ export class RoutingInputs {
   /** What the queue's grants need for affinity, if the service has it. */
   readonly affinity: GrantAffinity | undefined;
   private readonly loads: LoadReader | undefined;
+  private readonly service: ServiceConfig;
 
-  constructor(service: ServiceConfig, slots: SlotControl, replicas: () => Iterable<ManagedReplica>, log: Logger, events: ReplicaEvents | undefined) {
+  constructor(
+    service: ServiceConfig,
+    private readonly slots: SlotControl,
+    private readonly replicas: () => Iterable<ManagedReplica>,
+    log: Logger,
+    events: ReplicaEvents | undefined,
+  ) {
+    this.service = service;
     const { load } = service.replicas;
     const { affinityHeader, affinityMaxLoad } = service.routing;
-    this.routing = { policy: load === undefined ? 'fewest-in-flight' : 'queue-aware', affinityHeader: affinityHeader ?? null };
+    this.routing = { policy: load === undefined ? 'fewest-in-flight' : 'queue-aware', affinityHeader: affinityHeader ?? null, prefix: null };
     this.affinity = affinityHeader === undefined ? undefined : { ring: new AffinityRing(), maxLoad: affinityMaxLoad };
     this.loads = load === undefined ? undefined : new LoadReader(service, load, slots, replicas, log, events);
   }
@@ -46,6 +58,25 @@ export class RoutingInputs {
     this.affinity?.ring.delete(r.slot);
   }
 
+  /** The routing as /status shows it now: with prefix-aware routing, the hits it expected, in all and per replica. */
+  status(): RoutingStatus {
+    const index = this.slots.prefix;
+    const prefix = this.service.routing.prefix;
+    if (index === undefined || prefix === undefined) return this.routing;
+    const replicas = [];
+    for (const r of this.replicas()) if (r.slot >= 0) replicas.push({ replica: r.id, ...hits(index.slotCounts(r.slot)) });
+    return { ...this.routing, prefix: { ...prefix, ...hits(index.totals()), replicas } };
+  }
+
+  /** The service's counts and each replica's (metrics); empty without prefix-aware routing. */
+  prefixHits(): { replica: string | null; hits: PrefixCounts }[] {
+    const index = this.slots.prefix;
+    if (index === undefined) return [];
+    const rows: { replica: string | null; hits: PrefixCounts }[] = [{ replica: null, hits: index.totals() }];
+    for (const r of this.replicas()) if (r.slot >= 0) rows.push({ replica: r.id, hits: index.slotCounts(r.slot) });
+    return rows;
+  }
+
   load(r: ManagedReplica): ReplicaLoad | undefined {
     return this.loads?.snapshot(r);
   }
@@ -53,4 +84,8 @@ export class RoutingInputs {
   close(): void {
     this.loads?.close();
   }
+}
+
+function hits(c: PrefixCounts): PrefixHits {
+  return { ...c, hitRate: c.blocks === 0 ? null : Math.round((c.matched / c.blocks) * 1000) / 1000 };
 }

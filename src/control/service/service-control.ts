@@ -26,6 +26,7 @@
 //
 // Who holds a place, the counts and what the data planes were told are the roster's books
 // (replica-roster.ts), kept by the transition function here.
+import type { PrefixCounts } from '../../replicas/prefix-index.js';
 import type { ServiceConfig, TokenConfig } from '../../config/types.js';
 import { drainingError, RelayError } from '../../http/errors.js';
 import type { Logger } from '../../log/logger.js';
@@ -90,7 +91,7 @@ export class ServiceControl implements ReplicaHost {
     const kind = deps.kind;
     this.kind = kind.name;
     const { concurrency, load } = service.replicas;
-    this.slots = SlotControl.create(kind.slotCapacity(service), deps.threads, concurrency, load !== undefined);
+    this.slots = SlotControl.create(kind.slotCapacity(service), deps.threads, concurrency, load !== undefined, service.routing.prefix?.indexSize ?? 0);
     this.roster = new ReplicaRoster(this.slug, this.slots, this.views);
     const all = this.roster.all;
     this.routingInputs = new RoutingInputs(service, this.slots, () => all, this.log, this.events);
@@ -262,6 +263,11 @@ export class ServiceControl implements ReplicaHost {
     this.log.info({ service: this.slug }, 'replica set closed');
   }
 
+  /** Prefix-aware routing's expected hits, the service's (replica null) and each replica's (metrics). */
+  prefixHits(): { replica: string | null; hits: PrefixCounts }[] {
+    return this.routingInputs.prefixHits();
+  }
+
   snapshot(): ServiceSnapshot {
     const replicas: ReplicaSnapshot[] = [];
     for (const r of this.roster.all) {
@@ -270,7 +276,7 @@ export class ServiceControl implements ReplicaHost {
       replicas.push({ id: r.id, state: r.state, inflight: this.slots.inflight(r.slot), origin: r.origin, pid: this.policy.pid(r), ...(load === undefined ? {} : { load }), ...(ejection === undefined ? {} : { ejection }) });
     }
     const expectedStartMs = this.starts.estimateMs < 0 ? null : this.starts.estimateMs;
-    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.routingInputs.routing, expectedStartMs, replicas };
+    return { slug: this.slug, kind: this.kind, accepting: this.acceptingRequests, queued: this.demand.size, routing: this.routingInputs.status(), expectedStartMs, replicas };
   }
 
   // ── the state machine ──────────────────────────────────────────────────────────────────────

@@ -1,7 +1,9 @@
 // The fields Sluice reads out of a request's JSON body (docs/api.md#reading-a-body): a router's
 // `"model"`, the `"max_tokens"` and `"max_completion_tokens"` a token with tokensPerMinute reserves,
-// `"stream"` (for keep-alive comments), and the stored state a Responses API request names
-// (`"previous_response_id"`, `"conversation"`: state-ref.ts). Read as the replica reads them (json-top-level.ts walks
+// `"stream"` (for keep-alive comments), the stored state a Responses API request names
+// (`"previous_response_id"`, `"conversation"`: state-ref.ts), and with prefix-aware routing the
+// prompt's blocks (prompt-blocks.ts: the prompt fields' raw text passes through the same walk) and
+// `"cache_salt"`. Read as the replica reads them (json-top-level.ts walks
 // the body as Python's `json` does, json-values.ts reads each value as pydantic does), or refused
 // with `400 bad_request` where Sluice cannot be sure.
 //
@@ -12,7 +14,8 @@
 // of the same key that says otherwise (another model; more tokens than reserved, or no integer)
 // sets `refused` before the piece that ends it is written: the replica's request is cut before the
 // body it would read is complete.
-import { type KeptValue, TopLevelWalk, type ValueListener } from './json-top-level.js';
+import { type KeptValue, type RawValueSink, TopLevelWalk, type ValueListener } from './json-top-level.js';
+import { PROMPT_KEYS, type PromptBlocks } from './prompt-blocks.js';
 import { intOf, stringOf } from './json-values.js';
 import { type StreamLook, type StreamSaid, streamSaid } from './stream-request.js';
 import type { RequestedFields } from '../../tracing/request-trace.js';
@@ -30,6 +33,13 @@ const CONVERSATION = 5;
 const KEYS = ['model', 'stream', 'max_tokens', 'max_completion_tokens', 'previous_response_id', 'conversation'];
 /** The bytes of each key's value kept: a model name at most, a boolean's or an integer's text (with room for spaces and zeros), an id, a conversation object. */
 const KEEPS = [MODEL_NAME_MAX_BYTES, 16, 64, 64, STATE_ID_MAX_BYTES + 1, CONVERSATION_MAX_BYTES];
+/** With prefix-aware routing: the prompt fields (their text goes to PromptBlocks, nothing kept), then the cache salt. */
+const PROMPT = KEYS.length;
+const SALT = PROMPT + PROMPT_KEYS.length;
+const SALT_MAX_BYTES = 1024;
+const PROMPT_FIELDS = [...KEYS, ...PROMPT_KEYS, 'cache_salt'];
+const PROMPT_KEEPS = [...KEEPS, ...PROMPT_KEYS.map(() => 0), SALT_MAX_BYTES];
+const PROMPT_RAW = ((1 << PROMPT_KEYS.length) - 1) << PROMPT;
 
 /** Why a body names no model a router can route by: the message of its `400 bad_request`. */
 export class NoModel {
@@ -52,8 +62,8 @@ function notAnInteger(key: string): string {
   return `The body's "${key}" is not an integer a replica reads (or is too long to read), and the request is limited by tokensPerMinute.`;
 }
 
-export class BodyFields implements ValueListener, StreamLook, RequestedFields {
-  private readonly walk = new TopLevelWalk(KEYS, KEEPS, this);
+export class BodyFields implements ValueListener, RawValueSink, StreamLook, RequestedFields {
+  private readonly walk: TopLevelWalk;
   /** The first model value walked (decoded), to tell a second one that differs. */
   private firstModel: string | undefined = undefined;
   /** The last model value walked, decoded (undefined: none, or no string Python reads). */
@@ -67,14 +77,28 @@ export class BodyFields implements ValueListener, StreamLook, RequestedFields {
   /** Why the rest of the body contradicts what was decided from its first part (the 400's message), or undefined. */
   refused: string | undefined = undefined;
 
+  /** With `prompt` (prefix-aware routing), the prompt fields' text is hashed as it passes. */
+  constructor(private readonly prompt?: PromptBlocks) {
+    this.walk = prompt === undefined ? new TopLevelWalk(KEYS, KEEPS, this) : new TopLevelWalk(PROMPT_FIELDS, PROMPT_KEEPS, this, this, PROMPT_RAW);
+  }
+
   /** Walks the body's next piece; false once a value in it contradicts what was decided (`refused`). */
   feed(piece: Uint8Array): boolean {
     this.walk.feed(piece);
     return this.refused === undefined;
   }
 
+  rawBegin(key: number): void {
+    this.prompt!.rawBegin(key - PROMPT);
+  }
+
+  rawBytes(b: Uint8Array, from: number, to: number): void {
+    this.prompt!.rawBytes(b, from, to);
+  }
+
   onValue(key: number): void {
-    if (key === MODEL) this.modelWalked(this.walk.values[MODEL]!);
+    if (key >= PROMPT && key < SALT) this.prompt!.ended();
+    else if (key === MODEL) this.modelWalked(this.walk.values[MODEL]!);
     else if ((key === MAX_TOKENS || key === MAX_COMPLETION_TOKENS) && this.reserved >= 0 && this.refused === undefined) {
       const asked = this.asked();
       if (typeof asked === 'string') this.refused = asked;
@@ -134,6 +158,23 @@ export class BodyFields implements ValueListener, StreamLook, RequestedFields {
     this.cap = tokensPerMinute;
     this.reserved = Math.min(asked, tokensPerMinute);
     return this.reserved;
+  }
+
+  /**
+   * The prompt's block hashes (prompt-blocks.ts), seeded with the model and the cache salt as far
+   * as the body was walked; undefined without prefix-aware routing or a whole block of prompt.
+   */
+  /** Whether the prompt is hashed in the blocks of `prefix` (a routed request's service: model-router.ts). */
+  hashesPromptFor(prefix: { blockBytes: number; maxBlocks: number } | undefined): boolean {
+    const p = this.prompt;
+    return prefix !== undefined && p !== undefined && p.blockBytes === prefix.blockBytes && p.maxBlocks === prefix.maxBlocks;
+  }
+
+  promptBlocks(): Int32Array | undefined {
+    const prompt = this.prompt;
+    if (prompt === undefined) return undefined;
+    const salt = this.walk.values[SALT]!;
+    return prompt.hashes(this.lastModel ?? '', salt.count === 0 ? '' : (stringOf(salt) ?? '\u0000'));
   }
 
   /** The last `"model"` walked, decoded (a traced request's `gen_ai.request.model`: tracing/request-trace.ts). */

@@ -31,6 +31,16 @@ export interface ValueListener {
   onValue(key: number): void;
 }
 
+/**
+ * Given the raw text of the values of some tracked keys (`rawKeys`), as it passes: a value's
+ * bytes from its first (a string's opening quote, a nested value's bracket) to its last, in one
+ * or more calls per piece, after `rawBegin`; its end is the listener's `onValue`. Nothing is copied.
+ */
+export interface RawValueSink {
+  rawBegin(key: number): void;
+  rawBytes(b: Uint8Array, from: number, to: number): void;
+}
+
 // Where the walk is:
 /** Before the object: spaces, then `{`. */
 const BEFORE = 0;
@@ -117,7 +127,14 @@ export class TopLevelWalk {
    * `keys`: the top-level keys looked for (ASCII names); `keeps`: for each, the most bytes of its
    * value kept (a longer value is measured, not kept). `listener` is told of each value's end.
    */
-  constructor(keys: readonly string[], keeps: readonly number[], private readonly listener?: ValueListener) {
+  constructor(
+    keys: readonly string[],
+    keeps: readonly number[],
+    private readonly listener?: ValueListener,
+    /** Told the raw text of the values of the keys in `rawKeys` (a bit per key index). */
+    private readonly raw?: RawValueSink,
+    private readonly rawKeys = 0,
+  ) {
     this.keys = keys;
     this.keeps = keeps;
     this.values = keys.map(() => new KeptValue());
@@ -163,6 +180,8 @@ export class TopLevelWalk {
     }
     /** Where the tracked value being walked begins in `b`, or -1. */
     let keptFrom = this.key >= 0 && (state === STRING || state === LITERAL || state === NESTED) ? i : -1;
+    /** Where the raw text of a value the sink is told of begins in `b`, or -1. */
+    let rawFrom = this.key >= 0 && (state === STRING || state === NESTED || state === LITERAL) && this.isRaw(this.key) ? i : -1;
     while (i < end && state < CLOSED) {
       let c = b[i]!;
       switch (state) {
@@ -256,6 +275,10 @@ export class TopLevelWalk {
             break;
           }
           if (this.key >= 0) {
+            if (this.isRaw(this.key)) {
+              rawFrom = i;
+              this.raw!.rawBegin(this.key);
+            }
             this.kind = state === STRING ? 0 : state === NESTED ? 1 : 2;
             this.openLength = 0;
             // A string's bytes begin after its quote, a literal's and a nested value's with this byte.
@@ -270,6 +293,7 @@ export class TopLevelWalk {
             continue;
           }
           i = q;
+          if (rawFrom >= 0) rawFrom = this.rawTo(b, rawFrom, i + 1);
           state = this.valueEnded(b, keptFrom, i);
           keptFrom = -1;
           break;
@@ -277,12 +301,14 @@ export class TopLevelWalk {
         case NESTED:
           i = this.nested(b, i, end);
           if (this.depth === 0) {
+            if (rawFrom >= 0) rawFrom = this.rawTo(b, rawFrom, i);
             state = this.valueEnded(b, keptFrom, i);
             keptFrom = -1;
           }
           continue;
         case LITERAL:
           if (c === COMMA || c === CLOSE_OBJECT || c === CLOSE_ARRAY || isSpace(c)) {
+            if (rawFrom >= 0) rawFrom = this.rawTo(b, rawFrom, i);
             state = this.valueEnded(b, keptFrom, i);
             keptFrom = -1;
             continue; // the delimiter is looked at again, after the value
@@ -297,10 +323,21 @@ export class TopLevelWalk {
     }
     // The bytes ran out inside a tracked value: what this piece holds of it is kept.
     if (keptFrom >= 0 && state < CLOSED) this.keep(b, keptFrom, i);
+    if (rawFrom >= 0 && state < CLOSED) this.raw!.rawBytes(b, rawFrom, i);
     this.openKey = state === STRING || state === NESTED || state === LITERAL ? this.key : -1;
     this.openKind = KINDS[this.kind]!;
     this.state = state;
     this.walked += i - from;
+  }
+
+  private isRaw(key: number): boolean {
+    return (this.rawKeys & (1 << key)) !== 0;
+  }
+
+  /** Tells the sink the raw text `b[from..to)` of the value ending at `to`; -1 (no raw value open). */
+  private rawTo(b: Uint8Array, from: number, to: number): number {
+    this.raw!.rawBytes(b, from, to);
+    return -1;
   }
 
   /** Whether the body's first two bytes, of which `b[i..end)` holds some, make Python's `json` read it as UTF-16 or UTF-32. */
