@@ -8,7 +8,7 @@
 // `GET …/request/v1/models` lists the models with what this thread's view of each service's
 // replicas says (the slot table: no message to the control plane).
 import type { HttpResponse } from 'uWebSockets.js';
-import type { RouterConfig } from '../config/types.js';
+import type { RouterConfig, ServiceConfig } from '../config/types.js';
 import { RelayError } from '../http/errors.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
@@ -26,6 +26,7 @@ import type { ServiceRuntime } from './service-runtime.js';
 
 /** What a router routes to: a service as the request filter has it (request-filter.ts, ServiceEntry). */
 export interface RoutedService extends ServiceRuntime {
+  readonly config: Pick<ServiceConfig, 'slug' | 'maxRequestBytes' | 'queue' | 'timeouts' | 'sessions'>;
   readonly forward: ReadonlySet<string>;
   readonly affinity: string;
 }
@@ -91,6 +92,11 @@ export class ModelRouter implements ServiceRuntime {
   route(fields: BodyFields, complete: boolean): RoutedService | RelayError {
     const model = fields.model(complete);
     if (model instanceof NoModel) return new RelayError('bad_request', { message: model.message });
+    return this.serviceOf(model);
+  }
+
+  /** The service serving `model`, or `404 model_not_found` (a realtime session's `model` query parameter, too). */
+  serviceOf(model: string): RoutedService | RelayError {
     const service = this.byModel.get(model);
     if (service !== undefined) return service;
     const shown = model.length > 256 ? `${model.slice(0, 256)}…` : model;

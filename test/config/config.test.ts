@@ -60,6 +60,7 @@ test('a minimal config gets every default', () => {
         timeouts: { responseHeadersMs: 1200000, bodyIdleMs: 300000 },
         queue: { maxRequests: 1000, maxWaitMs: 600000, keepAliveMs: 0 },
         uploads: { bufferBytes: 1048576 },
+        sessions: { maxMessageBytes: 16777216, maxMs: 3600000 },
         routing: { affinityMaxLoad: 1.25 },
         replicas: {
           urls: ['http://127.0.0.1:9000'],
