@@ -6,44 +6,15 @@
 // backpressure from a caller that stops reading, the access line. With one data plane thread and two.
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { WebSocket } from 'ws';
 import { AUTH, logged, rawService, startTestGateway, TEST_TOKEN, type TestGateway } from '../helpers/gateway.js';
-import { eventually, sleep } from '../helpers/wait.js';
+import { eventually } from '../helpers/wait.js';
 import { startWsReplica, type WsReplica } from '../fixtures/ws-replica.js';
+import { connect, open } from '../helpers/ws-client.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 after(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
 });
-
-export interface Client {
-  ws: WebSocket;
-  messages: { data: Buffer; binary: boolean }[];
-  closed: Promise<{ code: number; reason: string }>;
-}
-
-/** A `ws` client that keeps every message; resolves once open, or with the HTTP status it was refused with. */
-export function connect(url: string, options: { protocols?: string[]; headers?: Record<string, string> } = {}): Promise<Client | { status: number; headers: Record<string, string | string[] | undefined>; body: string }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url.replace(/^http/, 'ws'), options.protocols ?? [], { headers: options.headers ?? {}, perMessageDeflate: false });
-    const messages: Client['messages'] = [];
-    const closed = new Promise<{ code: number; reason: string }>((res) => ws.on('close', (code, reason) => res({ code, reason: reason.toString() })));
-    ws.on('message', (data: Buffer, binary: boolean) => messages.push({ data, binary }));
-    ws.on('open', () => resolve({ ws, messages, closed }));
-    ws.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
-    ws.on('error', reject);
-  });
-}
-
-export async function open(url: string, options: { protocols?: string[]; headers?: Record<string, string> } = {}): Promise<Client> {
-  const c = await connect(url, { headers: AUTH, ...options });
-  if (!('ws' in c)) throw new Error(`refused: ${c.status} ${c.body}`);
-  return c;
-}
 
 async function gatewayWith(workers: number, replica: WsReplica, extra: Record<string, unknown> = {}, top: Record<string, unknown> = {}): Promise<TestGateway> {
   const tg = await startTestGateway(rawService({ urls: [replica.url] }, extra), { workers, ...top });
@@ -153,5 +124,3 @@ for (const workers of [1, 2]) {
     });
   });
 }
-
-void sleep;
