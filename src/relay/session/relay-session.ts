@@ -94,6 +94,8 @@ export class RelaySession implements ReplicaWaiter {
   /** The gateway is ending the session (`end`): the caller's close that follows is its own. */
   private ending = false;
   private callerGone = false;
+  /** What failed on the replica's open socket (its `close` follows). */
+  private upstreamError: Error | undefined = undefined;
 
   /** uWS callback: bound once per session. */
   readonly abortHandler = (): void => this.onCallerAborted();
@@ -212,7 +214,11 @@ export class RelaySession implements ReplicaWaiter {
 
   /** The replica could not be reached, refused the handshake or did not answer it in time. */
   private readonly onUpstreamError = (err: Error): void => {
-    if (this.phase !== 'connecting') return; // once open, its `close` follows and says how it ended
+    if (this.phase !== 'connecting') {
+      // Once open, its `close` follows and says how it ended.
+      this.upstreamError = err;
+      return;
+    }
     this.upstream = undefined;
     const message = err.message;
     if (message.startsWith('Unexpected server response')) this.refuse(new RelayError('upstream_error', { message: `The replica refused the WebSocket handshake (${message.slice(11).toLowerCase()}).`, cause: err }));
@@ -295,7 +301,8 @@ export class RelaySession implements ReplicaWaiter {
   private readonly onUpstreamClose = (code: number, reason: Buffer): void => {
     if (this.phase !== 'open' || this.upstream === undefined) return;
     this.upstream = undefined;
-    const close = closeCodeFromReplica(code, reason.toString());
+    const tooBig = (this.upstreamError as { code?: string } | undefined)?.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
+    const close = tooBig ? { code: SESSION_CLOSE.tooBig, reason: 'the replica sent a message over the limit', failed: true } : closeCodeFromReplica(code, reason.toString());
     this.end(close.code, close.reason, close.failed ? 'upstream_error' : 'ok', close.failed ? 'failed' : 'ok', close);
   };
 
