@@ -7,7 +7,7 @@ import type { HttpRequest } from 'uWebSockets.js';
 import { TOKEN } from '../../http/syntax.js';
 
 /** The subprotocol that carries an API key, followed by the key. */
-export const INSECURE_KEY_PROTOCOL = 'openai-insecure-api-key.';
+const INSECURE_KEY_PROTOCOL = 'openai-insecure-api-key.';
 
 /** What a session's handshake says, once it is sound. */
 export interface Handshake {
