@@ -88,7 +88,7 @@ export class DataPlane implements RequestFilterOwner, SessionFilterOwner {
     if (options.ops !== undefined) addOpsRoutes(this.app, options.ops, this.logger, refusals);
     options.testRoutes?.(this.app);
     // Realtime sessions: uWS hands a WebSocket handshake to this route and every other request to the next.
-    const largestMessage = Math.max(...config.services.map((s) => s.sessions.maxMessageBytes));
+    const largestMessage = Math.max(1, ...config.services.map((s) => s.sessions.maxMessageBytes));
     new SessionFilter(config.basePath, this.filter, this, authLimiter, ids, refusals).addRoute(this.app, config.basePath, largestMessage);
     this.app.any('/*', this.filter.handle);
     this.filter.tracer = this.tracerOf(config.tracing);

@@ -38,6 +38,8 @@ const LOW_WATER = 64 * 1024;
 export interface SessionObserver {
   /** The gateway is closing its connections: a session cut now was cut by it. */
   readonly closing: boolean;
+  /** The gateway drains: a session that opens now is closed at once (`1001`). */
+  readonly draining: boolean;
   /** The caller's handshake was answered: the session is open until `onSessionFinished`. */
   onSessionOpen(session: RelaySession): void;
   onSessionFinished(session: RelaySession): void;
@@ -233,6 +235,8 @@ export class RelaySession implements ReplicaWaiter {
     this.phase = 'open';
     this.openedAt = this.lastMessageAt = performance.now();
     this.observer.onSessionOpen(this);
+    // Its replica came while the drain began: it ends as the open ones did.
+    if (this.observer.draining) this.drain();
   }
 
   /** A message of the caller (its ArrayBuffer valid during the call only: copied). */
