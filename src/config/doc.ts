@@ -67,6 +67,8 @@ export const ABOUT: Readonly<Record<string, string>> = {
   'services[].queue.maxWaitMs': 'longest wait in the queue; then `503 no_replica` (`X-Sluice-Max-Wait-Ms` may lower it per request)',
   'services[].queue.keepAliveMs': 'a request for a streamed answer still waiting for the replica after this long gets `200 text/event-stream` and a `: waiting for a replica` comment this often (see "Keeping streamed requests alive"); 0 = off',
   'services[].uploads.bufferBytes': 'a chunked body up to this size is read whole and sent to the replica with `Content-Length` (see "Chunked uploads"); a longer one streams chunked once it passes this; 0 = never hold, stream every chunk at once',
+  'services[].sessions.maxMessageBytes': 'largest WebSocket message of a realtime session, either way; a larger one closes the session with `1009` (api.md, "Realtime sessions")',
+  'services[].sessions.maxMs': 'longest realtime session; then it is closed with `1008` (its idle time-out is `timeouts.bodyIdleMs`)',
   'services[].routing.affinityHeader': 'requests with the same value of this header go to the same replica (its prompt cache), within `affinityMaxLoad`; forwarded only if in `forwardHeaders`',
   'services[].routing.affinityMaxLoad': 'a session (or a prefix, with `prefix`) moves to the next replica while its own carries more than this times the mean load',
   'services[].routing.prefix': 'prefix-aware routing: a request goes to the replica that was sent the most leading blocks of its prompt (its model server\'s prompt cache), within `affinityMaxLoad`, with no header from the caller (see "Prefix-aware routing"); `true` = the defaults below',

@@ -12,6 +12,8 @@ import { STORE_RULE } from './redis-store.js';
 export const MAX_DURATION_MS = 2_147_483_647;
 /** The shortest `queue.keepAliveMs`: the keep-alive comments go out on a 100 ms tick. */
 export const MIN_KEEP_ALIVE_MS = 100;
+/** The largest `sessions.maxMessageBytes`: the front end takes messages up to twice the largest (src/relay/session/). */
+export const MAX_SESSION_MESSAGE_BYTES = 536_870_912;
 
 export const SLUG_RE = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 export const HEX64_RE = /^[0-9a-fA-F]{64}$/;
@@ -83,6 +85,8 @@ export const DEFAULTS = {
   bodyIdleMs: 300_000,
   queueMaxRequests: 1000,
   uploadsBufferBytes: 1_048_576,
+  sessionMaxMessageBytes: 16_777_216,
+  sessionMaxMs: 3_600_000,
   queueMaxWaitMs: 600_000,
   queueKeepAliveMs: 0,
   startTimeoutMs: 600_000,
@@ -137,6 +141,7 @@ export const RULE = {
   header: "must be a header field name (letters, digits and !#$%&'*+-.^_`|~)",
   maxRequestBytes: `must be an integer ≥ 1 and ≤ ${Number.MAX_SAFE_INTEGER} (bytes)`,
   queueMaxRequests: 'must be an integer ≥ 0 (0 = no queueing)',
+  sessionMaxMessageBytes: 'must be an integer ≥ 1 and ≤ 536870912 (bytes)',
   uploadsBufferBytes: `must be an integer ≥ 0 and ≤ ${Number.MAX_SAFE_INTEGER} (bytes; 0 = never hold a chunked body)`,
   keepAliveMs: `must be 0 (off) or an integer from ${MIN_KEEP_ALIVE_MS} to ${MAX_DURATION_MS} (milliseconds)`,
   replicas: 'must be an object with urls (static replicas), command (launched replicas) or kubernetes (pods of a Deployment)',

@@ -23,6 +23,7 @@ import {
   isRecord,
   LOG_LEVELS,
   MAX_DURATION_MS,
+  MAX_SESSION_MESSAGE_BYTES,
   MIN_KEEP_ALIVE_MS,
   MAX_PRIORITY,
   MIN_PRIORITY,
@@ -176,6 +177,10 @@ const service = strict({
   }).prefault({}),
   uploads: strict({
     bufferBytes: int(0, Number.MAX_SAFE_INTEGER, RULE.uploadsBufferBytes).prefault(DEFAULTS.uploadsBufferBytes),
+  }).prefault({}),
+  sessions: strict({
+    maxMessageBytes: int(1, MAX_SESSION_MESSAGE_BYTES, RULE.sessionMaxMessageBytes).prefault(DEFAULTS.sessionMaxMessageBytes),
+    maxMs: duration().prefault(DEFAULTS.sessionMaxMs),
   }).prefault({}),
   routing: routing.prefault({}),
   replicas,

@@ -143,6 +143,8 @@ export interface ServiceConfig {
   queue: { maxRequests: number; maxWaitMs: number; keepAliveMs: number };
   /** `bufferBytes`: a chunked body is held up to this size and sent with Content-Length (0: never held). */
   uploads: { bufferBytes: number };
+  /** WebSocket sessions (docs/api.md#realtime-sessions): the largest message either way, the longest session. */
+  sessions: { maxMessageBytes: number; maxMs: number };
   routing: RoutingConfig;
   replicas: ReplicasConfig;
   /** Limits of each of its tokens that has none of its own. */

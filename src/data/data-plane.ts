@@ -21,6 +21,10 @@ import { addOpsRoutes, type OpsSource } from './ops-routes.js';
 import { SharedAuthLimiter } from './shared-auth-limiter.js';
 import { uws } from '../http/uws-build.js';
 import { settlesWithin } from '../time/bounded-wait.js';
+import { OpenSessions } from '../relay/session/open-sessions.js';
+import type { RelaySession } from '../relay/session/relay-session.js';
+import { SessionFilter, type SessionFilterOwner } from '../relay/session/session-filter.js';
+import { sessionFailed, sessionLine } from '../relay/session/session-record.js';
 import type { TracingSettings } from '../config/tracing-config.js';
 import { Tracer } from '../tracing/tracer.js';
 
@@ -47,7 +51,7 @@ export interface DataPlaneOptions {
   testRoutes?: (app: TemplatedApp) => void;
 }
 
-export class DataPlane implements RequestFilterOwner {
+export class DataPlane implements RequestFilterOwner, SessionFilterOwner {
   readonly app: TemplatedApp;
   readonly filter: RequestFilter;
   port = 0;
@@ -62,6 +66,8 @@ export class DataPlane implements RequestFilterOwner {
   private readonly counter: RequestCounters;
   private readonly ops: OpsSource | undefined;
   private readonly limitTable: LimitTable;
+  /** The realtime sessions open now (their time-outs, the drain). */
+  private readonly sessions = new OpenSessions();
 
   constructor(private readonly options: DataPlaneOptions) {
     const { config } = options;
@@ -78,10 +84,14 @@ export class DataPlane implements RequestFilterOwner {
     const ids = new RequestIds();
     const refusals = new Refusals(this.logger, ids);
     const routers = this.routersOf(config.routers ?? [], config.services, services, options.limitCells.slice(config.services.length), options.modelsCreated);
-    this.filter = new RequestFilter(config.basePath, services, routers, this, new SharedAuthLimiter(options.authFailures), ids, refusals);
+    const authLimiter = new SharedAuthLimiter(options.authFailures);
+    this.filter = new RequestFilter(config.basePath, services, routers, this, authLimiter, ids, refusals);
     this.app = createApp(config.listen.tls);
     if (options.ops !== undefined) addOpsRoutes(this.app, options.ops, this.logger, refusals);
     options.testRoutes?.(this.app);
+    // Realtime sessions: uWS hands a WebSocket handshake to this route and every other request to the next.
+    const largestMessage = Math.max(1, ...config.services.map((s) => s.sessions.maxMessageBytes));
+    new SessionFilter(config.basePath, this.filter, this, authLimiter, ids, refusals).addRoute(this.app, config.basePath, largestMessage);
     this.app.any('/*', this.filter.handle);
     this.filter.tracer = this.tracerOf(config.tracing);
   }
@@ -135,9 +145,35 @@ export class DataPlane implements RequestFilterOwner {
     if (this.inflight === 0 && this.idleWaiter !== undefined) this.idleWaiter();
   }
 
-  /** Stops accepting connections; new requests on open ones get `503 draining`. */
+  onSessionStarted(): void {
+    this.onRelayStarted();
+  }
+
+  onSessionOpen(session: RelaySession): void {
+    this.sessions.add(session);
+  }
+
+  /** A session is over: as a request's end, with its own line (relay/session/session-record.ts). */
+  onSessionFinished(s: RelaySession): void {
+    this.inflight -= 1;
+    this.sessions.delete(s);
+    const usage = s.usage;
+    const now = performance.now();
+    if (s.limit !== undefined) this.limitTable.end(s.limit, s.reserved, usage.promptTokens + usage.completionTokens);
+    this.counter.finished(s.slug, s.status, s.outcome, s.bytesIn, s.bytesOut, s.openedAt > 0 ? (s.openedAt - s.startedAt) / 1000 : -1, (now - s.startedAt) / 1000);
+    if (usage.reported) this.counter.tokens.add(s.token.usagePlace, usage.promptTokens, usage.completionTokens);
+    const failed = sessionFailed(s);
+    if (this.accessLog.enabled(failed)) {
+      if (failed) this.logger.warn(sessionLine(s, now), 'session');
+      else this.logger.info(sessionLine(s, now), 'session');
+    }
+    if (this.inflight === 0 && this.idleWaiter !== undefined) this.idleWaiter();
+  }
+
+  /** Stops accepting connections; new requests on open ones get `503 draining`, open sessions close with `1001`. */
   stopAccepting(): void {
     this.localDraining = true;
+    this.sessions.drain();
     if (this.listenSocket !== undefined) uws().us_listen_socket_close(this.listenSocket);
     this.listenSocket = undefined;
   }

@@ -8,7 +8,7 @@
 // `GET …/request/v1/models` lists the models with what this thread's view of each service's
 // replicas says (the slot table: no message to the control plane).
 import type { HttpResponse } from 'uWebSockets.js';
-import type { PrefixConfig, RouterConfig } from '../config/types.js';
+import type { PrefixConfig, RouterConfig, ServiceConfig } from '../config/types.js';
 import { RelayError } from '../http/errors.js';
 import type { LimitTable } from '../limits/limit-table.js';
 import type { StreamCounters } from '../metrics/request-counters.js';
@@ -26,6 +26,7 @@ import type { ServiceRuntime } from './service-runtime.js';
 
 /** What a router routes to: a service as the request filter has it (request-filter.ts, ServiceEntry). */
 export interface RoutedService extends ServiceRuntime {
+  readonly config: Pick<ServiceConfig, 'slug' | 'maxRequestBytes' | 'queue' | 'timeouts' | 'sessions'>;
   readonly forward: ReadonlySet<string>;
   readonly affinity: string;
   /** `routing.prefix`: its prompts are hashed for prefix-aware routing, in these blocks; or undefined. */
@@ -109,6 +110,14 @@ export class ModelRouter implements ServiceRuntime {
   route(fields: BodyFields, complete: boolean, token: TokenEntry): RoutedService | RelayError {
     const model = fields.model(complete);
     if (model instanceof NoModel) return new RelayError('bad_request', { message: model.message });
+    return this.serviceOf(model, token);
+  }
+
+  /**
+   * The service serving `model` that `token` may use, or `404 model_not_found` (a realtime
+   * session's `model` query parameter, too).
+   */
+  serviceOf(model: string, token: TokenEntry): RoutedService | RelayError {
     const service = this.byModel.get(model);
     if (service !== undefined && (token.models === undefined || token.models.has(model))) return service;
     return this.notServed(model);
@@ -160,7 +169,6 @@ export class ModelRouter implements ServiceRuntime {
     return { id, object: 'model', created: this.created[id] ?? 0, owned_by: 'sluice', service: service.config.slug, state: replicas.readiness(), expected_ready_ms: left < 0 ? null : Math.round(left) };
   }
 }
-
 
 /** The models of `router` in `services` (config order), each with its service; `byIndex`: the services as this thread has them. */
 export function routedModels<S extends RoutedService>(router: RouterConfig, services: readonly { slug: string; models?: string[] | undefined }[], byIndex: readonly S[]): [string, S][] {

@@ -32,6 +32,7 @@ import type { LimitTable } from '../limits/limit-table.js';
 import { admitted, refusedByLimits, waitForLimits } from './request/request-limits.js';
 import { answerModels, MODEL_LIST_PATH, ModelRouter, type RoutedService } from './model-router.js';
 import { ROUTER_MODEL_BYTES } from '../tunables.js';
+import { asksForWebSocket } from './session/handshake.js';
 import type { Tracer } from '../tracing/tracer.js';
 
 /** Per service: its config, this thread's view of its replicas, and what the hot path looks up. */
@@ -139,6 +140,11 @@ export class RequestFilter {
     }
     if (service === undefined) {
       this.refuse(res, new RelayError('service_not_found'), hasBody, undefined, head, method, url, headers);
+      return;
+    }
+    if (method === 'GET' && asksForWebSocket(req)) {
+      // A WebSocket handshake the session route (session/session-filter.ts) did not take: its key is not 24 characters.
+      this.refuse(res, new RelayError('bad_request', { message: 'Invalid WebSocket handshake: Sec-WebSocket-Key must be 16 bytes in base64.' }), true, service, head, method, url, headers);
       return;
     }
     if (!service.methods.has(method)) {

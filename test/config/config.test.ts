@@ -60,6 +60,7 @@ test('a minimal config gets every default', () => {
         timeouts: { responseHeadersMs: 1200000, bodyIdleMs: 300000 },
         queue: { maxRequests: 1000, maxWaitMs: 600000, keepAliveMs: 0 },
         uploads: { bufferBytes: 1048576 },
+        sessions: { maxMessageBytes: 16777216, maxMs: 3600000 },
         routing: { affinityMaxLoad: 1.25 },
         replicas: {
           urls: ['http://127.0.0.1:9000'],
@@ -103,6 +104,7 @@ test('a full config keeps every value it sets', (t) => {
         timeouts: { responseHeadersMs: 5, bodyIdleMs: 6 },
         queue: { maxRequests: 0, maxWaitMs: 7, keepAliveMs: 15000 },
         uploads: { bufferBytes: 0 },
+        sessions: { maxMessageBytes: 4096, maxMs: 60000 },
         routing: { affinityHeader: 'x-session-id', affinityMaxLoad: 2 },
         replicas: {
           command: ['node', 'server.js', '--port', '{port}'],
@@ -127,6 +129,7 @@ test('a full config keeps every value it sets', (t) => {
         timeouts: { responseHeadersMs: 5, bodyIdleMs: 6 },
         queue: { maxRequests: 10, maxWaitMs: 7, keepAliveMs: 100 },
         uploads: { bufferBytes: 65536 },
+        sessions: { maxMessageBytes: 16777216, maxMs: 3600000 },
         routing: { affinityMaxLoad: 1.25 },
         replicas: {
           kubernetes: { namespace: 'models', deployment: 'llama.v2', service: 'llama', port: 8000, kubeconfig: '/etc/sluice/kubeconfig' },
@@ -248,6 +251,10 @@ const RULES: [name: string, patch: (c: any) => void, key: string, rule: RegExp][
     /≤ 2147483647/,
   ],
   ['uploads.bufferBytes ≥ 0', (c) => (c.services[0].uploads = { bufferBytes: -1 }), 'services[0].uploads.bufferBytes', /integer ≥ 0 .*0 = never hold/],
+  ['sessions.maxMessageBytes ≥ 1', (c) => (c.services[0].sessions = { maxMessageBytes: 0 }), 'services[0].sessions.maxMessageBytes', /integer ≥ 1 and ≤ 536870912/],
+  ['sessions.maxMessageBytes at most 512 MiB', (c) => (c.services[0].sessions = { maxMessageBytes: 536870913 }), 'services[0].sessions.maxMessageBytes', /≤ 536870912/],
+  ['sessions.maxMs ≥ 1', (c) => (c.services[0].sessions = { maxMs: 0 }), 'services[0].sessions.maxMs', /integer ≥ 1/],
+  ['sessions has no other key', (c) => (c.services[0].sessions = { idleMs: 5 }), 'services[0].sessions.idleMs', /unknown key/],
   ['uploads.bufferBytes integer', (c) => (c.services[0].uploads = { bufferBytes: '1MiB' }), 'services[0].uploads.bufferBytes', /integer ≥ 0/],
   ['queue.maxRequests ≥ 0', (c) => (c.services[0].queue = { maxRequests: -1 }), 'services[0].queue.maxRequests', /integer ≥ 0/],
   ['queue.maxWaitMs ≥ 1', (c) => (c.services[0].queue = { maxWaitMs: 0 }), 'services[0].queue.maxWaitMs', /integer ≥ 1/],
