@@ -21,10 +21,11 @@ export interface Sent {
   after: number;
 }
 
-/** Sends `script` (plus `extra` body fields); an admitted request resolves once its access line is written (it has settled). */
-export async function send(tg: TestGateway, script: StreamScript, extra: Record<string, unknown> = {}): Promise<Sent> {
+/** Sends `script` (plus `extra` body fields) to the first service with the test token, or `to` a URL with a token; an admitted request resolves once its access line is written (it has settled). */
+export async function send(tg: TestGateway, script: StreamScript, extra: Record<string, unknown> = {}, to?: { url: string; token: string }): Promise<Sent> {
   const before = Date.now();
-  const res = await fetch(tg.url('/v1/chat/completions'), { method: 'POST', headers: { ...AUTH, 'content-type': 'application/json' }, body: JSON.stringify({ ...script, ...extra }) });
+  const auth = to === undefined ? AUTH : { authorization: `Bearer ${to.token}` };
+  const res = await fetch(to?.url ?? tg.url('/v1/chat/completions'), { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ ...script, ...extra }) });
   const body = await res.text();
   const after = Date.now();
   if (res.status === 200) {

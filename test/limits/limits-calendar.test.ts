@@ -5,7 +5,8 @@
 // answer below its reservation gives the rest back. /status shows used, limit and resetsAt.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { sha256Hex } from '../../src/cli/token.js';
+import { rawService, secret, startTestGateway, TEST_TOKEN_SHA256, type TestGateway } from '../helpers/gateway.js';
 import { type SseReplica, startSseReplica, type StreamScript } from '../helpers/sse-replica.js';
 import { assertRefusedUntil, nextUtcMidnight, nextUtcMonth, send, usage } from '../helpers/token-budget.js';
 import { eventually } from '../helpers/wait.js';
@@ -82,4 +83,19 @@ test('a running request reserves its max_tokens of the day: another is refused u
   replica.release();
   assert.equal((await running).status, 200);
   assert.equal((await send(tg, usage(1, 0))).status, 200);
+});
+
+test("a router token's tokensPerDay: counted over the router's services, refused until the next UTC midnight, on /status's routers", async () => {
+  const routerToken = secret('slc_router_token_with_a_day_budget_0123456789');
+  const tg = await startTestGateway([{ slug: 'svc', tokens: [{ name: 'svc-caller', sha256: TEST_TOKEN_SHA256 }], models: ['m'], replicas: { urls: [replica.url] } }], {
+    routers: [{ slug: 'r', tokens: [{ name: 'team', sha256: sha256Hex(routerToken), limits: { tokensPerDay: 30 } }] }],
+    admin: { host: '127.0.0.1', port: 0 },
+  });
+  gateways.push(tg);
+  const call = async (prompt: number, completion: number): Promise<Awaited<ReturnType<typeof send>>> =>
+    send(tg, usage(prompt, completion), { model: 'm' }, { url: tg.url('/v1/chat/completions', 'r'), token: routerToken });
+  assert.equal((await call(20, 10)).status, 200);
+  assertRefusedUntil(await call(1, 0), 'tokensPerDay', nextUtcMidnight);
+  const status = (await (await fetch(`http://127.0.0.1:${tg.gateway.adminPort!}/status`)).json()) as { routers: { slug: string; limits: { token: string; tokensPerDay?: { used: number; limit: number } }[] }[] };
+  assert.deepEqual(status.routers[0]!.limits.map((l) => [l.token, l.tokensPerDay?.used, l.tokensPerDay?.limit]), [['team', 30, 30]]);
 });
