@@ -11,6 +11,8 @@ export const limits = strict(
     requestsPerMinute: int(1, 1_000_000, RULE.requestsPerMinute).optional(),
     concurrent: int(1, 1_000_000, RULE.concurrent).optional(),
     tokensPerMinute: int(1, 1_000_000_000, RULE.tokensPerMinute).optional(),
+    tokensPerDay: int(1, 1_000_000_000, RULE.tokensPerDay).optional(),
+    tokensPerMonth: int(1, 1_000_000_000, RULE.tokensPerMonth).optional(),
   },
   RULE.limits,
 )

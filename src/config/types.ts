@@ -27,6 +27,10 @@ export interface LimitsConfig {
   concurrent?: number | undefined;
   /** LLM tokens (prompt + completion) per rolling 60 s, settled answers plus reservations. */
   tokensPerMinute?: number | undefined;
+  /** LLM tokens per calendar day in UTC (00:00 to 24:00), settled answers plus reservations. */
+  tokensPerDay?: number | undefined;
+  /** LLM tokens per calendar month in UTC, settled answers plus reservations. */
+  tokensPerMonth?: number | undefined;
 }
 
 /** Top-level `limits`: where the counters live. */

@@ -16,7 +16,8 @@ import { LIMIT_NAMES } from './limit-layout.js';
 export function effectiveLimits(service: Pick<ServiceConfig, 'limits'>, token: TokenConfig): LimitsConfig | undefined {
   const limits = token.limits ?? service.limits;
   if (limits === undefined) return undefined;
-  return limits.requestsPerMinute === undefined && limits.concurrent === undefined && limits.tokensPerMinute === undefined ? undefined : limits;
+  for (const name of LIMIT_NAMES) if (limits[name] !== undefined) return limits;
+  return undefined;
 }
 
 /** What has tokens, in the order of the cell sets `assign` returns: the services, then the routers. */

@@ -17,9 +17,10 @@
 //   token a reload removed is given to another token only once every thread applied that reload
 //   and the cell set is idle (limit-cells.ts), so no request moves counts from one token to another.
 import type { LimitsConfig } from '../config/types.js';
-import { BUCKETS, CELL_SETS, clock, EPOCH_S, GEN, HEADER, INFLIGHT, REFUSED, REMOTE, RESERVED, STRIDE, TAT, THREADS, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
+import { dayOf, monthOf, monthStartAt, nextDayAt } from './calendar-window.js';
+import { BUCKETS, CELL_SETS, clock, DAY, EPOCH_S, GEN, HEADER, INFLIGHT, LOCAL, MONTH, REFUSED, REMOTE, REMOTE_DAY, REMOTE_MONTH, RESERVED, STORE, STRIDE, TAT, THREADS, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
 import { LimitMemory } from './limit-memory.js';
-import { windowSum } from './token-window.js';
+import { bucketCount, windowSum } from './token-window.js';
 
 /** `sweep` pulls a TAT older than this forward (well within the ±2.3 hours an Int32 of ticks spans). */
 const STALE_TICKS = 3_600_000 * TICKS_PER_MS;
@@ -29,6 +30,9 @@ export interface LimitUse {
   requestsPerMinute?: { limit: number; used: number };
   concurrent?: { limit: number; used: number };
   tokensPerMinute?: { limit: number; used: number; reserved: number };
+  /** `resetsAt`: when the window's count starts again from 0 (ISO 8601, UTC). */
+  tokensPerDay?: { limit: number; used: number; reserved: number; resetsAt: string };
+  tokensPerMonth?: { limit: number; used: number; reserved: number; resetsAt: string };
 }
 
 /** The limit table as the control plane uses it (the main thread's own view). */
@@ -72,6 +76,21 @@ export class LimitControl extends LimitMemory {
       // With a shared store, what the other gateways counted too.
       const settled = Atomics.load(a, at + REMOTE) + windowSum(this.a, at + BUCKETS, Math.floor(clock() / 1000) - EPOCH_S);
       use.tokensPerMinute = { limit: limits.tokensPerMinute, used: settled + reserved, reserved };
+    }
+    if (limits.tokensPerDay !== undefined || limits.tokensPerMonth !== undefined) {
+      const nowMs = clock();
+      const reserved = Atomics.load(a, at + RESERVED);
+      const shared = Atomics.load(a, STORE) !== LOCAL;
+      if (limits.tokensPerDay !== undefined) {
+        const day = dayOf(nowMs);
+        const settled = bucketCount(a, at + DAY, day) + (shared ? bucketCount(a, at + REMOTE_DAY, day) : 0);
+        use.tokensPerDay = { limit: limits.tokensPerDay, used: settled + reserved, reserved, resetsAt: new Date(nextDayAt(nowMs)).toISOString() };
+      }
+      if (limits.tokensPerMonth !== undefined) {
+        const month = monthOf(nowMs);
+        const settled = bucketCount(a, at + MONTH, month) + (shared ? bucketCount(a, at + REMOTE_MONTH, month) : 0);
+        use.tokensPerMonth = { limit: limits.tokensPerMonth, used: settled + reserved, reserved, resetsAt: new Date(monthStartAt(month + 1)).toISOString() };
+      }
     }
     return use;
   }

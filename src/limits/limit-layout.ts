@@ -9,7 +9,7 @@
 import { WINDOW_S } from './token-window.js';
 
 /** The limits a request can be refused by, in the order they are checked; also the refusal counters' order. */
-export const LIMIT_NAMES = ['concurrent', 'requestsPerMinute', 'tokensPerMinute'] as const;
+export const LIMIT_NAMES = ['concurrent', 'requestsPerMinute', 'tokensPerMinute', 'tokensPerDay', 'tokensPerMonth'] as const;
 export type LimitName = (typeof LIMIT_NAMES)[number];
 
 export const TICKS_PER_MS = 256;
@@ -32,18 +32,24 @@ export const TAT = 0;
 export const INFLIGHT = 1;
 export const RESERVED = 2;
 export const GEN = 3;
-export const REFUSED = 4; // three counters, in LIMIT_NAMES order
+export const REFUSED = 4; // five counters, in LIMIT_NAMES order
 // The shared store's part (0 without one).
-export const LEASE = 7; // requests of requestsPerMinute leased to this gateway, not used yet
-export const SLOTS = 8; // places of `concurrent` the store gave this gateway
-export const REMOTE = 9; // tokens of the window counted by other gateways (settled and reserved)
-export const EXHAUSTED = 10; // tick until which the store grants no request (its Retry-After)
-export const NEED = 11; // requests that asked for a top-up since the control plane last looked
-export const SEQ = 12; // bumped by each top-up: what a waiting request waits on
-export const FULL = 13; // 1: at the last sync the store had no place of `concurrent` beyond SLOTS
-export const LEFT = 14; // requests of requestsPerMinute the store would still grant at the last sync, beyond the leases
-export const ROOM = 15; // places of `concurrent` the other gateways left at the last sync
-export const BUCKETS = 16; // WINDOW_S × (second, count): token-window.ts
+export const LEASE = 9; // requests of requestsPerMinute leased to this gateway, not used yet
+export const SLOTS = 10; // places of `concurrent` the store gave this gateway
+export const REMOTE = 11; // tokens of the window counted by other gateways (settled and reserved)
+export const EXHAUSTED = 12; // tick until which the store grants no request (its Retry-After)
+export const NEED = 13; // requests that asked for a top-up since the control plane last looked
+export const SEQ = 14; // bumped by each top-up: what a waiting request waits on
+export const FULL = 15; // 1: at the last sync the store had no place of `concurrent` beyond SLOTS
+export const LEFT = 16; // requests of requestsPerMinute the store would still grant at the last sync, beyond the leases
+export const ROOM = 17; // places of `concurrent` the other gateways left at the last sync
+// tokensPerDay and tokensPerMonth (calendar-window.ts): each a bucket (its period, tokens settled
+// here), then what other gateways counted in it (its period, tokens settled and reserved).
+export const DAY = 18;
+export const MONTH = 20;
+export const REMOTE_DAY = 22;
+export const REMOTE_MONTH = 24;
+export const BUCKETS = 26; // WINDOW_S × (second, count): token-window.ts
 export const STRIDE = BUCKETS + 2 * WINDOW_S;
 
 /** The wall clock in ms, as every thread reads it (the base time and the token window's seconds). */

@@ -19,6 +19,11 @@
 //   request's own reservation (its body's max_tokens, at most the limit) added in the same
 //   compare-exchange. No count can wrap: a reservation is at most the limit (≤ 1e9), so the
 //   reservations stay below twice it; a settlement saturates (token-window.ts).
+// - tokensPerDay, tokensPerMonth: the tokens settled in the current calendar day or month in UTC
+//   (one bucket each: calendar-window.ts) plus the same reservations, checked in the same
+//   compare-exchange as tokensPerMinute; a refusal's Retry-After is the time to the next reset.
+//   A token without them pays one boolean test (`long`) per admission and per end.
+//   A request reserves its body's max_tokens at most its smallest token limit (`cap`).
 // - Refusals per limit (sluice_rate_limited_total), and the generation a request was admitted
 //   with: a request that ends after its cell set went to another token leaves its counts alone.
 // - Per thread and cell set, what that thread's requests hold of `concurrent` and of the
@@ -29,8 +34,9 @@
 //   A request that finds its lease empty rings the doorbell and may wait up to 50 ms for a top-up.
 import type { LimitsConfig } from '../config/types.js';
 import { LimitMemory } from './limit-memory.js';
-import { BUCKETS, clock, DOORBELL, EPOCH_S, EXHAUSTED, FULL, GEN, HEADER, INFLIGHT, LEASE, LEFT, LIMIT_NAMES, type LimitName, LOCAL, NEED, REFUSE_WHEN_DOWN, REFUSED, REMOTE, RESERVED, ROOM, SEQ, SLOTS, STORE, STORE_DOWN, STRIDE, TAT, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
-import { PastWindows, settle, tokensRetryAfter, WINDOW_S, windowRead } from './token-window.js';
+import { Calendar, dayOf, nextDayAt, secondsUntil } from './calendar-window.js';
+import { BUCKETS, clock, DAY, DOORBELL, EPOCH_S, EXHAUSTED, FULL, GEN, HEADER, INFLIGHT, LEASE, LEFT, LIMIT_NAMES, type LimitName, LOCAL, MONTH, NEED, REFUSE_WHEN_DOWN, REFUSED, REMOTE, REMOTE_DAY, REMOTE_MONTH, RESERVED, ROOM, SEQ, SLOTS, STORE, STORE_DOWN, STRIDE, TAT, TICKS_PER_MS, WINDOW_TICKS } from './limit-layout.js';
+import { bucketCount, PastWindows, settle, settleBucket, tokensRetryAfter, WINDOW_S, windowRead } from './token-window.js';
 
 /** The longest the shared store says a token's next request is away (one interval of GCRA, 60 s at most), with a margin. */
 const MAX_EXHAUSTED_TICKS = 61_000 * TICKS_PER_MS;
@@ -48,8 +54,12 @@ export interface TokenLimit {
   /** The cell set's generation when this thread learnt of it. */
   readonly gen: number;
   readonly limits: LimitsConfig;
-  /** Its requests count in `inflight` (it has `concurrent` or `tokensPerMinute`): `tokenLimit`. */
+  /** Its requests count in `inflight` (it has `concurrent` or a limit of tokens): `tokenLimit`. */
   readonly counted: boolean;
+  /** It has tokensPerDay or tokensPerMonth. */
+  readonly long: boolean;
+  /** What a request reserves at most: its smallest limit of tokens (0: it has none, nothing is reserved). */
+  readonly cap: number;
   /** The `RateLimit-Policy` value of its answers (rate-limit-headers.ts). */
   readonly policy: string;
   /** With the shared store: the requests of requestsPerMinute leased at a time (`leaseShare`). */
@@ -66,8 +76,10 @@ export function leaseShare(requestsPerMinute: number | undefined): number {
 
 /** A token's limits on cell set `cell` as a thread holds them (its generation read now). */
 export function tokenLimit(table: LimitMemory, cell: number, limits: LimitsConfig, policy: string): TokenLimit {
-  const counted = limits.concurrent !== undefined || limits.tokensPerMinute !== undefined;
-  return { cell, gen: table.generation(cell), limits, counted, policy, share: leaseShare(limits.requestsPerMinute) };
+  const long = limits.tokensPerDay !== undefined || limits.tokensPerMonth !== undefined;
+  const cap = Math.min(limits.tokensPerMinute ?? Infinity, limits.tokensPerDay ?? Infinity, limits.tokensPerMonth ?? Infinity);
+  const counted = limits.concurrent !== undefined || cap !== Infinity;
+  return { cell, gen: table.generation(cell), limits, counted, long, cap: cap === Infinity ? 0 : cap, policy, share: leaseShare(limits.requestsPerMinute) };
 }
 
 /** The limit table as a data plane thread uses it: the request path (the control plane's side: limit-control.ts, a sibling view). */
@@ -85,6 +97,15 @@ export class LimitTable extends LimitMemory {
   leftConcurrent = 0;
   leftTokens = 0;
   resetTokensS = 0;
+  leftDay = 0;
+  resetDayS = 0;
+  leftMonth = 0;
+  resetMonthS = 0;
+  /** This thread's current month and its bounds (calendar-window.ts). */
+  private readonly calendar = new Calendar();
+  /** Set by `readLong`: the tokens of the current day and month counted (settled here, counted by other gateways). */
+  private daySettled = 0;
+  private monthSettled = 0;
 
   /** `thread`: the data plane thread this object counts for (its row of holds). */
   constructor(buffer: SharedArrayBuffer, thread = 0) {
@@ -94,8 +115,8 @@ export class LimitTable extends LimitMemory {
   }
 
   /**
-   * Admits a request of `t` that reserves `reservation` tokens (its body's, at most its
-   * tokensPerMinute: 0 without one), or names the limit that refuses it (then `retryAfter` says
+   * Admits a request of `t` that reserves `reservation` tokens (its body's, at most its `cap`:
+   * 0 without a limit of tokens), or names the limit that refuses it (then `retryAfter` says
    * when to come back). An admitted request holds its place and its reservation until `end`. With
    * the shared store, `wait` (see Verdict) until the request's wait is over (`waited`).
    */
@@ -109,17 +130,28 @@ export class LimitTable extends LimitMemory {
     }
     const { requestsPerMinute: rpm, concurrent, tokensPerMinute: tpm } = t.limits;
     const nowMs = clock();
-    if (tpm !== undefined) {
-      const second = Math.floor(nowMs / 1000) - EPOCH_S;
-      this.past.read(a, at + BUCKETS, t.cell, Atomics.load(a, at + GEN), second, nowMs % 1000);
-      const settled = windowRead.sum + Atomics.load(a, at + REMOTE);
+    if (tpm !== undefined || t.long) {
+      let settled = 0;
+      let second = 0;
+      if (tpm !== undefined) {
+        second = Math.floor(nowMs / 1000) - EPOCH_S;
+        this.past.read(a, at + BUCKETS, t.cell, Atomics.load(a, at + GEN), second, nowMs % 1000);
+        settled = windowRead.sum + Atomics.load(a, at + REMOTE);
+      }
+      if (t.long) this.readLong(at, nowMs, store);
       let reserved = Atomics.load(a, at + RESERVED);
       for (;;) {
-        const counted = settled + reserved;
-        if (counted >= tpm) return this.refuse(at, 2, tokensRetryAfter(this.a, at + BUCKETS, second, tpm, reserved + Atomics.load(this.a, at + REMOTE)));
-        this.leftTokens = Math.max(0, tpm - counted - reservation);
+        if (tpm !== undefined) {
+          const counted = settled + reserved;
+          if (counted >= tpm) return this.refuse(at, 2, tokensRetryAfter(this.a, at + BUCKETS, second, tpm, reserved + Atomics.load(this.a, at + REMOTE)));
+          this.leftTokens = Math.max(0, tpm - counted - reservation);
+        }
+        if (t.long) {
+          const over = this.overLong(t, at, nowMs, reserved, reservation);
+          if (over !== undefined) return over;
+        }
         if (reservation === 0) break;
-        // Below the limit before this request: its reservation is taken in the same step.
+        // Below the limits before this request: its reservation is taken in the same step.
         const seen = Atomics.compareExchange(a, at + RESERVED, reserved, reserved + reservation);
         if (seen === reserved) break;
         reserved = seen;
@@ -199,8 +231,8 @@ export class LimitTable extends LimitMemory {
   }
 
   /**
-   * A request of a token with tokensPerMinute, before its body is read: refused at once when the
-   * token's window is already at its limit (admitting it later could not succeed), or when the
+   * A request of a token with a limit of tokens, before its body is read: refused at once when
+   * one of the token's windows is already at its limit (admitting it later could not succeed), or when the
    * shared store is down and `onStoreDown` is `refuse`. Takes nothing.
    */
   precheck(t: TokenLimit): Verdict {
@@ -208,12 +240,56 @@ export class LimitTable extends LimitMemory {
     const at = HEADER + t.cell * STRIDE;
     const store = Atomics.load(a, STORE);
     if (store === STORE_DOWN && Atomics.load(a, REFUSE_WHEN_DOWN) === 1) return 'unavailable';
-    const tpm = t.limits.tokensPerMinute!;
+    const tpm = t.limits.tokensPerMinute;
     const nowMs = clock();
-    const second = Math.floor(nowMs / 1000) - EPOCH_S;
-    this.past.read(a, at + BUCKETS, t.cell, Atomics.load(a, at + GEN), second, nowMs % 1000);
-    const others = Atomics.load(a, at + RESERVED) + (store === LOCAL ? 0 : Atomics.load(a, at + REMOTE));
-    if (windowRead.sum + others >= tpm) return this.refuse(at, 2, tokensRetryAfter(a, at + BUCKETS, second, tpm, others));
+    if (tpm !== undefined) {
+      const second = Math.floor(nowMs / 1000) - EPOCH_S;
+      this.past.read(a, at + BUCKETS, t.cell, Atomics.load(a, at + GEN), second, nowMs % 1000);
+      const others = Atomics.load(a, at + RESERVED) + (store === LOCAL ? 0 : Atomics.load(a, at + REMOTE));
+      if (windowRead.sum + others >= tpm) return this.refuse(at, 2, tokensRetryAfter(a, at + BUCKETS, second, tpm, others));
+    }
+    if (t.long) {
+      this.readLong(at, nowMs, store);
+      return this.overLong(t, at, nowMs, Atomics.load(a, at + RESERVED), 0);
+    }
+    return undefined;
+  }
+
+  /** Reads the tokens counted in the current calendar day and month of the cell set at `at` (`daySettled`, `monthSettled`). */
+  private readLong(at: number, nowMs: number, store: number): void {
+    const a = this.a;
+    const day = dayOf(nowMs);
+    this.calendar.at(nowMs);
+    const month = this.calendar.month;
+    this.daySettled = bucketCount(a, at + DAY, day);
+    this.monthSettled = bucketCount(a, at + MONTH, month);
+    if (store !== LOCAL) {
+      this.daySettled += bucketCount(a, at + REMOTE_DAY, day);
+      this.monthSettled += bucketCount(a, at + REMOTE_MONTH, month);
+    }
+  }
+
+  /**
+   * Refuses a request of `t` by tokensPerDay or tokensPerMonth when what they count with the
+   * `reserved` tokens reaches the limit (Retry-After: the next reset); otherwise sets what is left
+   * once `reservation` is taken.
+   */
+  private overLong(t: TokenLimit, at: number, nowMs: number, reserved: number, reservation: number): LimitName | undefined {
+    const { tokensPerDay: perDay, tokensPerMonth: perMonth } = t.limits;
+    if (perDay !== undefined) {
+      const counted = this.daySettled + reserved;
+      const reset = secondsUntil(nowMs, nextDayAt(nowMs));
+      if (counted >= perDay) return this.refuse(at, 3, reset);
+      this.leftDay = Math.max(0, perDay - counted - reservation);
+      this.resetDayS = reset;
+    }
+    if (perMonth !== undefined) {
+      const counted = this.monthSettled + reserved;
+      const reset = secondsUntil(nowMs, this.calendar.monthEnd);
+      if (counted >= perMonth) return this.refuse(at, 4, reset);
+      this.leftMonth = Math.max(0, perMonth - counted - reservation);
+      this.resetMonthS = reset;
+    }
     return undefined;
   }
 
@@ -285,7 +361,17 @@ export class LimitTable extends LimitMemory {
     this.hold(t, -1, -reserved);
     if (t.counted) Atomics.sub(a, at + INFLIGHT, 1);
     if (reserved > 0) Atomics.sub(a, at + RESERVED, reserved);
-    if (used > 0 && t.limits.tokensPerMinute !== undefined) settle(this.a, at + BUCKETS, Math.floor(clock() / 1000) - EPOCH_S, used);
+    if (used <= 0 || t.cap === 0) return;
+    const nowMs = clock();
+    if (t.limits.tokensPerMinute !== undefined) settle(this.a, at + BUCKETS, Math.floor(nowMs / 1000) - EPOCH_S, used);
+    if (t.long) {
+      // Settled into the day and month the request ends in.
+      if (t.limits.tokensPerDay !== undefined) settleBucket(this.a, at + DAY, dayOf(nowMs), used);
+      if (t.limits.tokensPerMonth !== undefined) {
+        this.calendar.at(nowMs);
+        settleBucket(this.a, at + MONTH, this.calendar.month, used);
+      }
+    }
   }
 
   private current(t: TokenLimit): boolean {

@@ -97,11 +97,24 @@ export const BUCKET_MAX = 0x7fffffff;
 
 /** Adds `tokens` to the bucket of `second`, resetting it first if it still holds an older second; the count saturates at BUCKET_MAX. */
 export function settle(a: Int32Array, at: number, second: number, tokens: number): void {
-  const b = at + 2 * (second % WINDOW_S);
+  settleBucket(a, at + 2 * (second % WINDOW_S), second, tokens);
+}
+
+/** The tokens the bucket at `b` counts for `period` (0 when it holds another). */
+export function bucketCount(a: Int32Array, b: number, period: number): number {
+  return Atomics.load(a, b) === period ? Atomics.load(a, b + 1) : 0;
+}
+
+/**
+ * Adds `tokens` to the bucket at `b` (its period, its count) for `period`, resetting it first if it
+ * still holds an older period (a second here, a day or a month: calendar-window.ts); the count
+ * saturates at BUCKET_MAX.
+ */
+export function settleBucket(a: Int32Array, b: number, period: number, tokens: number): void {
   const add = Math.min(tokens, BUCKET_MAX);
   for (;;) {
     const s = Atomics.load(a, b);
-    if (s === second) {
+    if (s === period) {
       let n = Atomics.load(a, b + 1);
       for (;;) {
         const seen = Atomics.compareExchange(a, b + 1, n, Math.min(BUCKET_MAX, n + add));
@@ -109,11 +122,11 @@ export function settle(a: Int32Array, at: number, second: number, tokens: number
         n = seen;
       }
     }
-    if (s === RESETTING) continue; // another thread is starting this second: a store or two
-    if (s > second) return; // a thread with a later clock moved on: these tokens are out of its window
+    if (s === RESETTING) continue; // another thread is starting this period: a store or two
+    if (s > period) return; // a thread with a later clock moved on: these tokens are out of its window
     if (Atomics.compareExchange(a, b, s, RESETTING) === s) {
       Atomics.store(a, b + 1, add);
-      Atomics.store(a, b, second);
+      Atomics.store(a, b, period);
       return;
     }
   }

@@ -110,7 +110,7 @@ export class Metrics implements ReplicaEvents {
   rateLimited(rows: () => readonly { service: string; token: string; limit: string; value: number }[]): void {
     new Counter({
       name: 'sluice_rate_limited_total',
-      help: 'Requests refused with 429 rate_limited, by service, token name and limit (requestsPerMinute, concurrent, tokensPerMinute).',
+      help: 'Requests refused with 429 rate_limited, by service, token name and limit (requestsPerMinute, concurrent, tokensPerMinute, tokensPerDay, tokensPerMonth).',
       labelNames: ['service', 'token', 'limit'],
       registers: [this.registry],
       collect() {

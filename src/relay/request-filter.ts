@@ -216,10 +216,10 @@ export class RequestFilter {
     // An empty value names no session: the request is routed as one without the header.
     const affinity = headers.affinity === undefined || headers.affinity === '' ? NO_AFFINITY : hashKey(headers.affinity);
     // Limits per caller: the last check, so that a request refused for anything else uses none of
-    // them. A token with tokensPerMinute is admitted once its body says its reservation (only a
+    // them. A token with a limit of tokens is admitted once its body says its reservation (only a
     // window already full refuses it now).
     const limit = auth.limit;
-    const byBody = limit !== undefined && limit.limits.tokensPerMinute !== undefined;
+    const byBody = limit !== undefined && limit.cap !== 0;
     const verdict = limit === undefined ? undefined : byBody ? service.limitTable.precheck(limit) : service.limitTable.admit(limit);
     if (verdict !== undefined && verdict !== 'wait') {
       const error = refusedByLimits(verdict, service.limitTable, limit!, auth.name);

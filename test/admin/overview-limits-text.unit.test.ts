@@ -18,3 +18,16 @@ test("one line per limited token, each limit it has with what is used of it", ()
   assert.equal(limitsText([]), '');
   assert.equal(limitsText(undefined), '', 'an older gateway without the field');
 });
+
+test('tokensPerDay and tokensPerMonth: used of the limit, and when each resets (UTC)', () => {
+  assert.equal(
+    limitsText([
+      {
+        token: 'team',
+        tokensPerDay: { limit: 2000000, used: 812000, reserved: 0, resetsAt: '2026-11-29T00:00:00.000Z' },
+        tokensPerMonth: { limit: 50000000, used: 9100000, reserved: 0, resetsAt: '2026-12-01T00:00:00.000Z' },
+      },
+    ]),
+    'team: 812000 of 2000000 tokens/day UTC, resets 00:00 UTC · 9100000 of 50000000 tokens/month UTC, resets 2026-12-01',
+  );
+});

@@ -28,6 +28,21 @@ function rules(raw: unknown): Map<string, string> {
   return new Map(problemsOf(raw).map((p) => [p.key, p.rule]));
 }
 
+test('tokensPerDay and tokensPerMonth: integers from 1 to 1e9, on service, token and router limits, each problem named', () => {
+  const ok = parseConfig(config({ tokensPerDay: 2_000_000, tokensPerMonth: 1_000_000_000 }));
+  assert.deepEqual(ok.services[0]!.tokens[0]!.limits, { tokensPerDay: 2_000_000, tokensPerMonth: 1_000_000_000 });
+  const bad = rules(config({ tokensPerDay: 0, tokensPerMonth: 1_000_000_001 }));
+  assert.equal(bad.get('services[0].tokens[0].limits.tokensPerDay'), 'must be an integer from 1 to 1000000000 (LLM tokens per calendar day in UTC)');
+  assert.equal(bad.get('services[0].limits.tokensPerMonth'), 'must be an integer from 1 to 1000000000 (LLM tokens per calendar month in UTC)');
+  assert.match(rules(config({ tokensPerDay: '5e3x' })).get('services[0].tokens[0].limits.tokensPerDay')!, /^must be an integer from 1 to 1000000000/);
+  const routed = parseConfig({
+    services: [{ slug: 'm', tokens: [{ name: 'a', sha256: DIGEST }], models: ['m'], replicas: { urls: ['http://127.0.0.1:9000'] } }],
+    routers: [{ slug: 'r', tokens: [{ name: 'team', sha256: DIGEST, limits: { tokensPerDay: 1000 } }], limits: { tokensPerMonth: 9000 } }],
+  });
+  assert.deepEqual(routed.routers![0]!.tokens[0]!.limits, { tokensPerDay: 1000 });
+  assert.deepEqual(routed.routers![0]!.limits, { tokensPerMonth: 9000 });
+});
+
 test('limits: every key optional, each an integer in its range; unknown keys named', () => {
   const ok = parseConfig(config({ requestsPerMinute: 60, concurrent: 4, tokensPerMinute: 100_000 }));
   assert.deepEqual(ok.services[0]!.tokens[0]!.limits, { requestsPerMinute: 60, concurrent: 4, tokensPerMinute: 100_000 });

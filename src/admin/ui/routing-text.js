@@ -60,7 +60,8 @@ export function ejectionsText(ejections, now) {
 
 /**
  * One line per limited token: `chat: 12 of 60 requests/min · 3 of 4 in flight · 41200 of 100000
- * tokens/min (6000 reserved)`. Empty without limited tokens.
+ * tokens/min (6000 reserved) · 812000 of 2000000 tokens/day UTC, resets 00:00 UTC · 9100000 of
+ * 50000000 tokens/month UTC, resets 2026-12-01`. Empty without limited tokens.
  */
 export function limitsText(limits) {
   if (!Array.isArray(limits)) return '';
@@ -73,6 +74,8 @@ export function limitsText(limits) {
         const reserved = t.tokensPerMinute.reserved > 0 ? ` (${t.tokensPerMinute.reserved} reserved)` : '';
         parts.push(`${t.tokensPerMinute.used} of ${t.tokensPerMinute.limit} tokens/min${reserved}`);
       }
+      if (t.tokensPerDay) parts.push(`${t.tokensPerDay.used} of ${t.tokensPerDay.limit} tokens/day UTC, resets 00:00 UTC`);
+      if (t.tokensPerMonth) parts.push(`${t.tokensPerMonth.used} of ${t.tokensPerMonth.limit} tokens/month UTC, resets ${String(t.tokensPerMonth.resetsAt).slice(0, 10)}`);
       return `${t.token}: ${parts.join(' · ')}`;
     })
     .join('\n');

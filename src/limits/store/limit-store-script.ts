@@ -4,11 +4,18 @@
 //   1 gateway id, 2 gone ms (a gateway not heard of that long loses its slots and reservations),
 //   3 requestsPerMinute (0: none), 4 requests wanted, 5 unused requests given back,
 //   6 concurrent (0: none), 7 slots wanted (in all),
-//   8 tokensPerMinute (0: none), 9 this gateway's reserved tokens, 10… (unix second, tokens) settled since the last call.
+//   8 tokensPerMinute (0: none), 9 this gateway's reserved tokens,
+//   10 tokensPerDay (0: none), 11 the day (days since 1970, UTC), 12 the tokens this gateway
+//   settled in it, 13 when its key expires (ms since 1970: the day's end and a margin),
+//   14–17 the same for tokensPerMonth and the month (months since January 1970),
+//   18… (unix second, tokens) settled since the last call.
 // Returns { requests granted, ms until the next request would be granted (0: now), slots held,
 //   tokens of the window counted in all: settled by every gateway plus the others' reservations,
 //   places of `concurrent` the other gateways leave, requests GCRA would still grant now (after
-//   those granted) }.
+//   those granted), tokens of the day and of the month that the other gateways counted (settled
+//   and reserved) }.
+// A day's or a month's key holds each gateway's total settled in it (a field per gateway, only
+// ever raised): a sync that is retried after a lost answer counts nothing twice.
 export const SYNC_SCRIPT = `
 local k = KEYS[1]
 local t = redis.call('TIME')
@@ -54,23 +61,42 @@ if conc > 0 then
   redis.call('HSET', k .. ':slots', gw, slots)
   redis.call('PEXPIRE', k .. ':slots', keep)
 end
+local perday, permonth = tonumber(ARGV[10]), tonumber(ARGV[14])
+local others = 0
+if tpm > 0 or perday > 0 or permonth > 0 then
+  redis.call('HSET', k .. ':res', gw, myres)
+  local r = redis.call('HGETALL', k .. ':res')
+  for i = 1, #r, 2 do
+    if r[i] ~= gw then others = others + tonumber(r[i + 1]) end
+  end
+  redis.call('PEXPIRE', k .. ':res', keep)
+end
+local function calendar(limit, key, mine, expires)
+  if limit <= 0 then return 0 end
+  local cur = tonumber(redis.call('HGET', key, gw) or '0')
+  if mine > cur then redis.call('HSET', key, gw, mine) end
+  redis.call('PEXPIREAT', key, expires)
+  local all = redis.call('HGETALL', key)
+  local n = others
+  for i = 1, #all, 2 do
+    if all[i] ~= gw then n = n + tonumber(all[i + 1]) end
+  end
+  return n
+end
+local day = calendar(perday, k .. ':d:' .. ARGV[11], tonumber(ARGV[12]), tonumber(ARGV[13]))
+local month = calendar(permonth, k .. ':m:' .. ARGV[15], tonumber(ARGV[16]), tonumber(ARGV[17]))
 if tpm > 0 then
   local second = math.floor(now / 1000)
-  for i = 10, #ARGV, 2 do redis.call('HINCRBY', k .. ':tpm', ARGV[i], ARGV[i + 1]) end
+  for i = 18, #ARGV, 2 do redis.call('HINCRBY', k .. ':tpm', ARGV[i], ARGV[i + 1]) end
   local b = redis.call('HGETALL', k .. ':tpm')
   for i = 1, #b, 2 do
     local s = tonumber(b[i])
     if s <= second - 60 then redis.call('HDEL', k .. ':tpm', b[i]) else counted = counted + tonumber(b[i + 1]) end
   end
-  redis.call('HSET', k .. ':res', gw, myres)
-  local r = redis.call('HGETALL', k .. ':res')
-  for i = 1, #r, 2 do
-    if r[i] ~= gw then counted = counted + tonumber(r[i + 1]) end
-  end
+  counted = counted + others
   redis.call('PEXPIRE', k .. ':tpm', keep)
-  redis.call('PEXPIRE', k .. ':res', keep)
 end
-return { granted, waitms, slots, counted, room, left }
+return { granted, waitms, slots, counted, room, left, day, month }
 `;
 
 /**

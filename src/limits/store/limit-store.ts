@@ -16,6 +16,7 @@ import type { Logger } from '../../log/logger.js';
 import type { LimitedToken } from '../limit-cells.js';
 import { leaseShare } from '../limit-table.js';
 import { StoreCells } from './store-cells.js';
+import { DAY_MS, dayOf, monthOf, monthStartAt } from '../calendar-window.js';
 import { LIMIT_STORE_COMMAND_MS, LIMIT_STORE_GONE_MS, LIMIT_STORE_LEASE_MS } from '../../tunables.js';
 
 import { settlesWithin } from '../../time/bounded-wait.js';
@@ -23,6 +24,9 @@ import { LEAVE_SCRIPT, SYNC_SCRIPT } from './limit-store-script.js';
 import { parseRedisUrl, readStorePassword, shownTarget } from '../../config/redis-store.js';
 import type { CertificatesInUse } from '../../metrics/certificate-metrics.js';
 import { StoreTls, type StoreTlsFiles, tlsFailure } from './limit-store-tls.js';
+
+/** How long a day's or a month's key outlives its window in the store (ms). */
+const CALENDAR_KEEP_MS = 120_000;
 
 /** How often the control plane syncs every limited token with the shared store (tokens counted, slots given back, stale leases returned). */
 const LIMIT_STORE_SYNC_MS = 100;
@@ -212,7 +216,7 @@ export class LimitStore {
       s.again += need;
       return;
     }
-    const { requestsPerMinute: rpm = 0, concurrent = 0, tokensPerMinute: tpm = 0 } = t.limits;
+    const { requestsPerMinute: rpm = 0, concurrent = 0, tokensPerMinute: tpm = 0, tokensPerDay: perDay = 0, tokensPerMonth: perMonth = 0 } = t.limits;
     const cell = t.cell;
     const share = leaseShare(t.limits.requestsPerMinute);
     // A lease older than LIMIT_STORE_LEASE_MS goes back: what bounds the overshoot.
@@ -243,14 +247,23 @@ export class LimitStore {
       s.pushed.clear();
       for (const [second, n] of now) s.pushed.set(second, n);
     }
-    if (rpm === 0 && concurrent === 0 && tpm === 0) return;
-    if (need === 0 && want === 0 && back === 0 && concurrent === 0 && tpm === 0) return; // nothing to say
+    const tokens = tpm > 0 || perDay > 0 || perMonth > 0;
+    if (rpm === 0 && concurrent === 0 && !tokens) return;
+    if (need === 0 && want === 0 && back === 0 && concurrent === 0 && !tokens) return; // nothing to say
     s.busy = true;
-    const args = [this.gateway, String(LIMIT_STORE_GONE_MS), String(rpm), String(want), String(back), String(concurrent), String(slots), String(tpm), String(this.cells.reserved(cell)), ...settled];
+    // The calendar windows by this gateway's clock: the day and the month it settles into now.
+    const nowMs = Date.now();
+    const day = dayOf(nowMs);
+    const month = monthOf(nowMs);
+    const calendar = [
+      String(perDay), String(day), String(perDay > 0 ? this.cells.settledIn(cell, day, false) : 0), String((day + 1) * DAY_MS + CALENDAR_KEEP_MS),
+      String(perMonth), String(month), String(perMonth > 0 ? this.cells.settledIn(cell, month, true) : 0), String(monthStartAt(month + 1) + CALENDAR_KEEP_MS),
+    ];
+    const args = [this.gateway, String(LIMIT_STORE_GONE_MS), String(rpm), String(want), String(back), String(concurrent), String(slots), String(tpm), String(this.cells.reserved(cell)), ...calendar, ...settled];
     this.client
       .eval(SYNC_SCRIPT, { keys: [s.key], arguments: args })
       .then((reply) => {
-        const [granted, waitMs, held, counted, room, left] = reply as number[];
+        const [granted, waitMs, held, counted, room, left, dayCounted, monthCounted] = reply as number[];
         if (this.stateOf(t) === s) {
           if (rpm > 0) this.cells.setLeft(cell, left!);
           this.cells.addLease(cell, granted!);
@@ -262,6 +275,8 @@ export class LimitStore {
             this.cells.setFull(cell, room! <= held!);
           }
           if (tpm > 0) this.cells.setRemote(cell, counted! - sum(s.pushed));
+          if (perDay > 0) this.cells.setRemoteIn(cell, day, false, dayCounted!);
+          if (perMonth > 0) this.cells.setRemoteIn(cell, month, true, monthCounted!);
         }
         this.reachable();
       })

@@ -2,9 +2,9 @@
 // docs/architecture.md#the-shared-store): what the store granted this gateway (leased requests,
 // slots of `concurrent`, tokens counted elsewhere) written in, what the gateway used read out, and
 // the doorbell that the data plane rings when a token's lease runs low.
-import { BUCKETS, DOORBELL, EPOCH_S, EXHAUSTED, FULL, HEADER, INFLIGHT, LEASE, LEFT, LOCAL, NEED, REMOTE, RESERVED, ROOM, SEQ, SLOTS, STORE, STORE_DOWN, STORE_UP, STRIDE, TICKS_PER_MS } from '../limit-layout.js';
+import { BUCKETS, DAY, DOORBELL, EPOCH_S, EXHAUSTED, FULL, HEADER, INFLIGHT, LEASE, LEFT, LOCAL, MONTH, NEED, REMOTE, REMOTE_DAY, REMOTE_MONTH, RESERVED, ROOM, SEQ, SLOTS, STORE, STORE_DOWN, STORE_UP, STRIDE, TICKS_PER_MS } from '../limit-layout.js';
 import { LimitMemory } from '../limit-memory.js';
-import { BUCKET_MAX, WINDOW_S } from '../token-window.js';
+import { BUCKET_MAX, bucketCount, WINDOW_S } from '../token-window.js';
 
 /** The shared store's client's view of the limit table (a sibling of LimitTable and LimitControl: limit-memory.ts). */
 export class StoreCells extends LimitMemory {
@@ -124,6 +124,20 @@ export class StoreCells extends LimitMemory {
       if (s > second - WINDOW_S && s <= second && n > 0) out.set(s + EPOCH_S, n);
     }
     return out;
+  }
+
+  /** The tokens this gateway settled in `cell`'s day `period` (`month`: its month instead). */
+  settledIn(cell: number, period: number, month: boolean): number {
+    return bucketCount(this.a, this.at(cell) + (month ? MONTH : DAY), period);
+  }
+
+  /** The tokens of `cell`'s day `period` (`month`: of its month) that other gateways counted, settled and reserved. */
+  setRemoteIn(cell: number, period: number, month: boolean, tokens: number): void {
+    const b = this.at(cell) + (month ? REMOTE_MONTH : REMOTE_DAY);
+    // No period while the count changes: a request never reads one period's count as another's.
+    Atomics.store(this.a, b, -1);
+    Atomics.store(this.a, b + 1, Math.min(BUCKET_MAX, Math.max(0, tokens)));
+    Atomics.store(this.a, b, period);
   }
 
   /** A top-up of `cell` is in (or the store failed): its waiting requests decide again. */

@@ -55,11 +55,11 @@ const NOT_A_STRING = new NoModel(`${HOW}; its "model" is not a string.`);
 const TOO_LONG = new NoModel(`${HOW}; its "model" is longer than any model name.`);
 const TWICE = new NoModel(`${HOW}; its "model" is given twice, with different values.`);
 const MODEL_AGAIN = 'The body names "model" again after the part it was routed by, with another value.';
-const TOKENS_NOT_UTF8 = 'The body of a request limited by tokensPerMinute must be UTF-8 (a JSON body in UTF-16 or UTF-32 is not read).';
+const TOKENS_NOT_UTF8 = 'The body of a request limited in tokens (tokensPerMinute, tokensPerDay, tokensPerMonth) must be UTF-8 (a JSON body in UTF-16 or UTF-32 is not read).';
 const MORE_THAN_RESERVED = 'The body asks for more tokens ("max_tokens", "max_completion_tokens") after the part its reservation was read from.';
 
 function notAnInteger(key: string): string {
-  return `The body's "${key}" is not an integer a replica reads (or is too long to read), and the request is limited by tokensPerMinute.`;
+  return `The body's "${key}" is not an integer a replica reads (or is too long to read), and the request is limited in tokens (tokensPerMinute, tokensPerDay, tokensPerMonth).`;
 }
 
 export class BodyFields implements ValueListener, RawValueSink, StreamLook, RequestedFields {
@@ -146,17 +146,17 @@ export class BodyFields implements ValueListener, RawValueSink, StreamLook, Requ
   }
 
   /**
-   * The tokens a request limited by `tokensPerMinute` reserves, read from its body's part walked so
-   * far: the larger of its `max_tokens` and `max_completion_tokens` (0 without them), at most the
-   * limit; or the message of the 400 when one of them is no integer. Later values are checked
+   * The tokens a request limited in tokens reserves, read from its body's part walked so far: the
+   * larger of its `max_tokens` and `max_completion_tokens` (0 without them), at most `cap` (its
+   * smallest limit of tokens); or the message of the 400 when one of them is no integer. Later values are checked
    * against it (`refused`).
    */
-  reservation(tokensPerMinute: number): number | string {
+  reservation(cap: number): number | string {
     if (this.walk.outcome === 'foreign') return TOKENS_NOT_UTF8;
     const asked = this.asked();
     if (typeof asked === 'string') return asked;
-    this.cap = tokensPerMinute;
-    this.reserved = Math.min(asked, tokensPerMinute);
+    this.cap = cap;
+    this.reserved = Math.min(asked, cap);
     return this.reserved;
   }
 

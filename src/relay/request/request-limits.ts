@@ -1,8 +1,9 @@
 // A request's part in its token's limits (docs/api.md#limits-per-caller), around what the limit
 // table does (limits/limit-table.ts): the 429 of a refused request (or the 503 while the shared
 // store is down), and the admissions decided after the request filter: a request of a token with
-// tokensPerMinute once its body's first part says its reservation (body-fields.ts), a request whose
-// lease from the shared store ran out once the control plane topped it up. Such a request is
+// a limit of tokens (tokensPerMinute, tokensPerDay, tokensPerMonth) once its body's first part
+// says its reservation (body-fields.ts), a request whose lease from the shared store ran out once
+// the control plane topped it up. Such a request is
 // admitted as its token is at that moment (a reload may have replaced it: auth.ts `currentEntry`),
 // and starts only once admitted. The tokens it settles with at its end: finished-request.ts `settledTokens`.
 import { RelayError } from '../../http/errors.js';
@@ -37,6 +38,8 @@ const PER = {
   requestsPerMinute: ['request per minute', 'requests per minute'],
   concurrent: ['request at once', 'requests at once'],
   tokensPerMinute: ['token per minute', 'tokens per minute'],
+  tokensPerDay: ['token per UTC day', 'tokens per UTC day'],
+  tokensPerMonth: ['token per UTC month', 'tokens per UTC month'],
 } as const;
 
 /** `429 rate_limited` for a request of `limit`'s token that `table.admit` just refused. */
@@ -63,7 +66,7 @@ export function admitted(request: AdmittedRequest, limit: TokenLimit, table: Lim
 }
 
 /**
- * A request of a token with tokensPerMinute whose body's first part is in (`request.admitting` is
+ * A request of a token with a limit of tokens whose body's first part is in (`request.admitting` is
  * `body`): admitted with the reservation it reads (or refused, or waiting for the shared store).
  * False when it ended.
  */
@@ -102,7 +105,7 @@ export function waitForLimits(request: AdmittedRequest, table: LimitTable, limit
 
 /**
  * Admits `request` by its token's limits as they are now, with the reservation its body says for
- * a token with tokensPerMinute: `start` (admitted, or its token has no limits any more), `done`
+ * a token with a limit of tokens: `start` (admitted, or its token has no limits any more), `done`
  * (refused: answered), or the limit to wait on (the shared store's top-up; `waited`: the wait is over).
  */
 function decide(request: AdmittedRequest, table: LimitTable, waited: boolean): 'start' | 'done' | TokenLimit {
@@ -119,9 +122,8 @@ function decide(request: AdmittedRequest, table: LimitTable, waited: boolean): '
     return 'start';
   }
   let reservation = 0;
-  const tokensPerMinute = limit.limits.tokensPerMinute;
-  if (tokensPerMinute !== undefined && request.fields !== undefined) {
-    const read = request.fields.reservation(tokensPerMinute);
+  if (limit.cap !== 0 && request.fields !== undefined) {
+    const read = request.fields.reservation(limit.cap);
     if (typeof read === 'string') {
       request.refuse(new RelayError('bad_request', { message: read }));
       return 'done';
