@@ -43,7 +43,7 @@ test('a launched replica is read once ready: its reading is on /status and /metr
   assert.equal(await metric(onAdmin, 'sluice_replica_cache_usage{service="svc",replica="svc-1"}'), 0.5);
   const status = (await (await fetch(`http://127.0.0.1:${adminPort}/status`)).json()) as { services: { routing: unknown; loads: Record<string, unknown>[] }[] };
   const svc = status.services[0]!;
-  assert.deepEqual(svc.routing, { policy: 'queue-aware', affinityHeader: null });
+  assert.deepEqual(svc.routing, { policy: 'queue-aware', affinityHeader: null, prefix: null });
   assert.equal(svc.loads.length, 1);
   const load = svc.loads[0]!;
   assert.equal(load['replica'], 'svc-1');
