@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import type { Socket } from 'node:net';
 import { AUTH, logged, metric, rawService, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { eventually, sleep } from '../helpers/wait.js';
+import { eventually } from '../helpers/wait.js';
 import { startWsReplica, type WsReplica } from '../fixtures/ws-replica.js';
 import { connect, open, UWS_ASYNC_UPGRADE_CLOSE } from '../helpers/ws-client.js';
 
@@ -129,12 +129,17 @@ for (const workers of [1, 2]) {
       const socket = (c.ws as unknown as { _socket: Socket })._socket;
       socket.pause();
       await eventually(() => r.floods.length === 1 && r.floods[0]!.blocked, 20_000, 'the replica blocked');
-      // Blocked and staying blocked: its socket does not drain while the caller does not read.
+      // Blocked and staying blocked: messages of the caller go through the gateway to the replica
+      // one after another, each a turn of the gateway's loop with the replica's socket readable,
+      // until ten in a row found the replica's socket not drained (what was already in the kernel's
+      // buffers when the gateway paused may still move first). Counted turns, no clock.
       const flood = r.floods[0]!;
       let still = 0;
       let last = flood.sentBytes;
-      while (still < 10) {
-        await sleep(50);
+      for (let probes = 1; still < 10; probes++) {
+        assert.ok(probes <= 1000, `the replica's writes never stopped: ${flood.sentBytes} bytes`);
+        c.ws.send(`probe ${probes}`);
+        await eventually(() => flood.received === probes, 10_000, `probe ${probes} at the replica`);
         if (flood.sentBytes === last && flood.blocked) still += 1;
         else {
           still = 0;
