@@ -192,16 +192,7 @@ function resourceFrom(vars: NodeJS.ProcessEnv, problems: ConfigProblem[]): Recor
   const text = env(vars, name);
   const out: Record<string, string> = {};
   if (text === undefined) return out;
-  for (const pair of text.split(',')) {
-    if (pair.trim() === '') continue;
-    const eq = pair.indexOf('=');
-    const key = eq < 0 ? '' : pair.slice(0, eq).trim();
-    let value: string | undefined;
-    try {
-      value = eq < 0 ? undefined : decodeURIComponent(pair.slice(eq + 1).trim());
-    } catch {
-      value = undefined;
-    }
+  for (const [key, value] of keyValuePairs(text)) {
     if (!/^[\x21-\x7e]{1,255}$/.test(key) || value === undefined || !/^[\x20-\x7e]{0,255}$/.test(value)) {
       problems.push({ key: name, value: text, rule: 'must be key=value pairs separated by commas (printable ASCII keys, percent-encoded values, each at most 255 characters)' });
       return {};
@@ -209,6 +200,27 @@ function resourceFrom(vars: NodeJS.ProcessEnv, problems: ConfigProblem[]): Recor
     out[key] = value;
   }
   return out;
+}
+
+/**
+ * The pairs of a `key1=value1,key2=value2` variable (W3C Baggage's format, which the OTLP headers
+ * and resource attributes share): keys and values trimmed, values percent-decoded; a pair with no
+ * `=` has the key '', a value that does not decode is undefined. Empty pairs are skipped.
+ */
+function keyValuePairs(text: string): [string, string | undefined][] {
+  const pairs: [string, string | undefined][] = [];
+  for (const pair of text.split(',')) {
+    if (pair.trim() === '') continue;
+    const eq = pair.indexOf('=');
+    let value: string | undefined;
+    try {
+      value = eq < 0 ? undefined : decodeURIComponent(pair.slice(eq + 1).trim());
+    } catch {
+      value = undefined;
+    }
+    pairs.push([eq < 0 ? '' : pair.slice(0, eq).trim(), value]);
+  }
+  return pairs;
 }
 
 function configuredUrl(config: TracingConfig | undefined, vars: NodeJS.ProcessEnv, problems: ConfigProblem[]): string | undefined {
@@ -245,16 +257,7 @@ function headersFrom(vars: NodeJS.ProcessEnv, name: string, problems: ConfigProb
   const text = env(vars, name);
   const out: Record<string, string> = {};
   if (text === undefined) return out;
-  for (const pair of text.split(',')) {
-    if (pair.trim() === '') continue;
-    const eq = pair.indexOf('=');
-    const key = eq < 0 ? '' : pair.slice(0, eq).trim();
-    let value: string | undefined;
-    try {
-      value = eq < 0 ? undefined : decodeURIComponent(pair.slice(eq + 1).trim());
-    } catch {
-      value = undefined;
-    }
+  for (const [key, value] of keyValuePairs(text)) {
     if (!HEADER_NAME.test(key) || value === undefined || !/^[\t\x20-\x7e]*$/.test(value)) {
       problems.push({ key: name, value: '[redacted]', rule: 'must be key=value pairs separated by commas (header names, percent-encoded values)' });
       return {};
